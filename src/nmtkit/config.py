@@ -1,0 +1,312 @@
+"""Run configuration: dataclasses are the only place defaults live.
+
+A YAML recipe is read into :class:`Config`; every key must name a field (an
+unknown key is an error, not silently ignored), every value is checked against
+the field's type, and ``--set section.key=value`` overrides are applied before
+validation, so an impossible run fails before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot describe a valid run."""
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel text comes from and how it becomes token ids."""
+
+    corpus: str = "multi30k"
+    """``multi30k`` (named splits), ``parallel`` (plain text files), ``tsv``, ``copy`` (synthetic)."""
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    train: str = "train"
+    """Split name for ``multi30k``; a path prefix (``<prefix>.<lang>``) for ``parallel``;
+    a file for ``tsv``."""
+    valid: str = "val"
+    test: str = "test_2016_flickr"
+    tokenizer: str = "sentencepiece"
+    """``sentencepiece`` (trained on the training split), ``word`` (spaCy blank rules), ``whitespace``."""
+    spm_model_type: str = "bpe"
+    """SentencePiece algorithm: ``bpe`` or ``unigram``."""
+    vocab_size: int = 8000
+    """SentencePiece vocabulary size (joint over both languages when ``joint_vocab``)."""
+    joint_vocab: bool = True
+    """One vocabulary for source and target (needed to tie all three embeddings)."""
+    min_freq: int = 2
+    """Word/whitespace tokenizers: drop types seen fewer times in training."""
+    lowercase: bool = False
+    max_len: int = 100
+    """Training pairs with more tokens than this on either side are skipped (counted, logged)."""
+    reverse_source: bool = False
+    """Reverse source token order (Sutskever et al. 2014; seed 003)."""
+    copy_vocab: int = 11
+    """Copy task: symbols are 1..copy_vocab-1 (the seed's V=11)."""
+    copy_len: int = 10
+    copy_train_size: int = 20000
+    copy_valid_size: int = 200
+
+
+@dataclass
+class ModelConfig:
+    """Architecture hyperparameters (Vaswani et al. 2017, Table 3)."""
+
+    arch: str = "transformer"
+    """``transformer`` (or ``rnn`` once available)."""
+    layers: int = 6
+    """N for both stacks unless ``enc_layers``/``dec_layers`` are given."""
+    enc_layers: int = 0
+    dec_layers: int = 0
+    d_model: int = 512
+    d_ff: int = 2048
+    heads: int = 8
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    """Dropout on attention probabilities (the Annotated Transformer uses ``dropout`` there)."""
+    relu_dropout: float = 0.0
+    """Dropout inside the FFN between the two linears."""
+    norm: str = "post"
+    """``post``: LayerNorm(x + Sublayer(x)) (paper, Sec. 3.1); ``pre``: x + Sublayer(LayerNorm(x))."""
+    layer_norm_eps: float = 1e-6
+    tie_output: bool = True
+    """Share the target embedding with the pre-softmax projection (Sec. 3.4)."""
+    tie_all: bool = True
+    """Share source embedding too (requires ``data.joint_vocab``)."""
+    max_positions: int = 1024
+    """Length of the precomputed sinusoidal table; longer inputs are truncated."""
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, budgets, validation and checkpoints (paper Sec. 5)."""
+
+    seed: int = 1234
+    max_tokens: int = 4096
+    """Token budget per batch, padding counted, on the larger of the two sides."""
+    accum: int = 1
+    """Gradient accumulation: batches per optimizer step."""
+    max_steps: int = 100000
+    max_epochs: int = 0
+    """0 = no epoch limit."""
+    max_minutes: float = 0.0
+    """Wall-clock budget for training; 0 = none."""
+    lr_schedule: str = "noam"
+    """``noam``: factor * d^-0.5 * min(s^-0.5, s * warmup^-1.5) (Eq. 3); ``constant``; ``plateau``."""
+    lr: float = 1.0
+    """Base rate: the Noam factor, or the constant/plateau initial rate."""
+    warmup: int = 4000
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0
+    """Clip the global gradient norm to this value; 0 = off."""
+    valid_every: int = 1000
+    """Validate every this many optimizer steps (also at the end)."""
+    valid_bleu: bool = True
+    """Greedy-decode the validation set and report BLEU at each validation."""
+    valid_max_sents: int = 0
+    """Use only the first N validation pairs for BLEU (0 = all)."""
+    early_stop_metric: str = "bleu"
+    """``bleu`` (higher is better) or ``loss`` (lower is better); selects ``best.pt``."""
+    patience: int = 0
+    """Stop after this many validations without improvement; 0 = never."""
+    keep_last: int = 5
+    """Keep the last k step checkpoints (for ``nmtkit average``)."""
+    log_every: int = 50
+    threads: int = 0
+    """torch intra-op threads; 0 = PyTorch's default."""
+    device: str = "auto"
+    """``auto`` (cuda if available), ``cpu`` or ``cuda``."""
+    amp: bool = False
+    """bf16 autocast on CUDA."""
+    max_nonfinite: int = 5
+    """Stop after this many consecutive steps with a NaN/inf loss (each is skipped)."""
+
+
+@dataclass
+class DecodeConfig:
+    """Search used by validation, ``translate`` and ``evaluate`` unless overridden."""
+
+    beam: int = 5
+    length_penalty: float = 0.6
+    """GNMT length penalty alpha: score / ((5 + |y|) / 6) ** alpha; 0 = raw log-prob."""
+    max_len_a: float = 1.2
+    """Output cap = max_len_a * source_length + max_len_b."""
+    max_len_b: int = 10
+    batch_size: int = 64
+    """Sentences per decoding batch."""
+    n_best: int = 1
+
+
+@dataclass
+class Config:
+    """A whole run: one dataclass per concern."""
+
+    name: str = "run"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str = "<dict>") -> Config:
+        cfg = _build(cls, raw, source, "")
+        validate(cfg, source)
+        return cfg
+
+
+def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
+    """Check ``value`` against the annotated type ``tp`` (with mild numeric coercion)."""
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif origin is tuple:
+        args = typing.get_args(tp)
+        if isinstance(value, (list, tuple)) and len(value) == len(args):
+            return tuple(_coerce(v, a, where, source) for v, a in zip(value, args, strict=True))
+    elif origin in (types.UnionType, typing.Union):
+        for a in typing.get_args(tp):
+            try:
+                return _coerce(value, a, where, source)
+            except ConfigError:
+                continue
+    raise ConfigError(f"{source}: {where}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+
+
+def _build(cls: type, raw: Any, source: str, prefix: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: {prefix or 'top level'}: expected a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(prefix + k for k in unknown)}; "
+            f"known: {', '.join(sorted(names))}"
+        )
+    kwargs = {}
+    for name, value in raw.items():
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, value, source, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(value, tp, prefix + name, source)
+    return cls(**kwargs)
+
+
+def _check(cond: bool, source: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{source}: {msg}")
+
+
+def validate(cfg: Config, source: str = "<config>") -> None:
+    """Reject impossible values before any work starts."""
+    d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.decode
+    _check(d.corpus in ("multi30k", "parallel", "tsv", "copy"), source,
+           f"data.corpus must be multi30k|parallel|tsv|copy, got {d.corpus!r}")
+    _check(d.tokenizer in ("sentencepiece", "word", "whitespace"), source,
+           f"data.tokenizer must be sentencepiece|word|whitespace, got {d.tokenizer!r}")
+    _check(d.spm_model_type in ("bpe", "unigram"), source, "data.spm_model_type must be bpe|unigram")
+    _check(d.vocab_size >= 16, source, "data.vocab_size must be >= 16")
+    _check(d.min_freq >= 1, source, "data.min_freq must be >= 1")
+    _check(d.max_len >= 1, source, "data.max_len must be >= 1")
+    _check(m.arch in ("transformer",), source, f"model.arch must be transformer, got {m.arch!r}")
+    _check(m.norm in ("pre", "post"), source, "model.norm must be pre|post")
+    _check(m.d_model > 0 and m.heads > 0, source, "model.d_model and model.heads must be > 0")
+    _check(m.d_model % m.heads == 0, source,
+           f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
+    _check(m.layers >= 1 and m.enc_layers >= 0 and m.dec_layers >= 0, source, "layers must be >= 1")
+    for k in ("dropout", "attention_dropout", "relu_dropout"):
+        _check(0.0 <= getattr(m, k) < 1.0, source, f"model.{k} must be in [0, 1)")
+    _check(not m.tie_all or d.joint_vocab or d.corpus == "copy", source,
+           "model.tie_all needs data.joint_vocab: true (one vocabulary for all three embeddings)")
+    _check(t.max_tokens > 0, source, "train.max_tokens must be > 0")
+    _check(t.accum >= 1, source, "train.accum must be >= 1")
+    _check(t.max_steps >= 1, source, "train.max_steps must be >= 1")
+    _check(t.max_minutes >= 0, source, "train.max_minutes must be >= 0")
+    _check(t.lr_schedule in ("noam", "constant", "plateau"), source,
+           "train.lr_schedule must be noam|constant|plateau")
+    _check(t.lr > 0, source, "train.lr must be > 0")
+    _check(t.lr_schedule != "noam" or t.warmup >= 1, source, "train.warmup must be >= 1 for noam")
+    _check(0.0 <= t.label_smoothing < 1.0, source, "train.label_smoothing must be in [0, 1)")
+    _check(t.valid_every >= 1, source, "train.valid_every must be >= 1")
+    _check(t.early_stop_metric in ("bleu", "loss"), source, "train.early_stop_metric must be bleu|loss")
+    _check(t.keep_last >= 0, source, "train.keep_last must be >= 0")
+    _check(t.device in ("auto", "cpu", "cuda"), source, "train.device must be auto|cpu|cuda")
+    _check(s.beam >= 1, source, f"decode.beam must be >= 1, got {s.beam}")
+    _check(1 <= s.n_best <= s.beam, source, "decode.n_best must be in [1, beam]")
+    _check(s.batch_size >= 1, source, "decode.batch_size must be >= 1")
+    _check(s.max_len_a >= 0 and s.max_len_b >= 0, source, "decode.max_len_a/b must be >= 0")
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=c`` -> (["a", "b"], YAML-parsed c)."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected section.key=value")
+    key, value = item.split("=", 1)
+    return key.strip().split("."), yaml.safe_load(value) if value != "" else ""
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for item in overrides:
+        path, value = parse_override(item)
+        node = raw
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: {p} is not a section")
+        node[path[-1]] = value
+    return raw
+
+
+def load(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML recipe, apply ``--set`` overrides, validate."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from None
+    raw = apply_overrides(raw, overrides or [])
+    if "name" not in raw:
+        raw["name"] = path.stem
+    return Config.from_dict(raw, str(path))
+
+
+def enc_layers(m: ModelConfig) -> int:
+    return m.enc_layers or m.layers
+
+
+def dec_layers(m: ModelConfig) -> int:
+    return m.dec_layers or m.layers

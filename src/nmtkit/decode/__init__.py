@@ -1,0 +1,1 @@
+"""nmtkit.decode"""
