@@ -1,1 +1,16 @@
-"""nmtkit.models"""
+"""Models: one builder from config to a module implementing :mod:`nmtkit.models.seq2seq`."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..config import ModelConfig
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
+    """Hyperparameters -> model, by ``cfg.arch``."""
+    if cfg.arch == "transformer":
+        from .transformer import build_transformer
+
+        return build_transformer(cfg, src_vocab_size, tgt_vocab_size)
+    raise ValueError(f"unknown model.arch {cfg.arch!r}")

@@ -1,0 +1,159 @@
+"""Command line: ``nmtkit train|translate|evaluate|average``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from . import __version__
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from .config import load
+    from .train.loop import train
+
+    cfg = load(a.config, a.set)
+    run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
+    result = train(cfg, run_dir, resume=a.resume)
+    print(json.dumps({"run_dir": str(run_dir), **result}))
+    return 0
+
+
+def _read_input(path: str | None) -> list[str]:
+    if path and path != "-":
+        from .data.corpora import read_lines
+
+        return read_lines(path)
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise SystemExit(f"nmtkit: error: <stdin>:{line}: invalid UTF-8") from None
+    return text.splitlines()
+
+
+def cmd_translate(a: argparse.Namespace) -> int:
+    from .io import atomic_write_text
+    from .train.checkpoint import load_bundle
+
+    bundle = load_bundle(a.model, a.device)
+    lines = _read_input(a.input)
+    tr = bundle.translator()
+    results = tr.translate(lines, beam=a.beam, batch_size=a.batch_size, n_best=a.n_best)
+    if a.n_best > 1:
+        out = "".join(f"{i}\t{h.score:.4f}\t{h.text}\n" for i, hs in enumerate(results) for h in hs)
+    else:
+        out = "".join(hs[0].text + "\n" for hs in results)
+    if a.output:
+        atomic_write_text(a.output, out)
+    else:
+        sys.stdout.write(out)
+    return 0
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    from .data.corpora import load_parallel, read_lines
+    from .evaluate import score
+    from .io import atomic_write_text
+    from .train.checkpoint import load_bundle
+
+    bundle = load_bundle(a.model, a.device)
+    if a.split:
+        par = load_parallel(bundle.cfg.data, a.split)
+        src, ref, name = par.src, par.tgt, a.split
+    elif a.src and a.ref:
+        src, ref, name = read_lines(a.src), read_lines(a.ref), a.src
+        if len(src) != len(ref):
+            raise SystemExit(f"nmtkit: error: {a.src} has {len(src)} lines but {a.ref} has "
+                             f"{len(ref)}")
+    else:
+        raise SystemExit("nmtkit: error: evaluate needs --split NAME or --src FILE --ref FILE")
+    hyps = bundle.translator().translate_lines(src, beam=a.beam, batch_size=a.batch_size)
+    if a.output:
+        atomic_write_text(a.output, "".join(h + "\n" for h in hyps))
+    result = score(hyps, ref)
+    result.update({"split": name, "beam": a.beam or bundle.cfg.decode.beam, "model": a.model})
+    print(json.dumps(result))
+    return 0
+
+
+def cmd_average(a: argparse.Namespace) -> int:
+    from .train.average import average_checkpoints
+
+    average_checkpoints(a.checkpoints, a.out)
+    print(json.dumps({"out": a.out, "averaged": a.checkpoints}))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nmtkit", description=__doc__)
+    p.add_argument("--version", action="version", version=f"nmtkit {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a model from a YAML recipe")
+    t.add_argument("config")
+    t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (repeatable)")
+    t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
+    t.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
+    t.set_defaults(func=cmd_train)
+
+    def decode_args(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--model", required=True, help="checkpoint (.pt)")
+        q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
+        q.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+        q.add_argument("--device", default="cpu")
+
+    tr = sub.add_parser("translate", help="translate lines (stdin/stdout by default)")
+    decode_args(tr)
+    tr.add_argument("-i", "--input", help="input file (default stdin)")
+    tr.add_argument("-o", "--output", help="output file (default stdout)")
+    tr.add_argument("--n-best", type=int, default=1, help="print N best as 'i<TAB>score<TAB>text'")
+    tr.set_defaults(func=cmd_translate)
+
+    ev = sub.add_parser("evaluate", help="translate a test set and print sacreBLEU JSON")
+    decode_args(ev)
+    ev.add_argument("--split", help="corpus split name (e.g. test_2016_flickr)")
+    ev.add_argument("--src", help="source file")
+    ev.add_argument("--ref", help="reference file")
+    ev.add_argument("-o", "--output", help="also write the hypotheses here")
+    ev.set_defaults(func=cmd_evaluate)
+
+    av = sub.add_parser("average", help="average the weights of checkpoints")
+    av.add_argument("--out", required=True)
+    av.add_argument("checkpoints", nargs="+")
+    av.set_defaults(func=cmd_average)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    from .config import ConfigError
+    from .data.corpora import CorpusError
+    from .train.checkpoint import CheckpointError
+
+    if getattr(args, "beam", None) is not None and args.beam < 1:
+        print(f"nmtkit: error: --beam must be >= 1, got {args.beam}", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except (ConfigError, CorpusError, CheckpointError, FileNotFoundError, ValueError) as e:
+        print(f"nmtkit: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Translator: text in, text out. Sort by length, batch, search, unsort, detokenize."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..config import DecodeConfig
+from ..data.batching import pad_batch
+from ..data.vocab import EOS, PAD
+from .search import Hypothesis, beam_search, greedy_search
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Translation:
+    text: str
+    tokens: list[str]
+    src_tokens: list[str]
+    score: float
+    attention: torch.Tensor | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
+
+
+class Translator:
+    """Wraps a model with its tokenizers and vocabularies (everything a checkpoint holds)."""
+
+    def __init__(self, model, src_tok, tgt_tok, src_vocab, tgt_vocab, decode: DecodeConfig,
+                 reverse_source: bool = False, max_src_len: int | None = None):
+        self.model = model.eval()
+        self.src_tok, self.tgt_tok = src_tok, tgt_tok
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.decode_cfg = decode
+        self.reverse_source = reverse_source
+        self.max_src_len = max_src_len
+        self.device = next(model.parameters()).device
+
+    def encode_source(self, line: str) -> tuple[list[str], np.ndarray]:
+        toks = self.src_tok.encode(line.strip())
+        if self.max_src_len is not None and len(toks) + 1 > self.max_src_len:
+            log.warning("input of %d tokens truncated to %d", len(toks), self.max_src_len - 1)
+            toks = toks[: self.max_src_len - 1]
+        ids = self.src_vocab.encode(toks[::-1] if self.reverse_source else toks, add_eos=True)
+        return toks, np.asarray(ids, dtype=np.int64)
+
+    @torch.no_grad()
+    def translate(self, lines: Iterable[str], beam: int | None = None,
+                  batch_size: int | None = None, need_attention: bool = False,
+                  n_best: int = 1) -> list[list[Translation]]:
+        """One list of ``n_best`` translations per input line, in input order."""
+        cfg = self.decode_cfg
+        beam = cfg.beam if beam is None else beam
+        batch_size = batch_size or cfg.batch_size
+        if beam < 1:
+            raise ValueError(f"beam must be >= 1, got {beam}")
+        encoded = [self.encode_source(line) for line in lines]
+        results: list[list[Translation] | None] = [None] * len(encoded)
+        todo = []
+        for i, (toks, _) in enumerate(encoded):
+            if toks:
+                todo.append(i)
+            else:  # nothing to translate: an empty line stays empty
+                results[i] = [Translation("", [], [], 0.0)] * n_best
+        todo.sort(key=lambda i: len(encoded[i][1]))
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            src = pad_batch([encoded[i][1] for i in chunk]).to(self.device)
+            src_mask = (src != PAD).unsqueeze(-2)
+            if beam == 1 and n_best == 1:
+                hyps = [[h] for h in greedy_search(self.model, src, src_mask, cfg.max_len_a,
+                                                   cfg.max_len_b, need_attention)]
+            else:
+                hyps = beam_search(self.model, src, src_mask, beam, cfg.length_penalty,
+                                   cfg.max_len_a, cfg.max_len_b, n_best, need_attention)
+            for i, hs in zip(chunk, hyps, strict=True):
+                results[i] = [self._finish(h, encoded[i][0]) for h in hs]
+        return results  # type: ignore[return-value]
+
+    def _finish(self, h: Hypothesis, src_tokens: list[str]) -> Translation:
+        toks = self.tgt_vocab.decode([t for t in h.tokens if t != EOS])
+        attn = h.attention.cpu() if h.attention is not None else None
+        if attn is not None and self.reverse_source:
+            n = len(src_tokens)
+            attn = torch.cat([attn[:, :n].flip(1), attn[:, n:]], dim=1)
+        return Translation(self.tgt_tok.decode(toks), toks, src_tokens, h.score, attn)
+
+    def translate_lines(self, lines: list[str], beam: int | None = None,
+                        batch_size: int | None = None) -> list[str]:
+        return [r[0].text for r in self.translate(lines, beam, batch_size)]

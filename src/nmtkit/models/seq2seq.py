@@ -1,0 +1,62 @@
+"""The one interface every nmtkit model implements.
+
+One training loop and one search serve all architectures through these methods,
+never through ``isinstance`` branches::
+
+    forward(src, src_mask, tgt_in, tgt_mask) -> log-probabilities   # teacher forcing
+    encode(src, src_mask) -> memory
+    start(memory, src_mask, need_attention=False) -> state           # decoder state / KV cache
+    step(state, prev_tokens) -> (log_probs, state, attention)        # one target position
+    reorder(state, index) -> state                                   # beam search
+
+Incremental decoding through ``step`` gives the same log-probabilities as
+``forward`` on the same prefix (``tests/test_transformer.py`` asserts it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from torch import Tensor
+
+from ..data.vocab import PAD
+
+
+class Seq2Seq(Protocol):
+    src_vocab_size: int
+    tgt_vocab_size: int
+
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        """src: (batch, S) ids; src_mask: (batch, 1, S) bool; tgt_in: (batch, T) ids starting
+        with BOS; tgt_mask: (batch, T, T) bool or None for plain causal. -> (batch, T, V) log-probs."""
+        ...
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Any: ...
+
+    def start(self, memory: Any, src_mask: Tensor, need_attention: bool = False) -> Any: ...
+
+    def step(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any, Tensor | None]:
+        """prev_tokens: (batch,) -> log-probs (batch, V), new state, source attention
+        (batch, S) averaged over heads of the last layer (or None if not requested)."""
+        ...
+
+    def reorder(self, state: Any, index: Tensor) -> Any: ...
+
+
+def pad_mask(ids: Tensor, pad: int = PAD) -> Tensor:
+    """(batch, S) ids -> (batch, 1, S) bool, True at real tokens."""
+    return (ids != pad).unsqueeze(-2)
+
+
+def subsequent_mask(size: int, device=None) -> Tensor:
+    """(1, size, size) bool, True on and below the diagonal: position i sees positions <= i."""
+    import torch
+
+    return torch.ones(1, size, size, dtype=torch.bool, device=device).tril()
+
+
+def target_mask(tgt_in: Tensor, pad: int = PAD) -> Tensor:
+    """Padding and future positions hidden: (batch, T, T) bool."""
+    return pad_mask(tgt_in, pad) & subsequent_mask(tgt_in.size(1), tgt_in.device)

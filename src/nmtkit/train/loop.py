@@ -1,0 +1,355 @@
+"""The training loop: one loop for every model of the :mod:`nmtkit.models.seq2seq` interface.
+
+The plain loop, before accumulation, budgets, validation and checkpoints::
+
+    for epoch in range(...):
+        for batch in token_batches(train, max_tokens, seed, epoch):
+            log_probs = model(batch.src, batch.src_mask, batch.tgt_in)
+            loss = label_smoothed_loss(log_probs, batch.tgt_out, eps) / n_tokens
+            loss.backward(); clip(); set_rate(noam(step)); optimizer.step(); zero_grad()
+
+The real loop below adds gradient accumulation (``train.accum`` batches per update,
+normalised by their total target tokens), skipped non-finite steps, validation (loss,
+perplexity, greedy BLEU) every ``valid_every`` updates, early stopping, step/minute/epoch
+budgets, atomic checkpoints with the data position and RNG state (so ``--resume``
+continues exactly), and SIGINT handling (save, then exit cleanly).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..config import Config
+from ..data.batching import ParallelIds
+from ..data.prepare import Vocabularies, build_vocabularies, encode_parallel, load_split
+from ..data.tokenizers import tokenizer_from_state
+from ..data.vocab import Vocab
+from ..evaluate import perplexity, score
+from ..io import atomic_write_text
+from ..models import build_model
+from .checkpoint import Bundle, load_checkpoint, save_checkpoint
+from .loss import label_smoothed_loss
+from .schedule import Schedule, build_optimizer
+
+log = logging.getLogger(__name__)
+
+METRIC_FIELDS = ["step", "epoch", "train_loss", "train_ppl", "valid_loss", "valid_ppl",
+                 "valid_bleu", "lr", "tgt_tokens", "elapsed_s"]
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. repeated non-finite losses)."""
+
+
+@dataclass
+class Progress:
+    """Everything about where training stands that a checkpoint must restore."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of the current epoch already consumed
+    tgt_tokens: int = 0
+    elapsed_s: float = 0.0  # training wall time accumulated over all sessions
+    best: float | None = None
+    bad_validations: int = 0
+    history: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class Trainer:
+    """Builds data, model and optimizer from a :class:`Config` and runs the loop."""
+
+    def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        t = cfg.train
+        if t.threads:
+            torch.set_num_threads(t.threads)
+        self.device = pick_device(t.device)
+        ckpt = None
+        if resume:
+            last = self.run_dir / "last.pt"
+            if not last.exists():
+                raise FileNotFoundError(f"{last}: nothing to resume")
+            ckpt = load_checkpoint(last)
+            self._check_resumable(ckpt)
+        self._seed(t.seed)
+        self.vocabs = self._vocabularies(ckpt)
+        train_par = load_split(cfg.data, "train")
+        self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
+        self.valid_text = load_split(cfg.data, "valid")
+        self.valid_ids = encode_parallel(cfg.data, self.valid_text, self.vocabs, drop_long=False)
+        log.info("train %d pairs, valid %d pairs", len(self.train_ids), len(self.valid_ids))
+        self.model = build_model(cfg.model, len(self.vocabs.src_vocab),
+                                 len(self.vocabs.tgt_vocab)).to(self.device)
+        self.optimizer = build_optimizer(self.model.parameters(), t)
+        self.schedule = Schedule(self.optimizer, t, cfg.model.d_model)
+        self.progress = Progress()
+        if ckpt is not None:
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.schedule.load_state_dict(ckpt["schedule"])
+            self.progress = Progress(**ckpt["progress"])
+            torch.set_rng_state(ckpt["rng"]["torch"])
+            random.setstate(ckpt["rng"]["python"])
+            if torch.cuda.is_available() and ckpt["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+            log.info("resumed from step %d (epoch %d, batch %d)", self.progress.step,
+                     self.progress.epoch, self.progress.batch_in_epoch)
+        n_params = sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values())
+        log.info("model %s: %.2fM parameters on %s", cfg.model.arch, n_params / 1e6, self.device)
+        self.n_params = n_params
+
+    # --- set-up -------------------------------------------------------------------------------
+
+    def _check_resumable(self, ckpt: dict) -> None:
+        stored = ckpt["config"]
+        now = self.cfg.to_dict()
+        for section in ("data", "model"):
+            if stored[section] != now[section]:
+                raise ValueError(f"{self.run_dir / 'last.pt'}: cannot resume: the {section} section "
+                                 "of the config differs from the checkpoint's")
+
+    @staticmethod
+    def _seed(seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+    def _vocabularies(self, ckpt: dict | None) -> Vocabularies:
+        if ckpt is not None:  # the same segmentation and ids as before the interruption
+            return Vocabularies(tokenizer_from_state(ckpt["tokenizers"]["src"]),
+                                tokenizer_from_state(ckpt["tokenizers"]["tgt"]),
+                                Vocab.from_dict(ckpt["vocab"]["src"]),
+                                Vocab.from_dict(ckpt["vocab"]["tgt"]))
+        return build_vocabularies(self.cfg.data, load_split(self.cfg.data, "train"))
+
+    # --- checkpoints --------------------------------------------------------------------------
+
+    def payload(self) -> dict:
+        v = self.vocabs
+        return {
+            "config": self.cfg.to_dict(),
+            "tokenizers": {"src": v.src_tok.state(), "tgt": v.tgt_tok.state()},
+            "vocab": {"src": v.src_vocab.to_dict(), "tgt": v.tgt_vocab.to_dict()},
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "progress": self.progress.to_dict(),
+            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+        }
+
+    def save(self, best: bool = False) -> None:
+        payload = self.payload()
+        save_checkpoint(self.run_dir / "last.pt", payload)
+        if best:
+            save_checkpoint(self.run_dir / "best.pt", payload)
+        k = self.cfg.train.keep_last
+        if k > 0:
+            save_checkpoint(self.run_dir / f"step_{self.progress.step:08d}.pt", payload)
+            steps = sorted(self.run_dir.glob("step_*.pt"))
+            for old in steps[:-k]:
+                old.unlink()
+
+    def bundle(self) -> Bundle:
+        v = self.vocabs
+        return Bundle(self.cfg, self.model, v.src_tok, v.tgt_tok, v.src_vocab, v.tgt_vocab)
+
+    def write_metrics(self) -> None:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=METRIC_FIELDS)
+        w.writeheader()
+        for row in self.progress.history:
+            w.writerow({k: row.get(k, "") for k in METRIC_FIELDS})
+        atomic_write_text(self.run_dir / "metrics.csv", buf.getvalue())
+
+    # --- validation ---------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """Validation loss and perplexity (teacher forcing), and greedy BLEU."""
+        model, t = self.model, self.cfg.train
+        was_training = model.training
+        model.eval()
+        loss_sum, nll_sum, n_tok = 0.0, 0.0, 0
+        for idx in self.valid_ids.batches(t.max_tokens, shuffle=False):
+            b = self.valid_ids.collate(idx).to(self.device)
+            with self._autocast():
+                lp = model(b.src, b.src_mask, b.tgt_in)
+            loss, nll, n = label_smoothed_loss(lp.float(), b.tgt_out, t.label_smoothing)
+            loss_sum += float(loss)
+            nll_sum += float(nll)
+            n_tok += int(n)
+        out = {"valid_loss": loss_sum / max(n_tok, 1), "valid_ppl": perplexity(nll_sum, n_tok)}
+        if t.valid_bleu:
+            n = t.valid_max_sents or len(self.valid_text.src)
+            hyps = self.bundle().translator().translate_lines(self.valid_text.src[:n], beam=1)
+            out["valid_bleu"] = score(hyps, self.valid_text.tgt[:n])["bleu"]
+        model.train(was_training)
+        return out
+
+    def _autocast(self):
+        if self.cfg.train.amp and self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return torch.autocast("cpu", enabled=False)
+
+    def _improved(self, metrics: dict) -> bool:
+        t = self.cfg.train
+        if t.early_stop_metric == "bleu" and "valid_bleu" in metrics:
+            value, better = metrics["valid_bleu"], lambda a, b: a > b
+        else:
+            value, better = metrics["valid_loss"], lambda a, b: a < b
+        p = self.progress
+        if p.best is None or better(value, p.best):
+            p.best, p.bad_validations = value, 0
+            return True
+        p.bad_validations += 1
+        return False
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        """Train until a budget or early stopping ends the run; returns the last metrics."""
+        t, p = self.cfg.train, self.progress
+        model = self.model
+        model.train()
+        session_start = time.perf_counter()
+        elapsed_before = p.elapsed_s
+        window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
+        nonfinite = 0
+        stop_reason = None
+        last_metrics: dict = {}
+        bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step",
+                   dynamic_ncols=True, disable=None)
+
+        def elapsed() -> float:
+            return elapsed_before + time.perf_counter() - session_start
+
+        try:
+            while stop_reason is None:
+                if t.max_epochs and p.epoch >= t.max_epochs:
+                    stop_reason = f"max_epochs={t.max_epochs}"
+                    break
+                batches = self.train_ids.batches(t.max_tokens, t.seed, p.epoch)
+                while p.batch_in_epoch < len(batches):
+                    group = batches[p.batch_in_epoch:p.batch_in_epoch + t.accum]
+                    p.batch_in_epoch += len(group)
+                    lr = self.schedule.set_step(p.step + 1)
+                    loss_val, nll_val, n_tok = self._update(group)
+                    if not math.isfinite(loss_val):
+                        nonfinite += 1
+                        log.warning("step %d: non-finite loss (%s); update skipped (%d in a row)",
+                                    p.step + 1, loss_val, nonfinite)
+                        if nonfinite >= t.max_nonfinite:
+                            raise TrainingError(
+                                f"{nonfinite} consecutive non-finite losses at step {p.step + 1}: "
+                                "lower train.lr, raise train.warmup or set train.clip_norm")
+                        continue
+                    nonfinite = 0
+                    p.step += 1
+                    p.tgt_tokens += n_tok
+                    window["loss"] += loss_val
+                    window["nll"] += nll_val
+                    window["tok"] += n_tok
+                    bar.update(1)
+                    if p.step % t.log_every == 0:
+                        dt = time.perf_counter() - window["t0"]
+                        bar.set_postfix(loss=f"{window['loss'] / window['tok']:.3f}",
+                                        lr=f"{lr:.2e}", tok_s=f"{window['tok'] / dt:.0f}")
+                    out_of_time = t.max_minutes and elapsed() >= t.max_minutes * 60
+                    if p.step % t.valid_every == 0 or p.step >= t.max_steps or out_of_time:
+                        last_metrics = self._validation_round(window, lr, elapsed())
+                        window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
+                        if t.patience and p.bad_validations >= t.patience:
+                            stop_reason = f"no improvement in {t.patience} validations"
+                    if stop_reason is None and p.step >= t.max_steps:
+                        stop_reason = f"max_steps={t.max_steps}"
+                    if stop_reason is None and out_of_time:
+                        stop_reason = f"max_minutes={t.max_minutes}"
+                    if stop_reason:
+                        break
+                if stop_reason is None:
+                    p.epoch += 1
+                    p.batch_in_epoch = 0
+        except KeyboardInterrupt:
+            p.elapsed_s = elapsed()
+            self.save()
+            log.warning("interrupted at step %d: saved %s; continue with --resume",
+                        p.step, self.run_dir / "last.pt")
+            bar.close()
+            raise
+        bar.close()
+        p.elapsed_s = elapsed()
+        log.info("stopped: %s (step %d, epoch %d, %.1f min)", stop_reason, p.step, p.epoch,
+                 p.elapsed_s / 60)
+        return {**last_metrics, "step": p.step, "epoch": p.epoch, "stop_reason": stop_reason}
+
+    def _update(self, group: list[np.ndarray]) -> tuple[float, float, int]:
+        """Forward/backward over ``group`` batches and one optimizer step (unless non-finite)."""
+        t = self.cfg.train
+        batches = [self.train_ids.collate(idx) for idx in group]
+        total = sum(b.n_tokens for b in batches)
+        loss_sum, nll_sum = 0.0, 0.0
+        for b in batches:
+            b = b.to(self.device)
+            with self._autocast():
+                lp = self.model(b.src, b.src_mask, b.tgt_in)
+            loss, nll, _ = label_smoothed_loss(lp.float(), b.tgt_out, t.label_smoothing)
+            (loss / total).backward()
+            loss_sum += float(loss)
+            nll_sum += float(nll)
+        if not math.isfinite(loss_sum):
+            self.optimizer.zero_grad(set_to_none=True)
+            return loss_sum, nll_sum, total
+        if t.clip_norm > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+            if not torch.isfinite(norm):
+                self.optimizer.zero_grad(set_to_none=True)
+                return float("nan"), nll_sum, total
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_sum, nll_sum, total
+
+    def _validation_round(self, window: dict, lr: float, elapsed_s: float) -> dict:
+        p = self.progress
+        metrics = self.validate()
+        self.schedule.validation(metrics["valid_loss"])
+        tok = max(window["tok"], 1)
+        row = {"step": p.step, "epoch": p.epoch, "train_loss": round(window["loss"] / tok, 4),
+               "train_ppl": round(perplexity(window["nll"], tok), 3),
+               "valid_loss": round(metrics["valid_loss"], 4),
+               "valid_ppl": round(metrics["valid_ppl"], 3),
+               "valid_bleu": metrics.get("valid_bleu", ""), "lr": f"{lr:.6g}",
+               "tgt_tokens": p.tgt_tokens, "elapsed_s": round(elapsed_s, 1)}
+        improved = self._improved(metrics)
+        p.history.append(row)
+        p.elapsed_s = elapsed_s
+        self.save(best=improved)
+        self.write_metrics()
+        log.info("step %d: valid loss %.4f ppl %.2f bleu %s%s", p.step, metrics["valid_loss"],
+                 metrics["valid_ppl"], metrics.get("valid_bleu", "-"), " (best)" if improved else "")
+        return row
+
+
+def train(cfg: Config, run_dir: str | Path, resume: bool = False) -> dict:
+    return Trainer(cfg, run_dir, resume).run()
