@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import http.client
 import logging
 import os
 import random
@@ -118,8 +119,9 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def download(url: str, dest: str | Path, sha256: str | None = None,
-             timeout: float = DOWNLOAD_TIMEOUT_S) -> str:
+def download(
+    url: str, dest: str | Path, sha256: str | None = None, timeout: float = DOWNLOAD_TIMEOUT_S
+) -> str:
     """Fetch ``url`` to ``dest`` atomically and return the file's sha256.
 
     The bytes go to a temporary file beside ``dest``; it is renamed over
@@ -137,13 +139,20 @@ def download(url: str, dest: str | Path, sha256: str | None = None,
                 with urllib.request.urlopen(url, timeout=timeout) as resp:
                     length = resp.headers.get("Content-Length") if resp.headers else None
                     total = int(length) if length and length.isdigit() else None
-                    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
-                              desc=dest.name, disable=None, leave=False) as bar:
+                    with tqdm(
+                        total=total,
+                        unit="B",
+                        unit_scale=True,
+                        unit_divisor=1024,
+                        desc=dest.name,
+                        disable=None,
+                        leave=False,
+                    ) as bar:
                         for block in iter(lambda: resp.read(1 << 16), b""):
                             out.write(block)
                             h.update(block)
                             bar.update(len(block))
-            except (urllib.error.URLError, OSError, ValueError) as e:
+            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
                 raise CorpusError(f"download of {url} failed: {e}") from None
             out.flush()
             os.fsync(out.fileno())
@@ -167,9 +176,7 @@ def _check_multi30k_name(split: str, lang: str) -> str:
             f"Multi30k has no language {lang!r}; languages: {', '.join(MULTI30K_LANGS)}"
         )
     if split not in MULTI30K_SPLITS:
-        raise CorpusError(
-            f"Multi30k has no split {split!r}; splits: {', '.join(MULTI30K_SPLITS)}"
-        )
+        raise CorpusError(f"Multi30k has no split {split!r}; splits: {', '.join(MULTI30K_SPLITS)}")
     if lang not in MULTI30K_SPLITS[split]:
         have = ", ".join(f"{s} ({'/'.join(ls)})" for s, ls in MULTI30K_SPLITS.items())
         raise CorpusError(
@@ -213,8 +220,8 @@ def multi30k_file(split: str, lang: str) -> Path:
         log.info("%s not in the NMTKIT_DATA mirror; using the cache", name)
 
     cached = cache_dir() / "multi30k" / name
+    expected = pinned or _read_sidecar(cached)
     if cached.is_file():
-        expected = pinned or _read_sidecar(cached)
         got = sha256_file(cached)
         if expected is None:
             log.warning("%s has no recorded sha256; trusting it and recording %s", cached, got)
@@ -222,21 +229,27 @@ def multi30k_file(split: str, lang: str) -> Path:
             return cached
         if got == expected:
             return cached
-        log.warning("%s: sha256 mismatch (expected %s, got %s); downloading it again",
-                     cached, expected, got)
+        log.warning(
+            "%s: sha256 mismatch (expected %s, got %s); downloading again", cached, expected, got
+        )
 
     url = MULTI30K_URL.format(split=split, lang=lang)
     log.info("downloading %s to %s", url, cached)
     try:
-        got = download(url, cached, pinned)
+        got = download(url, cached, expected)
     except CorpusError as e:
+        hint = (
+            "" if data_env else " (set NMTKIT_DATA to a folder holding multi30k/ to work offline)"
+        )
         raise CorpusError(
-            f"Multi30k {name}: {mirror_note}could not be fetched into the cache {cached}: {e}"
-            + ("" if data_env else " (set NMTKIT_DATA to a directory holding multi30k/ to work offline)")
+            f"Multi30k {name}: {mirror_note}could not be fetched into the cache {cached}: {e}{hint}"
         ) from None
-    if pinned is None:
-        log.warning("%s has no pinned sha256; recording the downloaded file's %s (trust on first use)",
-                    name, got)
+    if expected is None:
+        log.warning(
+            "%s has no pinned sha256; recording the downloaded file's %s (trust on first use)",
+            name,
+            got,
+        )
         atomic_write_text(_sidecar(cached), f"{got}  {name}\n")
     return cached
 
@@ -327,7 +340,9 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
         src, tgt = _read_pair(src_path, tgt_path)
         name = f"multi30k/{split}.{cfg.src_lang}-{cfg.tgt_lang}"
     elif cfg.corpus == "parallel":
-        src, tgt = _read_pair(_parallel_file(split, cfg.src_lang), _parallel_file(split, cfg.tgt_lang))
+        src, tgt = _read_pair(
+            _parallel_file(split, cfg.src_lang), _parallel_file(split, cfg.tgt_lang)
+        )
         name = split
     elif cfg.corpus == "tsv":
         src, tgt = _read_tsv(Path(split))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
@@ -86,45 +85,42 @@ class SentencePieceTokenizer:
         ``vocab_size`` is a soft limit (``hard_vocab_limit=False``): a corpus too
         small to reach it yields a smaller vocabulary instead of an error.
         Only the first ``input_sentence_size`` non-empty lines are used (no
-        random sampling, for determinism).
+        random sampling, for determinism).  Keep ``num_threads=1`` for
+        reproducible models: with more threads unigram's pieces and scores
+        depend on the thread count, and the count is stored in the proto.
         """
         if model_type not in ("bpe", "unigram"):
             raise ValueError(f"model_type must be bpe or unigram, got {model_type!r}")
 
-        def sentences() -> Iterable[str]:
-            for line in lines:
-                line = line.strip()
-                if line:
-                    yield line.lower() if lowercase else line
-
-        it = iter(sentences())
-        first = next(it, None)
-        if first is None:
+        sentences = [line.strip() for line in lines]
+        sentences = [line.lower() if lowercase else line for line in sentences if line]
+        if not sentences:
             raise ValueError("cannot train SentencePiece on an empty corpus")
-
-        def all_sentences() -> Iterable[str]:
-            yield first
-            yield from it
 
         buf = io.BytesIO()
         spm.set_random_generator_seed(SPM_SEED)
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=all_sentences(),
-            model_writer=buf,
-            model_type=model_type,
-            vocab_size=vocab_size,
-            character_coverage=1.0,
-            hard_vocab_limit=False,
-            input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=False,
-            num_threads=num_threads,
-            # nmtkit's Vocab owns BOS/EOS/PAD; SentencePiece only needs <unk>.
-            unk_id=0,
-            bos_id=-1,
-            eos_id=-1,
-            pad_id=-1,
-            minloglevel=2,
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=buf,
+                model_type=model_type,
+                vocab_size=vocab_size,
+                character_coverage=1.0,
+                hard_vocab_limit=False,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=False,
+                num_threads=num_threads,
+                # nmtkit's Vocab owns BOS/EOS/PAD; SentencePiece only needs <unk>.
+                unk_id=0,
+                bos_id=-1,
+                eos_id=-1,
+                pad_id=-1,
+                minloglevel=2,
+            )
+        except RuntimeError as e:  # e.g. "Vocabulary size is smaller than required_chars"
+            raise ValueError(
+                f"SentencePiece {model_type} training (vocab_size={vocab_size}) failed: {e}"
+            ) from None
         return cls(buf.getvalue(), lowercase=lowercase)
 
     def pieces(self) -> list[str]:
@@ -143,7 +139,9 @@ class SentencePieceTokenizer:
         return {"kind": self.kind, "model_proto": self.model_proto, "lowercase": self.lowercase}
 
     def __repr__(self) -> str:
-        return f"SentencePieceTokenizer(pieces={self.sp.GetPieceSize()}, lowercase={self.lowercase})"
+        return (
+            f"SentencePieceTokenizer(pieces={self.sp.GetPieceSize()}, lowercase={self.lowercase})"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -154,9 +152,7 @@ def _load_spacy_tokenizer(lang: str) -> Any:
     try:
         import spacy
     except ImportError:
-        raise ImportError(
-            "the word tokenizer needs spaCy: pip install 'nmtkit[word]'"
-        ) from None
+        raise ImportError("the word tokenizer needs spaCy: pip install 'nmtkit[word]'") from None
     try:
         return spacy.blank(lang).tokenizer
     except Exception as e:  # spaCy raises ImportError/ValueError for unknown codes
@@ -302,7 +298,9 @@ class WhitespaceTokenizer:
 def tokenizer_from_state(state: dict) -> Tokenizer:
     """Rebuild a tokenizer from its :meth:`Tokenizer.state`."""
     if not isinstance(state, dict) or "kind" not in state:
-        raise ValueError(f"tokenizer state must be a dict with a 'kind', got {type(state).__name__}")
+        raise ValueError(
+            f"tokenizer state must be a dict with a 'kind', got {type(state).__name__}"
+        )
     kind = state["kind"]
     lowercase = bool(state.get("lowercase", False))
     if kind == SentencePieceTokenizer.kind:
@@ -324,9 +322,6 @@ def train_tokenizers(
     ``cfg.vocab_size``.
     """
     if cfg.tokenizer == "sentencepiece":
-        # SentencePiece splits work across threads by index and reduces in order,
-        # so the model bytes do not depend on the thread count.
-        threads = max(1, min(4, os.cpu_count() or 1))
 
         def train(lines: list[str]) -> SentencePieceTokenizer:
             return SentencePieceTokenizer.train(
@@ -334,20 +329,31 @@ def train_tokenizers(
                 vocab_size=cfg.vocab_size,
                 model_type=cfg.spm_model_type,
                 lowercase=cfg.lowercase,
-                num_threads=threads,
             )
 
         if cfg.joint_vocab:
-            log.info("training a joint SentencePiece %s model (%d pieces) on %d + %d lines",
-                     cfg.spm_model_type, cfg.vocab_size, len(src_lines), len(tgt_lines))
+            log.info(
+                "training a joint SentencePiece %s model (%d pieces) on %d + %d lines",
+                cfg.spm_model_type,
+                cfg.vocab_size,
+                len(src_lines),
+                len(tgt_lines),
+            )
             joint = train(list(src_lines) + list(tgt_lines))
             return joint, joint
-        log.info("training SentencePiece %s models (%d pieces each)", cfg.spm_model_type,
-                 cfg.vocab_size)
+        log.info(
+            "training SentencePiece %s models (%d pieces each)", cfg.spm_model_type, cfg.vocab_size
+        )
         return train(src_lines), train(tgt_lines)
     if cfg.tokenizer == "word":
-        return (WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase),
-                WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase))
+        return (
+            WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase),
+            WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase),
+        )
     if cfg.tokenizer == "whitespace":
-        return WhitespaceTokenizer(lowercase=cfg.lowercase), WhitespaceTokenizer(lowercase=cfg.lowercase)
-    raise ValueError(f"unknown tokenizer {cfg.tokenizer!r} (known: sentencepiece, word, whitespace)")
+        return WhitespaceTokenizer(lowercase=cfg.lowercase), WhitespaceTokenizer(
+            lowercase=cfg.lowercase
+        )
+    raise ValueError(
+        f"unknown tokenizer {cfg.tokenizer!r} (known: sentencepiece, word, whitespace)"
+    )

@@ -81,7 +81,9 @@ class Vocab:
     def __repr__(self) -> str:
         return f"Vocab(size={len(self)})"
 
-    def encode(self, tokens: Iterable[str], add_bos: bool = False, add_eos: bool = True) -> list[int]:
+    def encode(
+        self, tokens: Iterable[str], add_bos: bool = False, add_eos: bool = True
+    ) -> list[int]:
         """Tokens -> ids; unknown tokens become :data:`UNK`."""
         ids = [BOS] if add_bos else []
         get = self.stoi.get

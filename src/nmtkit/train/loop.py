@@ -316,7 +316,7 @@ class Trainer:
                 lp = self.model(b.src, b.src_mask, b.tgt_in)
             loss, nll, _ = label_smoothed_loss(lp.float(), b.tgt_out, t.label_smoothing)
             (loss / total).backward()
-            loss_sum += float(loss)
+            loss_sum += float(loss.detach())
             nll_sum += float(nll)
         if not math.isfinite(loss_sum):
             self.optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,328 @@
+import gzip
+import hashlib
+import logging
+from pathlib import Path
+
+import pytest
+
+from nmtkit.config import DataConfig
+from nmtkit.data import corpora
+from nmtkit.data.corpora import (
+    MULTI30K_SHA256,
+    CorpusError,
+    Parallel,
+    download,
+    load_parallel,
+    multi30k_file,
+    read_lines,
+)
+
+SHARED = Path("/work/shared/data")
+needs_mirror = pytest.mark.skipif(
+    not (SHARED / "multi30k" / "train.de.gz").is_file(), reason="Multi30k mirror not available"
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch, tmp_path):
+    """No test may see the user's cache or mirror (nor download into them)."""
+    monkeypatch.delenv("NMTKIT_DATA", raising=False)
+    monkeypatch.setenv("NMTKIT_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("tests must not touch the network")
+
+    monkeypatch.setattr(corpora.urllib.request, "urlopen", refuse)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- read_lines ---------------------------------------------------------------
+
+
+def test_read_lines_plain_and_gz(tmp_path):
+    text = "eins\r\nzwei  \n\n  drei\u2028vier\n"
+    (tmp_path / "a.txt").write_bytes(text.encode("utf-8"))
+    with gzip.open(tmp_path / "a.txt.gz", "wb") as f:
+        f.write(text.encode("utf-8"))
+    expected = ["eins", "zwei  ", "", "  drei\u2028vier"]
+    assert read_lines(tmp_path / "a.txt") == expected
+    assert read_lines(tmp_path / "a.txt.gz") == expected
+    (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbfohne\nnewline")
+    assert read_lines(tmp_path / "b.txt") == ["ohne", "newline"]
+
+
+def test_read_lines_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.de"
+    path.write_bytes("gut\nauch gut\nschlecht \xff".encode("latin-1"))
+    with pytest.raises(CorpusError, match=r"bad\.de:3: invalid UTF-8"):
+        read_lines(path)
+    gz = tmp_path / "bad.de.gz"
+    with gzip.open(gz, "wb") as f:
+        f.write(b"ok\n\xc3\x28\n")
+    with pytest.raises(CorpusError, match=r"bad\.de\.gz:2: invalid UTF-8"):
+        read_lines(gz)
+
+
+def test_read_lines_empty_missing_and_broken_gzip(tmp_path):
+    (tmp_path / "empty.en").write_bytes(b"")
+    with pytest.raises(CorpusError, match=r"empty\.en: empty file"):
+        read_lines(tmp_path / "empty.en")
+    with pytest.raises(CorpusError, match=r"nope\.en: file not found"):
+        read_lines(tmp_path / "nope.en")
+    (tmp_path / "fake.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(CorpusError, match=r"fake\.gz: cannot read"):
+        read_lines(tmp_path / "fake.gz")
+
+
+# --- download -----------------------------------------------------------------
+
+
+def test_download_file_url_good_checksum(tmp_path):
+    payload = b"Ein Mann.\nZwei Hunde.\n" * 100
+    src = tmp_path / "remote.de.gz"
+    src.write_bytes(payload)
+    dest = tmp_path / "cache" / "x" / "train.de.gz"
+    digest = download(src.as_uri(), dest, sha(payload))
+    assert digest == sha(payload)
+    assert dest.read_bytes() == payload
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["train.de.gz"]
+    # no expected hash: still downloads and reports what it saw
+    dest2 = tmp_path / "cache" / "x" / "other.gz"
+    assert download(src.as_uri(), dest2) == sha(payload)
+
+
+def test_download_checksum_mismatch_leaves_nothing(tmp_path):
+    src = tmp_path / "remote.gz"
+    src.write_bytes(b"tampered")
+    dest = tmp_path / "cache" / "train.de.gz"
+    with pytest.raises(CorpusError, match="sha256 mismatch"):
+        download(src.as_uri(), dest, "0" * 64)
+    assert not dest.exists()
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_download_failure_leaves_nothing(tmp_path):
+    dest = tmp_path / "cache" / "train.de.gz"
+    with pytest.raises(CorpusError, match="download of .* failed"):
+        download((tmp_path / "does-not-exist").as_uri(), dest, None)
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_download_keeps_previous_file_on_mismatch(tmp_path):
+    src = tmp_path / "remote.gz"
+    src.write_bytes(b"new")
+    dest = tmp_path / "cache" / "f.gz"
+    dest.parent.mkdir()
+    dest.write_bytes(b"old")
+    with pytest.raises(CorpusError):
+        download(src.as_uri(), dest, sha(b"something else"))
+    assert dest.read_bytes() == b"old"
+
+
+# --- multi30k_file --------------------------------------------------------------
+
+
+def test_multi30k_missing_split_lists_what_exists(no_network):
+    with pytest.raises(CorpusError, match=r"test_2017_mscoco.*'cs'.*de/en/fr"):
+        multi30k_file("test_2017_mscoco", "cs")
+    with pytest.raises(CorpusError, match=r"no split 'dev'.*test_2016_flickr"):
+        multi30k_file("dev", "de")
+    with pytest.raises(CorpusError, match=r"no language 'es'.*de, en, fr, cs"):
+        multi30k_file("train", "es")
+
+
+@needs_mirror
+def test_multi30k_file_from_mirror(monkeypatch, no_network):
+    monkeypatch.setenv("NMTKIT_DATA", str(SHARED))
+    path = multi30k_file("val", "en")
+    assert path == SHARED / "multi30k" / "val.en.gz"
+
+
+def test_multi30k_mirror_hash_mismatch(monkeypatch, tmp_path, no_network):
+    mirror = tmp_path / "mirror"
+    (mirror / "multi30k").mkdir(parents=True)
+    (mirror / "multi30k" / "val.de.gz").write_bytes(b"not the real file")
+    monkeypatch.setenv("NMTKIT_DATA", str(mirror))
+    with pytest.raises(CorpusError, match=r"val\.de\.gz: sha256 mismatch"):
+        multi30k_file("val", "de")
+
+
+def _fake_remote(monkeypatch, tmp_path, files: dict[str, bytes]) -> Path:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    for name, data in files.items():
+        (remote / name).write_bytes(data)
+    monkeypatch.setattr(corpora, "MULTI30K_URL", remote.as_uri() + "/{split}.{lang}.gz")
+    return remote
+
+
+def test_multi30k_download_pinned(monkeypatch, tmp_path):
+    payload = b"fake val.de"
+    monkeypatch.setitem(MULTI30K_SHA256, "val.de.gz", sha(payload))
+    remote = _fake_remote(monkeypatch, tmp_path, {"val.de.gz": payload})
+    path = multi30k_file("val", "de")
+    assert path == tmp_path / "cache" / "multi30k" / "val.de.gz"
+    assert path.read_bytes() == payload
+    # second use comes from the cache
+    (remote / "val.de.gz").unlink()
+    assert multi30k_file("val", "de") == path
+    # a corrupted cache file is fetched again (and fails loudly when it cannot be)
+    path.write_bytes(b"corrupt")
+    with pytest.raises(CorpusError, match=r"val\.de\.gz.*could not be fetched"):
+        multi30k_file("val", "de")
+    assert not path.exists() or path.read_bytes() == b"corrupt"
+
+
+def test_multi30k_download_pinned_mismatch_leaves_nothing(monkeypatch, tmp_path):
+    _fake_remote(monkeypatch, tmp_path, {"val.de.gz": b"evil"})
+    with pytest.raises(CorpusError, match="sha256 mismatch"):
+        multi30k_file("val", "de")
+    cache = tmp_path / "cache" / "multi30k"
+    assert not cache.exists() or list(cache.iterdir()) == []
+
+
+def test_multi30k_trust_on_first_use(monkeypatch, tmp_path, caplog):
+    payload = b"fake test_2017_flickr.fr"
+    remote = _fake_remote(monkeypatch, tmp_path, {"test_2017_flickr.fr.gz": payload})
+    assert "test_2017_flickr.fr.gz" not in MULTI30K_SHA256
+    with caplog.at_level(logging.WARNING, logger="nmtkit.data.corpora"):
+        path = multi30k_file("test_2017_flickr", "fr")
+    assert "trust on first use" in caplog.text
+    sidecar = path.with_name(path.name + ".sha256")
+    assert sidecar.read_text().split()[0] == sha(payload)
+    # the cached copy is checked against the recorded hash on later uses
+    assert multi30k_file("test_2017_flickr", "fr") == path
+    path.write_bytes(b"changed")
+    (remote / "test_2017_flickr.fr.gz").write_bytes(b"changed upstream")
+    with pytest.raises(CorpusError, match="sha256 mismatch"):
+        multi30k_file("test_2017_flickr", "fr")
+    assert sidecar.read_text().split()[0] == sha(payload)
+
+
+def test_multi30k_mirror_miss_falls_through(monkeypatch, tmp_path):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    monkeypatch.setenv("NMTKIT_DATA", str(mirror))
+    monkeypatch.setattr(
+        corpora, "MULTI30K_URL", (tmp_path / "void").as_uri() + "/{split}.{lang}.gz"
+    )
+    with pytest.raises(CorpusError) as e:
+        multi30k_file("train", "cs")
+    msg = str(e.value)
+    assert str(mirror / "multi30k" / "train.cs.gz") in msg
+    assert str(tmp_path / "cache" / "multi30k" / "train.cs.gz") in msg
+    # with the file now upstream, the fall-through downloads it into the cache
+    _fake_remote(monkeypatch, tmp_path, {"train.cs.gz": b"czech"})
+    assert multi30k_file("train", "cs").read_bytes() == b"czech"
+
+
+# --- load_parallel --------------------------------------------------------------
+
+
+@needs_mirror
+def test_load_multi30k_sizes(monkeypatch, no_network):
+    monkeypatch.setenv("NMTKIT_DATA", str(SHARED))
+    cfg = DataConfig(corpus="multi30k", src_lang="de", tgt_lang="en")
+    train = load_parallel(cfg, "train")
+    assert len(train.src) == len(train.tgt) == 29000
+    assert train.src[0] == "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche."
+    assert train.tgt[0] == "Two young, White males are outside near many bushes."
+    assert len(load_parallel(cfg, "val")) == 1014
+    test = load_parallel(cfg, "test_2016_flickr")
+    assert len(test) == 1000 and all(s == s.strip() for s in test.src)
+    assert isinstance(test, Parallel) and "test_2016_flickr" in test.name
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_load_parallel_files_and_blank_lines(tmp_path, caplog):
+    write(tmp_path / "train.de", [" ein Hund ", "", "zwei Katzen", "drei"])
+    write(tmp_path / "train.en", ["a dog", "nothing", "two cats\t", "  "])
+    with gzip.open(tmp_path / "dev.de.gz", "wt", encoding="utf-8") as f:
+        f.write("hallo\n\n")
+    write(tmp_path / "dev.en", ["hello", ""])
+    prefix = str(tmp_path / "train")
+    cfg = DataConfig(corpus="parallel", train=prefix)
+    with caplog.at_level(logging.WARNING, logger="nmtkit.data.corpora"):
+        train = load_parallel(cfg, prefix)
+    assert train.src == ["ein Hund", "zwei Katzen"]
+    assert train.tgt == ["a dog", "two cats"]
+    assert "skipped 2" in caplog.text
+    dev = load_parallel(cfg, str(tmp_path / "dev"))  # not the training split: kept as-is
+    assert dev.src == ["hallo", ""] and dev.tgt == ["hello", ""]
+
+
+def test_load_parallel_mismatched_counts(tmp_path):
+    a = write(tmp_path / "x.de", ["1", "2", "3"])
+    b = write(tmp_path / "x.en", ["1", "2"])
+    with pytest.raises(CorpusError) as e:
+        load_parallel(DataConfig(corpus="parallel"), str(tmp_path / "x"))
+    msg = str(e.value)
+    assert str(a) in msg and str(b) in msg and "3" in msg and "2" in msg
+
+
+def test_load_parallel_missing_file(tmp_path):
+    write(tmp_path / "x.de", ["1"])
+    with pytest.raises(CorpusError, match=r"x\.en: file not found"):
+        load_parallel(DataConfig(corpus="parallel"), str(tmp_path / "x"))
+
+
+def test_load_tsv(tmp_path):
+    path = write(tmp_path / "pairs.tsv", ["ein Hund\ta dog", " zwei \t two ", "drei\t"])
+    cfg = DataConfig(corpus="tsv", train=str(path))
+    train = load_parallel(cfg, str(path))
+    assert train.src == ["ein Hund", "zwei"] and train.tgt == ["a dog", "two"]
+    test = load_parallel(cfg, str(write(tmp_path / "test.tsv", ["a\tb", "c\t"])))
+    assert test.src == ["a", "c"] and test.tgt == ["b", ""]
+
+
+def test_load_tsv_without_tab_names_line(tmp_path):
+    path = write(tmp_path / "pairs.tsv", ["a\tb", "c\td", "no tab here"])
+    with pytest.raises(CorpusError, match=r"pairs\.tsv:3: .*no tab"):
+        load_parallel(DataConfig(corpus="tsv"), str(path))
+    path = write(tmp_path / "three.tsv", ["a\tb\tc"])
+    with pytest.raises(CorpusError, match=r"three\.tsv:1: .*3 tab-separated fields"):
+        load_parallel(DataConfig(corpus="tsv"), str(path))
+
+
+def test_load_empty_file(tmp_path):
+    (tmp_path / "e.tsv").write_text("", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"e\.tsv: empty file"):
+        load_parallel(DataConfig(corpus="tsv"), str(tmp_path / "e.tsv"))
+
+
+def test_copy_task_is_deterministic():
+    cfg = DataConfig(
+        corpus="copy", copy_vocab=11, copy_len=10, copy_train_size=50, copy_valid_size=7
+    )
+    train = load_parallel(cfg, "train")
+    assert len(train) == 50 and train.src == train.tgt
+    symbols = {tok for line in train.src for tok in line.split()}
+    assert symbols <= {str(i) for i in range(1, 11)} and len(symbols) > 5
+    assert all(len(line.split()) == 10 for line in train.src)
+    assert load_parallel(cfg, "train") == train
+    valid = load_parallel(cfg, "valid")
+    assert len(valid) == 7 and valid.src != train.src[:7]
+    assert corpora.copy_task("train", 1, 10, 11)[0] == [train.src[0]]
+
+
+def test_copy_task_golden_value():
+    # random.Random(zlib.crc32(b"train")): the same in every process and Python version
+    src, tgt = corpora.copy_task("train", 2, 5, 11)
+    assert src == tgt == ["1 10 2 3 8", "10 4 8 1 7"]
+
+
+def test_unknown_corpus():
+    cfg = DataConfig()
+    cfg.corpus = "wmt"
+    with pytest.raises(CorpusError, match="unknown corpus"):
+        load_parallel(cfg, "train")
