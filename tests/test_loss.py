@@ -56,3 +56,24 @@ def test_loss_is_zero_when_prediction_equals_smoothed_target_and_nll_without_smo
     loss0, nll0, _ = label_smoothed_loss(lp, target, 0.0)
     assert torch.allclose(loss0, nll0)
     assert math.isclose(float(nll0), -float(lp[0, 3] + lp[1, 4]), rel_tol=1e-6)
+
+
+def test_fused_loss_on_logits_matches_reference_value_and_gradient():
+    from nmtkit.train.loss import label_smoothed_cross_entropy
+
+    torch.manual_seed(3)
+    for eps in (0.0, 0.1):
+        logits = torch.randn(3, 4, 13, requires_grad=True)
+        target = torch.randint(1, 13, (3, 4))
+        target[2, 2:] = PAD
+        ref_loss, ref_nll, n = label_smoothed_loss(logits.log_softmax(-1), target, eps)
+        ref_loss.backward()
+        g_ref = logits.grad.clone()
+        logits.grad = None
+        loss, nll, n2 = label_smoothed_cross_entropy(logits, target, eps)
+        (loss * 0.5).backward()
+        assert torch.allclose(loss, ref_loss, atol=1e-5)
+        assert torch.allclose(nll, ref_nll, atol=1e-5)
+        assert n2 == int(n) == 10
+        assert torch.allclose(logits.grad, 0.5 * g_ref, atol=1e-6)
+        assert torch.all(logits.grad[2, 2:] == 0)

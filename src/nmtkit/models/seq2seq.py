@@ -4,6 +4,7 @@ One training loop and one search serve all architectures through these methods,
 never through ``isinstance`` branches::
 
     forward(src, src_mask, tgt_in, tgt_mask) -> log-probabilities   # teacher forcing
+    logits(src, src_mask, tgt_in, tgt_mask) -> scores                # same, before log-softmax
     encode(src, src_mask) -> memory
     start(memory, src_mask, need_attention=False) -> state           # decoder state / KV cache
     step(state, prev_tokens) -> (log_probs, state, attention)        # one target position
@@ -31,6 +32,12 @@ class Seq2Seq(Protocol):
     ) -> Tensor:
         """src: (batch, S) ids; src_mask: (batch, 1, S) bool; tgt_in: (batch, T) ids starting
         with BOS; tgt_mask: (batch, T, T) bool or None for plain causal. -> (batch, T, V) log-probs."""
+        ...
+
+    def logits(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        """Like ``forward`` before the log-softmax (the training loss fuses it)."""
         ...
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Any: ...

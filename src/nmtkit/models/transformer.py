@@ -213,6 +213,10 @@ class Transformer(nn.Module):
         for m in self.modules():
             if isinstance(m, MultiHeadAttention):
                 m.reset_parameters()
+            elif m is self.generator:
+                nn.init.zeros_(m.bias)
+                if not self.cfg.tie_output:
+                    nn.init.xavier_uniform_(m.weight)
             elif isinstance(m, nn.Linear) and m not in self._mha_linears():
                 nn.init.xavier_uniform_(m.weight)
                 nn.init.zeros_(m.bias)
@@ -274,11 +278,16 @@ class Transformer(nn.Module):
             x = self.decoder_norm(x)
         return (x, weights) if need_weights else x
 
+    def logits(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,
+               tgt_mask: Tensor | None = None) -> Tensor:
+        """Teacher forcing: (batch, T, V) unnormalised scores (the training loss fuses the softmax)."""
+        memory = self.encode(src, src_mask)
+        return self.generator(self.decode(memory, src_mask, tgt_in, tgt_mask))
+
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,
                 tgt_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: (batch, T, V) log-probabilities of the next token."""
-        memory = self.encode(src, src_mask)
-        return F.log_softmax(self.generator(self.decode(memory, src_mask, tgt_in, tgt_mask)), -1)
+        return F.log_softmax(self.logits(src, src_mask, tgt_in, tgt_mask), dim=-1)
 
     def start(self, memory: Tensor, src_mask: Tensor,
               need_attention: bool = False) -> TransformerState:

@@ -39,7 +39,7 @@ from ..evaluate import perplexity, score
 from ..io import atomic_write_text
 from ..models import build_model
 from .checkpoint import Bundle, load_checkpoint, save_checkpoint
-from .loss import label_smoothed_loss
+from .loss import label_smoothed_cross_entropy
 from .schedule import Schedule, build_optimizer
 
 log = logging.getLogger(__name__)
@@ -195,8 +195,8 @@ class Trainer:
         for idx in self.valid_ids.batches(t.max_tokens, shuffle=False):
             b = self.valid_ids.collate(idx).to(self.device)
             with self._autocast():
-                lp = model(b.src, b.src_mask, b.tgt_in)
-            loss, nll, n = label_smoothed_loss(lp.float(), b.tgt_out, t.label_smoothing)
+                logits = model.logits(b.src, b.src_mask, b.tgt_in)
+            loss, nll, n = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
             loss_sum += float(loss)
             nll_sum += float(nll)
             n_tok += int(n)
@@ -313,8 +313,8 @@ class Trainer:
         for b in batches:
             b = b.to(self.device)
             with self._autocast():
-                lp = self.model(b.src, b.src_mask, b.tgt_in)
-            loss, nll, _ = label_smoothed_loss(lp.float(), b.tgt_out, t.label_smoothing)
+                logits = self.model.logits(b.src, b.src_mask, b.tgt_in)
+            loss, nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
             (loss / total).backward()
             loss_sum += float(loss.detach())
             nll_sum += float(nll)

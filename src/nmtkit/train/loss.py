@@ -1,9 +1,14 @@
 """Label-smoothed loss (Szegedy et al. 2016; Vaswani et al. 2017, Sec. 5.4).
 
 The smoothed target distribution q puts ``1 - eps`` on the gold token, 0 on padding,
-and spreads ``eps`` evenly over the other ``V - 2`` tokens. The loss is KL(q || p)
-summed over non-pad positions. It is computed from the gold log-probability and the
-row sum of log-probabilities, never materialising q (a (tokens, V) tensor).
+and spreads ``eps`` evenly over the other ``V - 2`` tokens (as The Annotated Transformer
+does). The loss is KL(q || p) summed over non-pad positions.
+
+q is never materialised: the forward pass needs only the gold log-probability and the
+row sum of log-probabilities, and the backward pass turns the saved log-probabilities
+into the gradient ``p - q`` in place. On a CPU, every fresh (tokens, V) tensor costs
+tens of milliseconds of page faults, so :class:`LabelSmoothedCrossEntropy` allocates
+exactly one: the log-softmax.
 """
 
 from __future__ import annotations
@@ -25,29 +30,83 @@ def smoothed_distribution(target: Tensor, vocab_size: int, eps: float, pad: int 
     return q
 
 
+def _entropy(eps: float, v: int) -> float:
+    """H(q) for one non-pad position: a constant that makes the loss a KL divergence."""
+    if eps == 0.0:
+        return 0.0
+    other = eps / (v - 2)
+    return -((1.0 - eps) * math.log(1.0 - eps) + eps * math.log(other))
+
+
+def _row_terms(lp: Tensor, tgt: Tensor, eps: float, pad: int) -> tuple[Tensor, Tensor]:
+    """Per-row cross-entropy with q, and NLL. lp: (n, V); tgt: (n,)."""
+    v = lp.size(1)
+    gold = lp.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (n,)
+    if eps == 0.0:
+        return -gold, -gold
+    other = eps / (v - 2)
+    # -sum_v q_v log p_v = -(1-eps) log p_gold - other * (sum_v log p_v - log p_gold - log p_pad)
+    rest = lp.sum(dim=1) - gold - lp[:, pad]
+    return -(1.0 - eps) * gold - other * rest, -gold
+
+
 def label_smoothed_loss(
     log_probs: Tensor, target: Tensor, eps: float, pad: int = PAD
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """log_probs: (..., V); target: (...). Returns (loss, nll, n_tokens), each summed.
+    """Reference form on log-probabilities. log_probs: (..., V); target: (...).
 
-    loss = sum_t KL(q_t || p_t) = sum_t [-sum_v q_tv log p_tv] - H(q_t), where
-    -sum_v q_v log p_v = -(1-eps) log p_gold - eps/(V-2) (sum_v log p_v - log p_gold - log p_pad).
-    ``nll`` is the plain negative log-likelihood of the gold tokens (for perplexity).
+    Returns (loss, nll, n_tokens), each summed over non-pad positions; loss = sum KL(q || p).
     """
     v = log_probs.size(-1)
-    lp = log_probs.reshape(-1, v)
-    tgt = target.reshape(-1)
+    lp, tgt = log_probs.reshape(-1, v), target.reshape(-1)
     keep = tgt != pad
-    lp, tgt = lp[keep], tgt[keep]  # (n, V), (n,): only real tokens
-    gold = lp.gather(1, tgt.unsqueeze(1)).squeeze(1)
-    nll = -gold.sum()
-    n = tgt.numel()
-    if eps == 0.0:
-        return nll, nll.detach(), torch.tensor(n)
-    other = eps / (v - 2)
-    rest = lp.sum(dim=1) - gold - lp[:, pad]
-    cross = -(1.0 - eps) * gold - other * rest
-    # Entropy of q (a constant): makes the value the KL divergence, 0 at p = q.
-    entropy = -((1.0 - eps) * math.log(1.0 - eps) + eps * math.log(other))
-    loss = cross.sum() - n * entropy
-    return loss, nll.detach(), torch.tensor(n)
+    cross, nll = _row_terms(lp[keep], tgt[keep], eps, pad)
+    n = int(keep.sum())
+    return cross.sum() - n * _entropy(eps, v), nll.sum().detach(), torch.tensor(n)
+
+
+class LabelSmoothedCrossEntropy(torch.autograd.Function):
+    """Fused log-softmax + label-smoothed KL on logits, with an in-place backward.
+
+    forward(logits (n, V), target (n,), eps, pad) -> (loss_sum, nll_sum). The gradient with
+    respect to the logits of one row is w * (p - q), written over the saved log-probs.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor, eps: float, pad: int):  # noqa: D102
+        lp = torch.log_softmax(logits.float(), dim=-1)
+        keep = target != pad
+        cross, nll = _row_terms(lp, target, eps, pad)
+        keepf = keep.to(lp.dtype)
+        n = keepf.sum()
+        loss = (cross * keepf).sum() - n * _entropy(eps, lp.size(1))
+        ctx.save_for_backward(lp, target, keepf)
+        ctx.eps, ctx.pad, ctx.in_dtype = eps, pad, logits.dtype
+        return loss, (nll * keepf).sum()
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, grad_nll: Tensor):  # noqa: D102
+        lp, target, keepf = ctx.saved_tensors
+        eps, pad = ctx.eps, ctx.pad
+        v = lp.size(1)
+        other = eps / (v - 2) if eps > 0 else 0.0
+        w = (keepf * grad_loss).unsqueeze(1)  # (n, 1): 0 on padding rows
+        # p, reusing the saved buffer. The clamp keeps exp out of its slow underflow path
+        # (log-probs below -80 are < 2e-35 as probabilities: nothing is lost).
+        grad = lp.clamp_(min=-80.0).exp_()
+        grad.mul_(w)
+        if other:
+            grad.sub_(w * other)
+            grad[:, pad] += w.squeeze(1) * other  # q is 0 on the pad column
+        grad.scatter_add_(1, target.unsqueeze(1), -w * (1.0 - eps - other))
+        return grad.to(ctx.in_dtype), None, None, None
+
+
+def label_smoothed_cross_entropy(
+    logits: Tensor, target: Tensor, eps: float, pad: int = PAD
+) -> tuple[Tensor, Tensor, int]:
+    """Training loss from logits: (loss_sum, nll_sum (detached), n_tokens)."""
+    v = logits.size(-1)
+    tgt = target.reshape(-1)
+    loss, nll = LabelSmoothedCrossEntropy.apply(logits.reshape(-1, v), tgt, eps, pad)
+    return loss, nll.detach(), int((tgt != pad).sum())

@@ -19,8 +19,9 @@ def noam_rate(step: int, d_model: int, factor: float, warmup: int) -> float:
 
 def build_optimizer(params, cfg: TrainConfig) -> torch.optim.Adam:
     """Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9 (Sec. 5.3) unless configured otherwise."""
+    # fused: one kernel per parameter group instead of ~10 elementwise passes per tensor.
     return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
-                            weight_decay=cfg.weight_decay)
+                            weight_decay=cfg.weight_decay, fused=True)
 
 
 class Schedule:

@@ -1,0 +1,150 @@
+import math
+
+import pytest
+import torch
+
+from nmtkit.config import ModelConfig
+from nmtkit.data.vocab import BOS, EOS, PAD
+from nmtkit.decode.search import beam_search, greedy_search, length_caps, length_penalty
+from nmtkit.models.seq2seq import pad_mask
+from nmtkit.models.transformer import Transformer
+
+V = 10
+
+
+class BigramModel:
+    """A fake model implementing encode/start/step/reorder: the next-token distribution
+    depends only on the previous token, through a fixed table (prev -> probabilities)."""
+
+    def __init__(self, table: dict[int, dict[int, float]], floor: float = 1e-4):
+        self.src_vocab_size = self.tgt_vocab_size = V
+        probs = torch.full((V, V), floor)
+        for prev, row in table.items():
+            for tok, p in row.items():
+                probs[prev, tok] = p
+        self.log_probs = (probs / probs.sum(-1, keepdim=True)).log()  # (prev, next)
+        self.reorders = 0
+
+    def encode(self, src, src_mask):
+        return src
+
+    def start(self, memory, src_mask, need_attention=False):
+        return {"rows": torch.arange(memory.size(0)), "t": 0}
+
+    def step(self, state, prev_tokens):
+        state["t"] += 1
+        return self.log_probs[prev_tokens].clone(), state, None
+
+    def reorder(self, state, index):
+        self.reorders += 1
+        state["rows"] = state["rows"].index_select(0, index)
+        return state
+
+
+def prefers_567():
+    # BOS -> 5 -> 6 -> 7 -> EOS, each the most likely next token; some mass on alternatives.
+    return BigramModel({BOS: {5: 0.7, 6: 0.2}, 5: {6: 0.7, 7: 0.2}, 6: {7: 0.7, EOS: 0.2},
+                        7: {EOS: 0.7, 5: 0.2}})
+
+
+def src_batch(lengths, s=8):
+    src = torch.full((len(lengths), s), PAD)
+    for i, n in enumerate(lengths):
+        src[i, :n] = 4
+    return src, pad_mask(src)
+
+
+def test_greedy_and_beam_stop_at_eos():
+    model = prefers_567()
+    src, mask = src_batch([3, 5])
+    hyps = greedy_search(model, src, mask, max_len_a=2.0, max_len_b=5)
+    assert [h.tokens for h in hyps] == [[5, 6, 7], [5, 6, 7]]
+    path = [BOS, 5, 6, 7, EOS]
+    raw = sum(model.log_probs[a, b].item() for a, b in zip(path, path[1:], strict=False))
+    assert hyps[0].log_prob == pytest.approx(raw, abs=1e-5)
+    beams = beam_search(model, src, mask, beam=3, alpha=0.0, max_len_a=2.0, max_len_b=5,
+                        n_best=3)
+    for nbest in beams:
+        assert len(nbest) == 3
+        assert nbest[0].tokens == [5, 6, 7]
+        scores = [h.score for h in nbest]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in nbest}) == 3
+        for h in nbest:
+            assert EOS not in h.tokens and PAD not in h.tokens
+
+
+def test_beam_scores_are_length_normalised():
+    model = prefers_567()
+    src, mask = src_batch([4])
+    alpha = 0.6
+    (nbest,) = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
+    for h in nbest:
+        lp = ((5 + len(h.tokens) + 1) / 6) ** alpha  # |Y| counts EOS
+        assert h.score == pytest.approx(h.log_prob / lp, rel=1e-5)
+        # the raw log-prob is the model's: sum of bigram log-probs along BOS y EOS
+        path = [BOS, *h.tokens, EOS]
+        raw = sum(model.log_probs[a, b].item() for a, b in zip(path, path[1:], strict=False))
+        assert h.log_prob == pytest.approx(raw, abs=1e-4)
+
+
+def test_length_cap_is_respected():
+    model = BigramModel({t: {4: 0.9} for t in range(V)})  # never wants EOS
+    src, mask = src_batch([3, 5, 1])
+    a, b = 1.5, 2
+    caps = [int(a * n + b) for n in (3, 5, 1)]  # tokens incl. the forced EOS
+    assert length_caps(mask, a, b).tolist() == caps
+    hyps = greedy_search(model, src, mask, max_len_a=a, max_len_b=b)
+    assert [len(h.tokens) for h in hyps] == [c - 1 for c in caps]
+    assert all(set(h.tokens) == {4} for h in hyps)
+    beams = beam_search(model, src, mask, beam=2, alpha=0.6, max_len_a=a, max_len_b=b, n_best=2)
+    for nbest, c in zip(beams, caps, strict=True):
+        assert all(len(h.tokens) <= c - 1 for h in nbest)
+        assert len(nbest[0].tokens) == c - 1
+
+
+def test_length_penalty_gnmt_formula():
+    lengths = torch.tensor([1, 4, 10, 30])
+    for alpha in (0.0, 0.6, 1.0):
+        got = length_penalty(lengths, alpha)
+        expected = [((5 + n) / 6) ** alpha for n in (1, 4, 10, 30)]
+        assert got.tolist() == pytest.approx(expected, rel=1e-6)
+    assert length_penalty(torch.tensor([1]), 0.6).item() == pytest.approx(1.0)
+
+
+def test_beam_finds_better_path_than_greedy():
+    # Greedy takes 4 (p=0.6) then the best it can do is EOS with p=0.3: total 0.18.
+    # Taking 5 first (p=0.4) then EOS (p~0.99) gives 0.396.
+    table = {BOS: {4: 0.6, 5: 0.4}, 4: {EOS: 0.3, 6: 0.25, 7: 0.25, 8: 0.2}, 5: {EOS: 1.0}}
+    model = BigramModel(table, floor=1e-6)
+    src, mask = src_batch([3])
+    (g,) = greedy_search(model, src, mask)
+    assert g.tokens == [4]
+    assert g.log_prob == pytest.approx(math.log(0.18), abs=1e-3)
+    (b1,) = beam_search(model, src, mask, beam=1, alpha=0.0)
+    assert b1[0].tokens == [4]
+    (b2,) = beam_search(model, src, mask, beam=2, alpha=0.0, n_best=2)
+    assert [h.tokens for h in b2] == [[5], [4]]
+    assert b2[0].log_prob == pytest.approx(math.log(0.4), abs=1e-3)
+    assert b2[0].score > g.log_prob
+    assert model.reorders > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])  # these seeds give both early EOS and capped outputs
+def test_beam_of_one_equals_greedy_on_random_models(seed):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(layers=1, d_model=32, d_ff=64, heads=4, dropout=0.0,
+                      norm="pre" if seed % 2 else "post", tie_output=False, tie_all=False,
+                      max_positions=64)
+    model = Transformer(cfg, 12, 12).eval()
+    with torch.no_grad():  # favour EOS a little, so that some sentences end before the cap
+        model.generator.bias[EOS] = 1.0
+    src = torch.randint(4, 12, (4, 7))
+    src[1, 5:] = PAD
+    src[3, 2:] = PAD
+    mask = pad_mask(src)
+    greedy = greedy_search(model, src, mask, max_len_a=1.0, max_len_b=3)
+    beam = beam_search(model, src, mask, beam=1, alpha=0.6, max_len_a=1.0, max_len_b=3)
+    assert [h.tokens for h in greedy] == [nb[0].tokens for nb in beam]
+    for h, nb in zip(greedy, beam, strict=True):
+        assert h.log_prob == pytest.approx(nb[0].log_prob, abs=1e-4)
