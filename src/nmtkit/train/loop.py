@@ -31,7 +31,6 @@ import torch
 from tqdm import tqdm
 
 from ..config import Config
-from ..data.batching import ParallelIds
 from ..data.prepare import Vocabularies, build_vocabularies, encode_parallel, load_split
 from ..data.tokenizers import tokenizer_from_state
 from ..data.vocab import Vocab

@@ -1,0 +1,106 @@
+import io
+import pickle
+
+import pytest
+import torch
+
+from nmtkit.config import load
+from nmtkit.train.average import average_checkpoints
+from nmtkit.train.checkpoint import CheckpointError, load_bundle, load_checkpoint
+from nmtkit.train.loop import Trainer
+
+from .conftest import ROOT, tiny_copy_overrides
+
+
+def make_cfg(steps=20, extra=()):
+    return load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps) + list(extra))
+
+
+def test_checkpoint_round_trip_translates_identically(tmp_path):
+    trainer = Trainer(make_cfg(10), tmp_path)
+    trainer.run()
+    ckpt = load_checkpoint(tmp_path / "last.pt")
+    assert {"config", "tokenizers", "vocab", "model", "optimizer", "schedule", "progress",
+            "rng"} <= set(ckpt)
+    assert ckpt["progress"]["step"] == 10
+    bundle = load_bundle(tmp_path / "last.pt")
+    for k, v in trainer.model.state_dict().items():
+        assert torch.equal(v, bundle.model.state_dict()[k]), k
+    lines = ["1 2 3 4 5", "7 7 8"]
+    a = trainer.bundle().translator().translate_lines(lines, beam=2)
+    assert bundle.translator().translate_lines(lines, beam=2) == a
+    assert (tmp_path / "best.pt").exists() and (tmp_path / "metrics.csv").exists()
+    assert len(list(tmp_path.glob("step_*.pt"))) == 1
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
+    straight = Trainer(make_cfg(30), tmp_path / "a")
+    straight.run()
+    first = Trainer(make_cfg(20), tmp_path / "b")
+    first.run()
+    resumed = Trainer(make_cfg(30), tmp_path / "b", resume=True)
+    assert resumed.progress.step == 20
+    resumed.run()
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k
+    drop = {"elapsed_s"}
+    rows_a = [{k: v for k, v in r.items() if k not in drop} for r in straight.progress.history]
+    rows_b = [{k: v for k, v in r.items() if k not in drop} for r in resumed.progress.history]
+    assert rows_a == rows_b
+    assert len(list((tmp_path / "b").glob("step_*.pt"))) == 3  # keep_last
+
+
+def test_resume_refuses_a_different_model(tmp_path):
+    Trainer(make_cfg(10), tmp_path).run()
+    with pytest.raises(ValueError, match="model section"):
+        Trainer(make_cfg(20, ["model.d_ff=128"]), tmp_path, resume=True)
+
+
+class Evil:
+    def __reduce__(self):
+        return (print, ("code ran",))
+
+
+def test_checkpoint_with_pickled_code_is_refused(tmp_path):
+    bad = tmp_path / "evil.pt"
+    torch.save({"format": "nmtkit-checkpoint", "payload": Evil()}, bad)
+    with pytest.raises(CheckpointError, match="refused"):
+        load_checkpoint(bad)
+    raw = tmp_path / "raw.pt"
+    raw.write_bytes(pickle.dumps({"x": Evil()}))
+    with pytest.raises(CheckpointError):
+        load_checkpoint(raw)
+
+
+def test_truncated_and_foreign_checkpoints_give_clear_errors(tmp_path):
+    Trainer(make_cfg(10), tmp_path / "run").run()
+    data = (tmp_path / "run" / "last.pt").read_bytes()
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="cut.pt"):
+        load_checkpoint(cut)
+    other = tmp_path / "other.pt"
+    buf = io.BytesIO()
+    torch.save({"weights": torch.zeros(2)}, buf)
+    other.write_bytes(buf.getvalue())
+    with pytest.raises(CheckpointError, match="not an nmtkit checkpoint"):
+        load_checkpoint(other)
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_average_is_the_elementwise_mean(tmp_path):
+    Trainer(make_cfg(30), tmp_path).run()
+    steps = sorted(tmp_path.glob("step_*.pt"))
+    assert len(steps) == 3
+    avg = average_checkpoints(steps, tmp_path / "avg.pt")
+    states = [load_checkpoint(p)["model"] for p in steps]
+    for k, v in avg["model"].items():
+        if v.is_floating_point():
+            expect = sum(s[k].double() for s in states) / 3
+            assert torch.allclose(v.double(), expect, atol=1e-6), k
+    bundle = load_bundle(tmp_path / "avg.pt")
+    assert bundle.translator().translate_lines(["1 2 3"], beam=1)[0] is not None
+    same = average_checkpoints([steps[0], steps[0]], tmp_path / "same.pt")
+    for k, v in same["model"].items():
+        assert torch.equal(v, states[0][k])
