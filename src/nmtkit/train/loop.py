@@ -273,8 +273,12 @@ class Trainer:
                     bar.update(1)
                     if p.step % t.log_every == 0:
                         dt = time.perf_counter() - window["t0"]
-                        bar.set_postfix(loss=f"{window['loss'] / window['tok']:.3f}",
-                                        lr=f"{lr:.2e}", tok_s=f"{window['tok'] / dt:.0f}")
+                        stats = {"loss": f"{window['loss'] / window['tok']:.3f}", "lr": f"{lr:.2e}",
+                                 "tok_s": f"{window['tok'] / dt:.0f}"}
+                        bar.set_postfix(stats)
+                        if bar.disable:  # no terminal: the same numbers go to the log
+                            log.info("step %d epoch %d loss %s lr %s tgt tok/s %s", p.step, p.epoch,
+                                     stats["loss"], stats["lr"], stats["tok_s"])
                     out_of_time = t.max_minutes and elapsed() >= t.max_minutes * 60
                     if p.step % t.valid_every == 0 or p.step >= t.max_steps or out_of_time:
                         last_metrics = self._validation_round(window, lr, elapsed())

@@ -1,0 +1,100 @@
+"""Decoding throughput of a trained nmtkit checkpoint beside the seed's reference, in one run.
+
+nmtkit: the first ``--n`` lines of test_2016_flickr (de), batches of ``--batch-size``
+sentences, greedy and beam 5, model load excluded. Reference: its one-sentence-at-a-time
+``greedy_decode`` (72 steps) from ../shared/bench/reference_speed.py with the same model
+size. Reported: sentences per second, ratios, peak RSS of the decoding process.
+
+    NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/decode_speed.py --model runs/x/best.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+def worker(a: argparse.Namespace) -> dict:
+    import torch
+
+    from nmtkit.data.corpora import load_parallel
+    from nmtkit.train.checkpoint import load_bundle
+
+    torch.set_num_threads(a.threads)
+    bundle = load_bundle(a.model)
+    src = load_parallel(bundle.cfg.data, "test_2016_flickr").src[: a.n]
+    tr = bundle.translator()
+    out = {}
+    for name, beam in (("greedy", 1), ("beam5", 5)):
+        tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)  # warm-up
+        best = float("inf")
+        for _ in range(a.repeats):
+            t0 = time.perf_counter()
+            hyps = tr.translate_lines(src, beam=beam, batch_size=a.batch_size)
+            best = min(best, time.perf_counter() - t0)
+        out[f"{name}_sents_per_s"] = round(len(src) / best, 1)
+        out[f"{name}_mean_output_words"] = round(sum(len(h.split()) for h in hyps) / len(hyps), 2)
+    out["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)
+    out["n"] = len(src)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--n", type=int, default=200)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--ref-decode-n", type=int, default=10)
+    p.add_argument("--out", default=None)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.worker:
+        print(json.dumps(worker(a)))
+        return
+    from nmtkit.train.checkpoint import load_checkpoint
+
+    m = load_checkpoint(a.model)["config"]["model"]
+    layers = m["enc_layers"] or m["layers"]
+    ref_cmd = [sys.executable, str(SHARED / "bench" / "reference_speed.py"), "--layers", str(layers),
+               "--d-model", str(m["d_model"]), "--d-ff", str(m["d_ff"]), "--heads", str(m["heads"]),
+               "--steps", "1", "--decode-n", str(a.ref_decode_n), "--threads", str(a.threads)]
+    ref = json.loads(subprocess.run(ref_cmd, capture_output=True, text=True, check=True)
+                     .stdout.strip().splitlines()[-1])
+    ours = json.loads(subprocess.run(
+        [sys.executable, __file__, "--worker", "--model", a.model, "--n", str(a.n), "--batch-size",
+         str(a.batch_size), "--threads", str(a.threads), "--repeats", str(a.repeats)],
+        capture_output=True, text=True, check=True, env=os.environ).stdout.strip().splitlines()[-1])
+    result = {
+        "benchmark": "decode_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "model": a.model, "model_dims": {k: m[k] for k in ("layers", "d_model", "d_ff", "heads")},
+        "batch_size": a.batch_size, "nmtkit": ours,
+        "reference_one_at_a_time_greedy_sents_per_s": ref["decode_sents_per_s"],
+        "greedy_speedup_vs_reference": round(ours["greedy_sents_per_s"] / ref["decode_sents_per_s"], 1),
+        "peers_same_machine_kind": {"OpenNMT-py": {"greedy": "172-223", "beam5": "74-79"},
+                                    "fairseq": {"greedy": "82-88", "beam5": "69-71"},
+                                    "CTranslate2 fp32": {"greedy": "530-575", "beam5": "134-140"},
+                                    "source": "shared/bench/PEERS.md"},
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Training throughput of nmtkit beside the seed's reference, in one run, on this machine.
+
+Both train the same model (3+3 layers, d_model 256, 4 heads, d_ff 1024 by default) on
+Multi30k de->en tokenized with the same regex (``\\w+|[^\\w\\s]``, vocabulary min_freq 2),
+as in ../shared/bench/PEERS.md. The reference uses its own recipe (fixed padding, batches
+of 32 sentences); nmtkit uses 4096-token length-bucketed batches. Reported: real target
+tokens per second, their ratio, peak RSS of each process, and the fraction of this CPU's
+measured matmul FLOP/s that nmtkit's training step reaches.
+
+    NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/train_speed.py --steps 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def regex_tokenized_corpus(data_dir: Path, out: Path) -> Path:
+    """Write train/val as whitespace-joined regex tokens: <out>/{train,val}.{de,en}."""
+    out.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "val"):
+        for lang in ("de", "en"):
+            with gzip.open(data_dir / "multi30k" / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
+                lines = [" ".join(TOKEN.findall(line.strip())) for line in f]
+            (out / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def matmul_peak_gflops(threads: int) -> float:
+    """Best sgemm rate of this CPU for shapes like the model's (measured, not nominal)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    best = 0.0
+    for m, k, n in ((4096, 256, 1024), (4096, 1024, 256), (2048, 1024, 1024)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(3):
+            a @ b
+        t0 = time.perf_counter()
+        reps = 20
+        for _ in range(reps):
+            a @ b
+        best = max(best, 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def nmtkit_worker(args: argparse.Namespace) -> dict:
+    """Runs in its own process: build the trainer, time ``steps`` real optimizer updates."""
+    import torch
+
+    from nmtkit.config import Config
+    from nmtkit.train.loop import Trainer
+
+    torch.set_num_threads(args.threads)
+    corpus = Path(args.corpus)
+    cfg = Config.from_dict({
+        "name": "bench",
+        "data": {"corpus": "parallel", "train": str(corpus / "train"), "valid": str(corpus / "val"),
+                 "tokenizer": "whitespace", "min_freq": 2, "joint_vocab": False},
+        "model": {"layers": args.layers, "d_model": args.d_model, "d_ff": args.d_ff,
+                  "heads": args.heads, "dropout": 0.1, "norm": "pre", "tie_all": False,
+                  "tie_output": True},
+        "train": {"max_tokens": args.max_tokens, "label_smoothing": 0.1, "warmup": 300,
+                  "lr": 1.0, "threads": args.threads, "valid_bleu": False, "keep_last": 0},
+    })
+    with tempfile.TemporaryDirectory() as run_dir:
+        tr = Trainer(cfg, run_dir)
+        batches = tr.train_ids.batches(args.max_tokens, seed=1, epoch=0)
+        for i in range(2):  # warm-up, not counted
+            tr.schedule.set_step(i + 1)
+            tr._update([batches[i]])
+        tokens, t0 = 0, time.perf_counter()
+        for i in range(2, 2 + args.steps):
+            tr.schedule.set_step(i + 1)
+            tokens += tr._update([batches[i]])[2]
+        dt = time.perf_counter() - t0
+        model = tr.model
+        n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+        src_tok = int(sum(tr.train_ids.src_lens[b].sum() for b in batches[2:2 + args.steps]))
+    # Model FLOPs of one training step (forward + backward = 3x forward), matmuls only:
+    d, f, L, V = args.d_model, args.d_ff, args.layers, len(tr.vocabs.tgt_vocab)
+    enc_per_tok = L * (4 * d * d + 2 * d * f)
+    dec_per_tok = L * (8 * d * d + 2 * d * f) + d * V
+    flops = 3 * 2 * (enc_per_tok * src_tok + dec_per_tok * tokens)
+    return {"tgt_tokens_per_s": round(tokens / dt, 1), "steps": args.steps,
+            "tokens": tokens, "seconds": round(dt, 2), "params": n_params,
+            "src_vocab": len(tr.vocabs.src_vocab), "tgt_vocab": V,
+            "model_gflops_per_s": round(flops / dt / 1e9, 1),
+            "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)}
+
+
+def run_json(cmd: list[str]) -> dict:
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res.setdefault("peak_rss_gb_children_max", round(rss, 3))
+    return res
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--ref-steps", type=int, default=10)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--d-ff", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=None, help="also write the JSON here")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--corpus", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.worker:
+        print(json.dumps(nmtkit_worker(a)))
+        return
+    data = Path(os.environ.get("NMTKIT_DATA", SHARED / "data"))
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = regex_tokenized_corpus(data, Path(tmp) / "regex")
+        dims = ["--layers", str(a.layers), "--d-model", str(a.d_model), "--d-ff", str(a.d_ff),
+                "--heads", str(a.heads), "--threads", str(a.threads)]
+        ref = run_json([sys.executable, str(SHARED / "bench" / "reference_speed.py"), *dims,
+                        "--steps", str(a.ref_steps), "--decode-n", "5"])
+        ours = run_json([sys.executable, __file__, "--worker", "--corpus", str(corpus), *dims,
+                         "--steps", str(a.steps), "--max-tokens", str(a.max_tokens)])
+    peak = matmul_peak_gflops(a.threads)
+    result = {
+        "benchmark": "train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "threads": a.threads, "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff,
+                                        "heads": a.heads},
+        "reference": ref, "nmtkit": ours,
+        "speedup_vs_reference": round(ours["tgt_tokens_per_s"] / ref["train_tgt_tokens_per_s"], 2),
+        "cpu_matmul_peak_gflops": round(peak, 1),
+        "mfu_of_measured_matmul_peak": round(ours["model_gflops_per_s"] / peak, 3),
+        "peers_tgt_tokens_per_s_same_machine_kind": {"fairseq": 2244, "OpenNMT-py": 2217,
+                                                     "JoeyNMT": 768, "source": "shared/bench/PEERS.md"},
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
