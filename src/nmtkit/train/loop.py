@@ -37,6 +37,7 @@ from ..data.vocab import Vocab
 from ..evaluate import perplexity, score
 from ..io import atomic_write_text
 from ..models import build_model
+from . import distributed
 from .checkpoint import Bundle, load_checkpoint, save_checkpoint
 from .loss import label_smoothed_cross_entropy
 from .schedule import Schedule, build_optimizer
@@ -83,7 +84,14 @@ class Trainer:
         t = cfg.train
         if t.threads:
             torch.set_num_threads(t.threads)
+        self.rank, self.world, local_rank = distributed.world_info()
         self.device = pick_device(t.device)
+        if self.device.type == "cuda" and self.world > 1:
+            self.device = torch.device("cuda", local_rank)
+        if self.world > 1:
+            distributed.init(self.device)
+            if self.rank != 0:  # rank 0 speaks for all
+                logging.getLogger("nmtkit").setLevel(logging.WARNING)
         ckpt = None
         if resume:
             last = self.run_dir / "last.pt"
@@ -159,6 +167,8 @@ class Trainer:
         }
 
     def save(self, best: bool = False) -> None:
+        if self.rank != 0:
+            return
         payload = self.payload()
         save_checkpoint(self.run_dir / "last.pt", payload)
         if best:
@@ -175,12 +185,33 @@ class Trainer:
         return Bundle(self.cfg, self.model, v.src_tok, v.tgt_tok, v.src_vocab, v.tgt_vocab)
 
     def write_metrics(self) -> None:
+        if self.rank != 0:
+            return
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=METRIC_FIELDS)
         w.writeheader()
         for row in self.progress.history:
             w.writerow({k: row.get(k, "") for k in METRIC_FIELDS})
         atomic_write_text(self.run_dir / "metrics.csv", buf.getvalue())
+
+    def write_curves(self) -> None:
+        """Redraw ``curves.png`` from ``metrics.csv``, so a long run can be watched.
+
+        Optional: without matplotlib nothing happens; a failed plot is only a warning.
+        """
+        if getattr(self, "rank", 0) != 0:
+            return
+        try:
+            from ..viz.curves import write_curves
+        except ImportError as e:
+            if (e.name or "").startswith("matplotlib"):
+                return
+            log.warning("curves.png not written: %s", e)
+            return
+        try:
+            write_curves(self.run_dir)
+        except Exception as e:  # a figure must never stop training
+            log.warning("curves.png not written: %s", e)
 
     # --- validation ---------------------------------------------------------------------------
 
@@ -249,11 +280,13 @@ class Trainer:
                 if t.max_epochs and p.epoch >= t.max_epochs:
                     stop_reason = f"max_epochs={t.max_epochs}"
                     break
-                batches = self.train_ids.batches(t.max_tokens, t.seed, p.epoch)
+                batches = self.train_ids.batches(t.max_tokens, t.seed, p.epoch,
+                                                 rank=self.rank, world=self.world)
                 while p.batch_in_epoch < len(batches):
                     group = batches[p.batch_in_epoch:p.batch_in_epoch + t.accum]
                     p.batch_in_epoch += len(group)
                     lr = self.schedule.set_step(p.step + 1)
+                    self.model.set_train_step(p.step)
                     loss_val, nll_val, n_tok = self._update(group)
                     if not math.isfinite(loss_val):
                         nonfinite += 1
@@ -279,7 +312,9 @@ class Trainer:
                         if bar.disable:  # no terminal: the same numbers go to the log
                             log.info("step %d epoch %d loss %s lr %s tgt tok/s %s", p.step, p.epoch,
                                      stats["loss"], stats["lr"], stats["tok_s"])
-                    out_of_time = t.max_minutes and elapsed() >= t.max_minutes * 60
+                    out_of_time = bool(t.max_minutes) and elapsed() >= t.max_minutes * 60
+                    if self.world > 1:  # every rank stops at the same step
+                        out_of_time = distributed.agree(out_of_time, self.device)
                     if p.step % t.valid_every == 0 or p.step >= t.max_steps or out_of_time:
                         last_metrics = self._validation_round(window, lr, elapsed())
                         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
@@ -303,6 +338,8 @@ class Trainer:
             raise
         bar.close()
         p.elapsed_s = elapsed()
+        if self.world > 1:
+            log.info("ranks in sync: weight checksum %.6f", distributed.assert_in_sync(self.model))
         log.info("stopped: %s (step %d, epoch %d, %.1f min)", stop_reason, p.step, p.epoch,
                  p.elapsed_s / 60)
         return {**last_metrics, "step": p.step, "epoch": p.epoch, "stop_reason": stop_reason}
@@ -318,9 +355,17 @@ class Trainer:
             with self._autocast():
                 logits = self.model.logits(b.src, b.src_mask, b.tgt_in)
             loss, nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
-            (loss / total).backward()
+            # One process: normalise now. Several: sum, and divide by the global count below.
+            (loss / (total if self.world == 1 else 1.0)).backward()
             loss_sum += float(loss.detach())
             nll_sum += float(nll)
+        if self.world > 1:
+            params = [q for q in self.model.parameters() if q.grad is not None]
+            global_total, global_loss = distributed.all_reduce_grads(params, [total, loss_sum])
+            for q in params:
+                q.grad.div_(global_total)
+            if not math.isfinite(global_loss):
+                loss_sum = global_loss
         if not math.isfinite(loss_sum):
             self.optimizer.zero_grad(set_to_none=True)
             return loss_sum, nll_sum, total
@@ -349,6 +394,7 @@ class Trainer:
         p.elapsed_s = elapsed_s
         self.save(best=improved)
         self.write_metrics()
+        self.write_curves()
         log.info("step %d: valid loss %.4f ppl %.2f bleu %s%s", p.step, metrics["valid_loss"],
                  metrics["valid_ppl"], metrics.get("valid_bleu", "-"), " (best)" if improved else "")
         return row
