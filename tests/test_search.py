@@ -103,6 +103,16 @@ def test_length_cap_is_respected():
         assert len(nbest[0].tokens) == c - 1
 
 
+def test_max_len_is_an_absolute_cap_on_top_of_the_relative_one():
+    model = BigramModel({t: {4: 0.9} for t in range(V)})  # never wants EOS
+    src, mask = src_batch([3, 5, 1])
+    # relative caps (tokens incl. EOS) 6, 9, 3; max_len=3 output tokens -> 4 incl. EOS
+    assert length_caps(mask, 1.5, 2, max_len=3).tolist() == [4, 4, 3]
+    hyps = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=2, max_len=3)
+    assert [len(h.tokens) for h in hyps] == [3, 3, 2]
+    beams = beam_search(model, src, mask, beam=2, max_len_a=1.5, max_len_b=2, max_len=3)
+    assert [len(nb[0].tokens) for nb in beams] == [3, 3, 2]
+
 def test_length_penalty_gnmt_formula():
     lengths = torch.tensor([1, 4, 10, 30])
     for alpha in (0.0, 0.6, 1.0):

@@ -38,7 +38,17 @@ def _read_input(path: str | None) -> list[str]:
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise SystemExit(f"nmtkit: error: <stdin>:{line}: invalid UTF-8") from None
-    return text.splitlines()
+    # Split on "\n" only: str.splitlines() would also break at \x1c, \x85, \u2028 and friends,
+    # and one input line must always give exactly one output line.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _one_line(text: str) -> str:
+    """A translation never spans lines (output line i answers input line i)."""
+    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
@@ -50,9 +60,10 @@ def cmd_translate(a: argparse.Namespace) -> int:
     tr = bundle.translator()
     results = tr.translate(lines, beam=a.beam, batch_size=a.batch_size, n_best=a.n_best)
     if a.n_best > 1:
-        out = "".join(f"{i}\t{h.score:.4f}\t{h.text}\n" for i, hs in enumerate(results) for h in hs)
+        out = "".join(f"{i}\t{h.score:.4f}\t{_one_line(h.text)}\n"
+                      for i, hs in enumerate(results) for h in hs)
     else:
-        out = "".join(hs[0].text + "\n" for hs in results)
+        out = "".join(_one_line(hs[0].text) + "\n" for hs in results)
     if a.output:
         atomic_write_text(a.output, out)
     else:
@@ -91,6 +102,46 @@ def cmd_average(a: argparse.Namespace) -> int:
 
     average_checkpoints(a.checkpoints, a.out)
     print(json.dumps({"out": a.out, "averaged": a.checkpoints}))
+    return 0
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    from .serve.limits import ServeLimits
+
+    try:
+        import uvicorn
+
+        from .serve.app import create_app
+    except ImportError as e:
+        raise SystemExit(f"nmtkit: error: serving needs the 'serve' extra "
+                         f"(pip install 'nmtkit[serve]'): {e}") from None
+    import torch
+
+    from .train.checkpoint import load_bundle
+
+    limits = ServeLimits(max_texts=a.max_texts, max_chars=a.max_chars, max_beam=a.max_beam,
+                         max_length=a.max_length, max_body_bytes=a.max_body_bytes,
+                         timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    bundle = load_bundle(a.model, a.device)
+    if a.host not in ("127.0.0.1", "localhost", "::1"):
+        logging.getLogger("nmtkit.serve").warning(
+            "listening on %s: the service is reachable from other machines", a.host)
+    uvicorn.run(create_app(bundle, limits), host=a.host, port=a.port,
+                log_level="debug" if a.verbose else "info")
+    return 0
+
+
+def cmd_plot(a: argparse.Namespace) -> int:
+    try:
+        from .viz.commands import plot
+    except ImportError as e:
+        raise SystemExit(f"nmtkit: error: figures need the 'viz' extra "
+                         f"(pip install 'nmtkit[viz]'): {e}") from None
+    written = plot(a.figure, out_dir=a.out, output=a.output, run=a.run, model=a.model,
+                   text=a.text, beam=a.beam, html=a.html, device=a.device, dpi=a.dpi)
+    print(json.dumps({"figure": a.figure, "written": [str(w) for w in written]}))
     return 0
 
 
@@ -133,6 +184,49 @@ def build_parser() -> argparse.ArgumentParser:
     av.add_argument("--out", required=True)
     av.add_argument("checkpoints", nargs="+")
     av.set_defaults(func=cmd_average)
+
+    from .serve.limits import ServeLimits as L
+
+    sv = sub.add_parser("serve", help="HTTP API and web page for a checkpoint (needs [serve])")
+    sv.add_argument("--model", required=True, help="checkpoint (.pt)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--device", default="cpu")
+    sv.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    sv.add_argument("--max-texts", type=int, default=L.max_texts, help="texts per request")
+    sv.add_argument("--max-chars", type=int, default=L.max_chars, help="characters per text")
+    sv.add_argument("--max-beam", type=int, default=L.max_beam)
+    sv.add_argument("--max-length", type=int, default=L.max_length,
+                    help="largest max_length (output tokens) a request may ask for")
+    sv.add_argument("--max-body-bytes", type=int, default=L.max_body_bytes)
+    sv.add_argument("--timeout", type=float, default=L.timeout_s,
+                    help="seconds per request before a 503")
+    sv.add_argument("--max-batch", type=int, default=L.max_batch,
+                    help="sentences merged into one model call")
+    sv.add_argument("--max-wait-ms", type=float, default=L.max_wait_ms,
+                    help="how long a request waits for others to batch with")
+    sv.set_defaults(func=cmd_serve)
+
+    pl = sub.add_parser("plot", help="draw the figures of the guide (needs [viz])",
+                        description="mask | positional | lr-schedule | label-smoothing: concepts of "
+                        "the paper; curves: a run's metrics.csv; attention: every attention map "
+                        "of a checkpoint for one sentence; all: every figure that the given "
+                        "options allow.")
+    pl.add_argument("figure", choices=["mask", "positional", "lr-schedule", "label-smoothing",
+                                       "curves", "attention", "all"])
+    where = pl.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="DIR", help="output directory (default: current directory)")
+    where.add_argument("-o", "--output", metavar="FILE",
+                       help="output file of one figure (attention: the stem of STEM_<kind>.png)")
+    pl.add_argument("--run", metavar="DIR", help="run directory (or its metrics.csv), for curves")
+    pl.add_argument("--model", metavar="CKPT", help="checkpoint, for attention")
+    pl.add_argument("--text", help="source sentence to translate, for attention")
+    pl.add_argument("--beam", type=int, default=None, help="beam size for that translation")
+    pl.add_argument("--html", action="store_true",
+                    help="attention: also write a self-contained interactive HTML page")
+    pl.add_argument("--device", default="cpu")
+    pl.add_argument("--dpi", type=int, default=100)
+    pl.set_defaults(func=cmd_plot)
     return p
 
 

@@ -62,9 +62,10 @@ class ModelConfig:
     """Architecture hyperparameters (Vaswani et al. 2017, Table 3)."""
 
     arch: str = "transformer"
-    """``transformer`` (or ``rnn`` once available)."""
+    """``transformer`` (Vaswani et al. 2017) or ``rnn`` (LSTM encoder, GRU decoder with
+    attention: seed 003, Bahdanau et al. 2015)."""
     layers: int = 6
-    """N for both stacks unless ``enc_layers``/``dec_layers`` are given."""
+    """N for both stacks unless ``enc_layers``/``dec_layers`` are given (RNN: stacked layers)."""
     enc_layers: int = 0
     dec_layers: int = 0
     d_model: int = 512
@@ -84,6 +85,34 @@ class ModelConfig:
     """Share source embedding too (requires ``data.joint_vocab``)."""
     max_positions: int = 1024
     """Length of the precomputed sinusoidal table; longer inputs are truncated."""
+    # --- arch: rnn (``dropout``, ``layers``, ``tie_output`` and ``tie_all`` apply too) ---------
+    emb_dim: int = 256
+    """RNN: source and target embedding size (the Transformer uses ``d_model``)."""
+    rnn_hidden: int = 512
+    """RNN: decoder GRU state size, and the size of the encoder states it attends to
+    (each direction gets half when ``bidirectional``, as the seed's ENC_HID = DEC_HID // 2)."""
+    bidirectional: bool = True
+    """RNN: bidirectional LSTM encoder; per layer the final forward and backward states are
+    concatenated and projected (tanh) to the decoder's initial state."""
+    attention: str = "concat"
+    """RNN attention score: ``concat`` v^T tanh(W[h; s]) (the seed's), ``general`` h^T W s,
+    ``dot`` h^T s."""
+    attention_dim: int = 0
+    """RNN ``concat`` attention: size of the energy layer W (0 = ``rnn_hidden``)."""
+    attention_temperature: float = 1.0
+    """RNN: softmax(score / temperature); 1 = plain softmax, -> 0 sharpens towards argmax."""
+    teacher_forcing: float = 1.0
+    """RNN training: probability of feeding the gold previous token (else the model's own
+    argmax); 1 = always gold (plain teacher forcing), the seed uses 0.5."""
+    teacher_forcing_min: float = 0.0
+    """RNN: floor of the teacher-forcing ratio when annealing."""
+    teacher_forcing_anneal_steps: int = 0
+    """RNN: anneal the ratio linearly from ``teacher_forcing`` to ``teacher_forcing_min``
+    over this many updates; 0 = constant ratio."""
+    init: str = "glorot"
+    """RNN: ``glorot`` (Xavier-uniform matrices, zero biases, N(0, emb_dim^-1/2) embeddings) or
+    ``uniform`` (every parameter U(-init_range, init_range): the seed's init_weights)."""
+    init_range: float = 0.08
 
 
 @dataclass
@@ -121,6 +150,11 @@ class TrainConfig:
     """``bleu`` (higher is better) or ``loss`` (lower is better); selects ``best.pt``."""
     patience: int = 0
     """Stop after this many validations without improvement; 0 = never."""
+    plateau_factor: float = 0.5
+    """``plateau`` schedule: multiply the rate by this when validation loss stalls."""
+    plateau_patience: int = 1
+    """``plateau`` schedule: validations without a lower loss tolerated before lowering it
+    (the rate drops on the next one)."""
     keep_last: int = 5
     """Keep the last k step checkpoints (for ``nmtkit average``)."""
     log_every: int = 50
@@ -183,6 +217,11 @@ def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads ``1e-3`` (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -238,14 +277,16 @@ def validate(cfg: Config, source: str = "<config>") -> None:
     _check(d.vocab_size >= 16, source, "data.vocab_size must be >= 16")
     _check(d.min_freq >= 1, source, "data.min_freq must be >= 1")
     _check(d.max_len >= 1, source, "data.max_len must be >= 1")
-    _check(m.arch in ("transformer",), source, f"model.arch must be transformer, got {m.arch!r}")
+    _check(m.arch in ("transformer", "rnn"), source,
+           f"model.arch must be transformer|rnn, got {m.arch!r}")
     _check(m.norm in ("pre", "post"), source, "model.norm must be pre|post")
     _check(m.d_model > 0 and m.heads > 0, source, "model.d_model and model.heads must be > 0")
-    _check(m.d_model % m.heads == 0, source,
+    _check(m.arch != "transformer" or m.d_model % m.heads == 0, source,
            f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
     _check(m.layers >= 1 and m.enc_layers >= 0 and m.dec_layers >= 0, source, "layers must be >= 1")
     for k in ("dropout", "attention_dropout", "relu_dropout"):
         _check(0.0 <= getattr(m, k) < 1.0, source, f"model.{k} must be in [0, 1)")
+    _validate_rnn(m, source)
     _check(not m.tie_all or d.joint_vocab or d.corpus == "copy", source,
            "model.tie_all needs data.joint_vocab: true (one vocabulary for all three embeddings)")
     _check(t.max_tokens > 0, source, "train.max_tokens must be > 0")
@@ -257,6 +298,8 @@ def validate(cfg: Config, source: str = "<config>") -> None:
     _check(t.lr > 0, source, "train.lr must be > 0")
     _check(t.lr_schedule != "noam" or t.warmup >= 1, source, "train.warmup must be >= 1 for noam")
     _check(0.0 <= t.label_smoothing < 1.0, source, "train.label_smoothing must be in [0, 1)")
+    _check(0.0 < t.plateau_factor < 1.0, source, "train.plateau_factor must be in (0, 1)")
+    _check(t.plateau_patience >= 0, source, "train.plateau_patience must be >= 0")
     _check(t.valid_every >= 1, source, "train.valid_every must be >= 1")
     _check(t.early_stop_metric in ("bleu", "loss"), source, "train.early_stop_metric must be bleu|loss")
     _check(t.keep_last >= 0, source, "train.keep_last must be >= 0")
@@ -265,6 +308,32 @@ def validate(cfg: Config, source: str = "<config>") -> None:
     _check(1 <= s.n_best <= s.beam, source, "decode.n_best must be in [1, beam]")
     _check(s.batch_size >= 1, source, "decode.batch_size must be >= 1")
     _check(s.max_len_a >= 0 and s.max_len_b >= 0, source, "decode.max_len_a/b must be >= 0")
+
+
+def _validate_rnn(m: ModelConfig, source: str) -> None:
+    """The recurrent model's options (some only make sense for it)."""
+    _check(m.emb_dim > 0 and m.rnn_hidden > 0, source, "model.emb_dim and model.rnn_hidden must be > 0")
+    _check(not m.bidirectional or m.rnn_hidden % 2 == 0, source,
+           f"model.rnn_hidden ({m.rnn_hidden}) must be even with model.bidirectional "
+           "(each encoder direction gets half)")
+    _check(m.attention in ("concat", "general", "dot"), source,
+           f"model.attention must be concat|general|dot, got {m.attention!r}")
+    _check(m.attention_dim >= 0, source, "model.attention_dim must be >= 0")
+    _check(m.attention_temperature > 0, source,
+           f"model.attention_temperature must be > 0, got {m.attention_temperature}")
+    _check(0.0 <= m.teacher_forcing <= 1.0, source, "model.teacher_forcing must be in [0, 1]")
+    _check(0.0 <= m.teacher_forcing_min <= 1.0, source, "model.teacher_forcing_min must be in [0, 1]")
+    _check(m.teacher_forcing_anneal_steps >= 0, source,
+           "model.teacher_forcing_anneal_steps must be >= 0")
+    _check(m.teacher_forcing_anneal_steps == 0 or m.teacher_forcing_min <= m.teacher_forcing, source,
+           "model.teacher_forcing_min must not exceed model.teacher_forcing when annealing")
+    _check(m.init in ("glorot", "uniform"), source, f"model.init must be glorot|uniform, got {m.init!r}")
+    _check(m.init_range > 0, source, "model.init_range must be > 0")
+    if m.arch != "rnn":
+        # The Transformer feeds all gold positions at once and has its own initialisation.
+        _check(m.teacher_forcing == 1.0 and m.teacher_forcing_anneal_steps == 0, source,
+               "model.teacher_forcing < 1 and annealing need model.arch: rnn")
+        _check(m.init == "glorot", source, "model.init: uniform is implemented for model.arch: rnn")
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:

@@ -27,10 +27,14 @@ class Hypothesis:
     attention: Tensor | None = None  # (len(tokens) + 1, S): source attention per output step
 
 
-def length_caps(src_mask: Tensor, a: float, b: int) -> Tensor:
-    """(batch,) maximum number of output tokens (EOS included) per sentence."""
+def length_caps(src_mask: Tensor, a: float, b: int, max_len: int | None = None) -> Tensor:
+    """(batch,) maximum number of output tokens (EOS included) per sentence.
+
+    ``max_len`` (if given) is an absolute cap on the tokens before EOS, on top of ``a * S + b``.
+    """
     src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)
-    return (a * src_len.float() + b).floor().long().clamp(min=1)
+    caps = (a * src_len.float() + b).floor().long().clamp(min=1)
+    return caps if max_len is None else caps.clamp(max=max_len + 1)
 
 
 def length_penalty(length: Tensor, alpha: float) -> Tensor:
@@ -40,10 +44,11 @@ def length_penalty(length: Tensor, alpha: float) -> Tensor:
 
 @torch.no_grad()
 def greedy_search(model, src: Tensor, src_mask: Tensor, max_len_a: float = 1.2,
-                  max_len_b: int = 10, need_attention: bool = False) -> list[Hypothesis]:
+                  max_len_b: int = 10, need_attention: bool = False,
+                  max_len: int | None = None) -> list[Hypothesis]:
     """Most probable next token at every step, for a whole batch at once."""
     b = src.size(0)
-    caps = length_caps(src_mask, max_len_a, max_len_b)
+    caps = length_caps(src_mask, max_len_a, max_len_b, max_len)
     state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
     prev = torch.full((b,), BOS, dtype=torch.long, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
@@ -77,10 +82,10 @@ def greedy_search(model, src: Tensor, src_mask: Tensor, max_len_a: float = 1.2,
 @torch.no_grad()
 def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: float = 0.6,
                 max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
-                need_attention: bool = False) -> list[list[Hypothesis]]:
+                need_attention: bool = False, max_len: int | None = None) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``n_best`` hypotheses of each sentence, best first."""
     b, k, dev = src.size(0), beam, src.device
-    caps = length_caps(src_mask, max_len_a, max_len_b).repeat_interleave(k)  # (b*k,)
+    caps = length_caps(src_mask, max_len_a, max_len_b, max_len).repeat_interleave(k)  # (b*k,)
     memory = model.encode(src, src_mask)
     state = model.start(memory, src_mask, need_attention=need_attention)
     state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))

@@ -50,13 +50,19 @@ class Translator:
     @torch.no_grad()
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, need_attention: bool = False,
-                  n_best: int = 1) -> list[list[Translation]]:
-        """One list of ``n_best`` translations per input line, in input order."""
+                  n_best: int = 1, max_length: int | None = None) -> list[list[Translation]]:
+        """One list of ``n_best`` translations per input line, in input order.
+
+        ``max_length`` caps every output at that many tokens (EOS not counted) on top of the
+        configured ``max_len_a * src_len + max_len_b``.
+        """
         cfg = self.decode_cfg
         beam = cfg.beam if beam is None else beam
         batch_size = batch_size or cfg.batch_size
         if beam < 1:
             raise ValueError(f"beam must be >= 1, got {beam}")
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
         encoded = [self.encode_source(line) for line in lines]
         results: list[list[Translation] | None] = [None] * len(encoded)
         todo = []
@@ -72,10 +78,11 @@ class Translator:
             src_mask = (src != PAD).unsqueeze(-2)
             if beam == 1 and n_best == 1:
                 hyps = [[h] for h in greedy_search(self.model, src, src_mask, cfg.max_len_a,
-                                                   cfg.max_len_b, need_attention)]
+                                                   cfg.max_len_b, need_attention, max_length)]
             else:
                 hyps = beam_search(self.model, src, src_mask, beam, cfg.length_penalty,
-                                   cfg.max_len_a, cfg.max_len_b, n_best, need_attention)
+                                   cfg.max_len_a, cfg.max_len_b, n_best, need_attention,
+                                   max_length)
             for i, hs in zip(chunk, hyps, strict=True):
                 results[i] = [self._finish(h, encoded[i][0]) for h in hs]
         return results  # type: ignore[return-value]

@@ -13,4 +13,8 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> n
         from .transformer import build_transformer
 
         return build_transformer(cfg, src_vocab_size, tgt_vocab_size)
+    if cfg.arch == "rnn":
+        from .rnn import build_rnn
+
+        return build_rnn(cfg, src_vocab_size, tgt_vocab_size)
     raise ValueError(f"unknown model.arch {cfg.arch!r}")

@@ -136,3 +136,57 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             mask = mask.unsqueeze(1)  # same mask for every head: (batch, 1, q | 1, k)
         return self.attend(q, k, v, mask, need_weights=need_weights)
+
+
+# --- Scores of the recurrent model (seed 003; Bahdanau et al. 2015; Luong et al. 2015) ----------
+#
+# One decoder query per step against all encoder states. The parts that depend only on
+# the encoder states (W_h h for ``concat``, W^T h for ``general``) are projected once per
+# sentence by the caller, so each function takes the projected "keys" and is pure.
+
+
+def concat_scores(keys: Tensor, query: Tensor, v: Tensor) -> Tensor:
+    """score(h, s) = v^T tanh(W [h; s]) = v^T tanh(W_h h + W_s s)  ("concat", additive).
+
+    keys: (batch, S, a) = W_h h (+ bias); query: (batch, a) = W_s s_{t-1}; v: (a,).
+    Returns the unnormalised scores (batch, S).
+    """
+    energy = torch.tanh(keys + query.unsqueeze(1))  # (batch, S, a)
+    return energy.matmul(v)  # (batch, S)
+
+
+def dot_scores(keys: Tensor, query: Tensor) -> Tensor:
+    """score(h, s) = h^T s  ("dot"). keys: (batch, S, d); query: (batch, d) -> (batch, S)."""
+    return torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1)
+
+
+def general_scores(memory: Tensor, query: Tensor, weight: Tensor) -> Tensor:
+    """score(h, s) = h^T W s  ("general", bilinear).
+
+    memory: (batch, S, d_h); query: (batch, d_s); weight: (d_h, d_s) -> (batch, S).
+    Equal to ``dot_scores(memory, query @ weight.T)``; a model projects the keys
+    ``memory @ weight`` once per sentence and calls :func:`dot_scores` instead.
+    """
+    return dot_scores(memory, query.matmul(weight.t()))
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None = None, temperature: float = 1.0) -> Tensor:
+    """a = softmax(scores / temperature) over the last axis, exactly 0 where ``mask`` is False.
+
+    scores: (..., S); mask: bool broadcastable to scores, True at real source tokens.
+    temperature 1 is the plain softmax; towards 0 it approaches a one-hot argmax, large
+    values approach the uniform distribution over the unmasked positions.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    scores = scores / temperature
+    if mask is not None:
+        # The most negative finite value, not -inf: a row with no real token (never built by
+        # nmtkit, but possible from a caller) gets uniform weights instead of NaN.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return scores.softmax(dim=-1)
+
+
+def attention_context(probs: Tensor, memory: Tensor) -> Tensor:
+    """w_t = sum_j a_tj h_j. probs: (batch, S); memory: (batch, S, d) -> (batch, d)."""
+    return torch.bmm(probs.unsqueeze(1), memory).squeeze(1)

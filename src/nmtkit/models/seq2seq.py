@@ -9,6 +9,7 @@ never through ``isinstance`` branches::
     start(memory, src_mask, need_attention=False) -> state           # decoder state / KV cache
     step(state, prev_tokens) -> (log_probs, state, attention)        # one target position
     reorder(state, index) -> state                                   # beam search
+    set_train_step(step)                                             # before each update
 
 Incremental decoding through ``step`` gives the same log-probabilities as
 ``forward`` on the same prefix (``tests/test_transformer.py`` asserts it).
@@ -50,6 +51,12 @@ class Seq2Seq(Protocol):
         ...
 
     def reorder(self, state: Any, index: Tensor) -> Any: ...
+
+    def set_train_step(self, step: int) -> None:
+        """Called by the trainer before each optimizer update with the number of updates done
+        so far (schedules inside the model, e.g. the RNN's teacher-forcing ratio); may do
+        nothing."""
+        ...
 
 
 def pad_mask(ids: Tensor, pad: int = PAD) -> Tensor:

@@ -241,6 +241,9 @@ class Transformer(nn.Module):
                                  f"({self.src_vocab_size} != {self.tgt_vocab_size})")
             self.src_embed.lut.weight = self.tgt_embed.lut.weight
 
+    def set_train_step(self, step: int) -> None:
+        """Training hook of the seq2seq interface (updates done so far); nothing to schedule."""
+
     # --- the seq2seq interface -------------------------------------------------------------
 
     def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False):

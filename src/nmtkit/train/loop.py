@@ -81,6 +81,8 @@ class Trainer:
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.run_dir.glob(".*.tmp"):  # a write cut short by a kill: never renamed
+            stale.unlink(missing_ok=True)
         t = cfg.train
         if t.threads:
             torch.set_num_threads(t.threads)

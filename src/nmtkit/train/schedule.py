@@ -46,10 +46,17 @@ class Schedule:
             g["lr"] = lr
         return lr
 
-    def validation(self, loss: float, factor: float = 0.5, patience: int = 1) -> None:
-        """ReduceLROnPlateau on validation loss (used by the ``plateau`` schedule)."""
+    def validation(self, loss: float, factor: float | None = None,
+                   patience: int | None = None) -> None:
+        """ReduceLROnPlateau on validation loss (used by the ``plateau`` schedule).
+
+        After more than ``patience`` validations in a row without a new lowest loss the
+        rate is multiplied by ``factor`` (``train.plateau_patience`` / ``plateau_factor``).
+        """
         if self.cfg.lr_schedule != "plateau":
             return
+        factor = self.cfg.plateau_factor if factor is None else factor
+        patience = self.cfg.plateau_patience if patience is None else patience
         if loss < self.best_loss:
             self.best_loss, self.bad_validations = loss, 0
         else:

@@ -1,0 +1,294 @@
+"""HTTP API and web page for a trained model (FastAPI; schema at ``/openapi.json``).
+
+- ``POST /v1/translate`` ``{"texts": [...], "beam": 5, "max_length": null}`` ->
+  ``{"translations": [...]}`` in input order; concurrent requests share model calls
+  (:mod:`nmtkit.serve.batcher`).
+- ``POST /v1/attention`` ``{"text": "..."}`` -> source/target tokens and every attention
+  map of the model for that sentence (kind -> layer -> head -> query x key).
+- ``GET /health`` -> model name, architecture, languages, device, limits, batching counters.
+- ``GET /`` -> the page (``static/``): translate and look at the attention.
+
+Every error is JSON ``{"detail": "<message>"}`` (validation errors add ``"errors"``): bad input
+is a 4xx that says what is wrong, a request past its time limit is a 503.
+"""
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import torch
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..data.vocab import BOS, EOS_TOKEN
+from .batcher import MicroBatcher, QueueFull
+from .limits import ServeLimits
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+def _where(loc: tuple | list) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) if parts else "body"
+
+
+def _validation_message(errors: list[dict[str, Any]]) -> str:
+    msgs = []
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        if e.get("type") == "missing" and loc == ("body",):
+            msgs.append("the request body is empty: send a JSON object")
+        elif e.get("type") == "json_invalid":
+            msgs.append(f"the request body is not valid JSON: {e.get('ctx', {}).get('error', '')}"
+                        .rstrip(": "))
+        elif loc == ("body",) and e.get("type") in ("model_attributes_type", "dict_type"):
+            msgs.append("the request body must be a JSON object")
+        else:
+            msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+            msgs.append(f"{_where(loc)}: {msg}")
+    return "; ".join(msgs) or "invalid request"
+
+
+def _jsonable_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Validation errors without the raw input/context objects (which may not be JSON)."""
+    return [{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg", ""),
+             "type": e.get("type", "")} for e in errors]
+
+
+class BodySizeLimit:
+    """ASGI middleware: bodies over ``max_bytes`` get a 413 before any parsing.
+
+    Checks Content-Length up front and also counts a chunked body as it arrives.
+    """
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        too_big = JSONResponse(status_code=413, content={
+            "detail": f"request body too large: at most {self.max_bytes} bytes"})
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            try:
+                if int(length) > self.max_bytes:
+                    return await too_big(scope, receive, send)
+            except ValueError:
+                return await JSONResponse(status_code=400, content={
+                    "detail": "invalid Content-Length header"})(scope, receive, send)
+        # Read the body (bounded), then replay it to the app.
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                return await too_big(scope, receive, send)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body, sent = b"".join(chunks), False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+
+# --- attention ---------------------------------------------------------------------------------
+
+# Which token sequence labels the rows (queries) and columns (keys) of each kind of map.
+# Decoder rows are labelled by the token produced at that position; decoder self-attention
+# keys are the decoder's inputs (<s> y1 .. yn).
+AXES = {"encoder": ("source", "source"), "decoder_self": ("target", "target_in"),
+        "decoder_src": ("target", "source")}
+
+
+def attention_for(bundle, translator, text: str, beam: int, max_length: int | None,
+                  max_src_tokens: int, kinds: list[str] | None = None) -> dict[str, Any]:
+    """Translate ``text``, then teacher-force ``<s> + output`` through ``model.attention_maps``."""
+    src_toks, src_ids = translator.encode_source(text)
+    if not src_toks:
+        raise ValueError("text: nothing to translate (empty after tokenization)")
+    if len(src_toks) > max_src_tokens:
+        raise ValueError(f"text: {len(src_toks)} source tokens, attention is limited to "
+                         f"{max_src_tokens}")
+    hyp = translator.translate([text], beam=beam, max_length=max_length)[0][0]
+    tgt_ids = bundle.tgt_vocab.encode(hyp.tokens, add_eos=False)
+    model = bundle.model
+    dev = translator.device
+    src = torch.as_tensor(src_ids, dtype=torch.long, device=dev).unsqueeze(0)  # (1, S)
+    tgt_in = torch.tensor([[BOS, *tgt_ids]], dtype=torch.long, device=dev)  # (1, T)
+    with torch.no_grad():
+        maps = model.attention_maps(src, tgt_in)
+    source = [*src_toks, EOS_TOKEN]
+    n = len(src_toks)
+    # Columns/rows over the source follow the model's input order; show them in reading order.
+    perm = torch.tensor([*range(n - 1, -1, -1), n] if translator.reverse_source
+                        else list(range(n + 1)), device=dev)
+    out: dict[str, Any] = {}
+    for kind, layers in maps.items():
+        if kinds is not None and kind not in kinds:
+            continue
+        rows, cols = AXES.get(kind, ("target", "source"))
+        mats = []
+        for w in layers:
+            w = w[0].float()  # (heads, Q, K)
+            if rows == "source":
+                w = w.index_select(1, perm)
+            if cols == "source":
+                w = w.index_select(2, perm)
+            mats.append(((w * 1e5).round() / 1e5).cpu().tolist())  # 5 decimals: smaller JSON
+        out[kind] = {"rows": rows, "cols": cols, "layers": len(mats),
+                     "heads": len(mats[0]) if mats else 0, "weights": mats}
+    return {"text": text, "translation": hyp.text, "score": hyp.score,
+            "tokens": {"source": source, "target": [*hyp.tokens, EOS_TOKEN],
+                       "target_in": ["<s>", *hyp.tokens]},
+            "attention": out}
+
+
+# --- the app -----------------------------------------------------------------------------------
+
+def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> FastAPI:
+    """A FastAPI app serving ``bundle`` (see :func:`nmtkit.train.checkpoint.load_bundle`)."""
+    limits = limits or ServeLimits()
+    translator = translator or bundle.translator()
+    cfg = bundle.cfg
+    default_beam = max(1, min(cfg.decode.beam, limits.max_beam))
+    path = bundle.path
+    model_name = f"{path.parent.name}/{path.name}" if path is not None else cfg.name
+
+    def translate_batch(texts: list[str], beam: int, max_length: int | None) -> list[str]:
+        results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
+                                       max_length=max_length)
+        return [r[0].text for r in results]
+
+    batcher = MicroBatcher(translate_batch, limits.max_batch, limits.max_wait_ms,
+                           limits.max_pending)
+
+    Text = Annotated[str, Field(max_length=limits.max_chars)]
+
+    def beam_field():
+        return Field(default_beam, ge=1, le=limits.max_beam, description="beam size (1 = greedy)")
+
+    def max_length_field():
+        return Field(None, ge=1, le=limits.max_length,
+                     description="cap on output tokens (on top of the model's own length cap)")
+    strict = ConfigDict(strict=True, extra="forbid")
+
+    class TranslateRequest(BaseModel):
+        model_config = ConfigDict(**strict, json_schema_extra={
+            "examples": [{"texts": ["Ein Mann fährt Fahrrad."], "beam": default_beam}]})
+        texts: list[Text] = Field(..., min_length=1, max_length=limits.max_texts,
+                                  description="sentences to translate (one per item)")
+        beam: int = beam_field()
+        max_length: int | None = max_length_field()
+
+    class TranslateResponse(BaseModel):
+        translations: list[str]
+
+    class AttentionRequest(BaseModel):
+        model_config = strict
+        text: Text = Field(..., description="one sentence")
+        beam: int = beam_field()
+        max_length: int | None = max_length_field()
+        kinds: list[Literal["encoder", "decoder_self", "decoder_src"]] | None = Field(
+            None, description="only these kinds of maps; default all the model has")
+
+        @field_validator("text")
+        @classmethod
+        def not_blank(cls, v: str) -> str:
+            if not v.strip():
+                raise ValueError("must not be empty")
+            return v
+
+    class ErrorResponse(BaseModel):
+        detail: str
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        await batcher.stop()
+        batcher.close()
+
+    app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan,
+                  description=f"Translation service for {model_name} "
+                              f"({cfg.data.src_lang} -> {cfg.data.tgt_lang}).")
+    app.state.batcher = batcher
+    app.state.limits = limits
+    app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
+    errors = {413: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
+              503: {"model": ErrorResponse}}
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError):
+        errs = list(exc.errors())
+        return JSONResponse(status_code=422, content={"detail": _validation_message(errs),
+                                                      "errors": _jsonable_errors(errs)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException):
+        return JSONResponse(status_code=exc.status_code, content={"detail": str(exc.detail)},
+                            headers=getattr(exc, "headers", None))
+
+    async def in_time(coro):
+        try:
+            return await asyncio.wait_for(coro, limits.timeout_s)
+        except TimeoutError:
+            raise HTTPException(503, f"request timed out after {limits.timeout_s:g} s "
+                                     "(server busy or input too long); try again") from None
+        except QueueFull as e:
+            raise HTTPException(503, str(e)) from None
+
+    @app.post("/v1/translate", response_model=TranslateResponse, responses=errors,
+              summary="Translate sentences (in order)")
+    async def translate(req: TranslateRequest) -> TranslateResponse:
+        out = await in_time(batcher.submit(req.texts, req.beam, req.max_length))
+        return TranslateResponse(translations=out)
+
+    @app.post("/v1/attention", responses={**errors, 501: {"model": ErrorResponse}},
+              summary="Translate one sentence and return its attention maps")
+    async def attention(req: AttentionRequest) -> dict[str, Any]:
+        if not hasattr(bundle.model, "attention_maps"):
+            raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
+        try:
+            return await in_time(batcher.run(attention_for, bundle, translator, req.text,
+                                             req.beam, req.max_length,
+                                             limits.max_attention_tokens, req.kinds))
+        except ValueError as e:
+            raise HTTPException(422, str(e)) from None
+
+    @app.get("/health", summary="Model, languages, device, limits")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name, "name": cfg.name,
+                "architecture": cfg.model.arch, "src_lang": cfg.data.src_lang,
+                "tgt_lang": cfg.data.tgt_lang, "device": str(translator.device),
+                "parameters": sum(p.numel() for p in bundle.model.parameters()),
+                "default_beam": default_beam, "version": __version__,
+                "limits": asdict(limits), "batching": batcher.stats.as_dict()}
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+

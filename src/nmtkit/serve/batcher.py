@@ -1,0 +1,184 @@
+"""Micro-batching: concurrent translate requests become one model call.
+
+Requests wait in an asyncio queue. A single worker task takes the first waiting request,
+keeps collecting for at most ``max_wait_ms`` (or until ``max_batch`` sentences are waiting),
+groups what it collected by decoding options (beam, max_length), and runs one translation
+per group in a worker thread, so the event loop keeps accepting requests meanwhile. While a
+batch runs, new requests pile up in the queue and form the next batch, so the batch size
+grows with the load by itself.
+
+The plain version, without batching, would be::
+
+    async def submit(texts, beam, max_length):
+        return await asyncio.to_thread(translate, texts, beam, max_length)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+TranslateFn = Callable[[list[str], int, int | None], list[str]]
+"""(texts, beam, max_length) -> one translation per text, in order."""
+
+
+class QueueFull(RuntimeError):
+    """More sentences are waiting than the server accepts; the client should retry later."""
+
+
+@dataclass
+class _Job:
+    texts: list[str]
+    key: tuple[int, int | None]  # (beam, max_length): jobs are merged only with equal keys
+    future: asyncio.Future
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class BatcherStats:
+    requests: int = 0
+    sentences: int = 0
+    model_calls: int = 0
+    largest_batch: int = 0
+    dropped: int = 0  # requests whose client gave up (timeout) before their batch ran
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class MicroBatcher:
+    """Merge concurrent :meth:`submit` calls into batched calls of ``translate_fn``.
+
+    Every model call (translations and :meth:`run`) goes through one worker thread, so the
+    model is never used by two threads at once.
+    """
+
+    def __init__(self, translate_fn: TranslateFn, max_batch: int = 32, max_wait_ms: float = 5.0,
+                 max_pending: int = 1024):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms must be >= 0, got {max_wait_ms}")
+        self.translate_fn = translate_fn
+        self.max_batch = max_batch
+        self.max_wait = max_wait_ms / 1000.0
+        self.max_pending = max_pending
+        self.stats = BatcherStats()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nmtkit-model")
+        self._queue: asyncio.Queue[_Job] | None = None
+        self._task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending = 0  # sentences queued, not yet handed to the model
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def _ensure_worker(self) -> asyncio.Queue[_Job]:
+        """Start the worker on the running loop (again, if an earlier loop has gone)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._task is None or self._task.done():
+            self._loop = loop
+            self._queue = asyncio.Queue()
+            self._pending = 0
+            self._task = loop.create_task(self._worker(self._queue), name="nmtkit-batcher")
+        assert self._queue is not None
+        return self._queue
+
+    async def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self._task = None
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def submit(self, texts: Sequence[str], beam: int, max_length: int | None = None
+                     ) -> list[str]:
+        """Translate ``texts`` together with whatever else is waiting; results in order."""
+        queue = self._ensure_worker()
+        if self._pending + len(texts) > self.max_pending:
+            raise QueueFull(f"server busy: {self._pending} sentences already waiting "
+                            f"(at most {self.max_pending})")
+        future = asyncio.get_running_loop().create_future()
+        self._pending += len(texts)
+        self.stats.requests += 1
+        await queue.put(_Job(list(texts), (beam, max_length), future))
+        return await future
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the model thread (e.g. attention maps), outside any batch."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    # --- the worker ----------------------------------------------------------------------------
+
+    async def _collect(self, queue: asyncio.Queue[_Job]) -> list[_Job]:
+        """The first waiting job, then whatever arrives within ``max_wait`` (up to max_batch)."""
+        jobs = [await queue.get()]
+        size = len(jobs[0].texts)
+        deadline = time.perf_counter() + self.max_wait
+        while size < self.max_batch:
+            try:  # take what is already queued without waiting
+                job = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                try:
+                    job = await asyncio.wait_for(queue.get(), left)
+                except TimeoutError:
+                    break
+            jobs.append(job)
+            size += len(job.texts)
+        return jobs
+
+    async def _worker(self, queue: asyncio.Queue[_Job]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = await self._collect(queue)
+            self._pending -= sum(len(j.texts) for j in jobs)
+            live = []
+            for job in jobs:
+                if job.future.done():  # the client timed out or disconnected: skip its work
+                    self.stats.dropped += 1
+                else:
+                    live.append(job)
+            groups: dict[tuple[int, int | None], list[_Job]] = {}
+            for job in live:
+                groups.setdefault(job.key, []).append(job)
+            for (beam, max_length), group in groups.items():
+                texts = [t for job in group for t in job.texts]
+                self.stats.model_calls += 1
+                self.stats.sentences += len(texts)
+                self.stats.largest_batch = max(self.stats.largest_batch, len(texts))
+                try:
+                    out = await loop.run_in_executor(self._executor, self.translate_fn, texts,
+                                                     beam, max_length)
+                except asyncio.CancelledError:
+                    for job in group:
+                        if not job.future.done():
+                            job.future.cancel()
+                    raise
+                except Exception as e:  # noqa: BLE001 - handed to the waiting requests
+                    log.exception("translation of a batch of %d sentences failed", len(texts))
+                    for job in group:
+                        if not job.future.done():
+                            job.future.set_exception(e)
+                    continue
+                start = 0
+                for job in group:
+                    part = out[start:start + len(job.texts)]
+                    start += len(job.texts)
+                    if not job.future.done():
+                        job.future.set_result(part)

@@ -1,0 +1,291 @@
+// nmtkit web page: translate with /v1/translate, then draw one sentence's attention from
+// /v1/attention on a canvas. No dependencies, no build step.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const LANGS = {
+  de: "German", en: "English", fr: "French", cs: "Czech", es: "Spanish", it: "Italian",
+  nl: "Dutch", pt: "Portuguese", ru: "Russian", zh: "Chinese", ja: "Japanese", tr: "Turkish",
+};
+const AXIS_NAMES = { source: "source", target: "output", target_in: "decoder input" };
+const KIND_NAMES = {
+  decoder_src: "decoder → source (cross-attention)",
+  encoder: "encoder self-attention",
+  decoder_self: "decoder self-attention",
+};
+const CAPTIONS = {
+  decoder_src: "Each row is an output token; it shows how much the decoder looked at each source token while producing it.",
+  encoder: "Each row is a source token; it shows which source tokens the encoder mixed into its representation.",
+  decoder_self: "Each row is an output token; it shows which earlier decoder inputs it attended to (the future is masked).",
+};
+// Colour ramp for weights 0 .. max: near-white to deep blue.
+const RAMP = [[248, 250, 253], [205, 222, 247], [120, 160, 230], [45, 90, 190], [18, 35, 96]];
+
+const state = { info: null, lines: [], att: null, hover: null, geom: null, beam: 1 };
+
+function langName(code) { return LANGS[code] ? `${LANGS[code]} (${code})` : code; }
+
+function colour(t) {
+  t = Math.max(0, Math.min(1, t)) * (RAMP.length - 1);
+  const i = Math.min(Math.floor(t), RAMP.length - 2), f = t - i;
+  const c = RAMP[i].map((v, k) => Math.round(v + (RAMP[i + 1][k] - v) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+function setStatus(text, isError = false) {
+  const s = $("status");
+  s.textContent = text;
+  s.classList.toggle("error", isError);
+}
+
+async function postJSON(url, body) {
+  const r = await fetch(url, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await r.json(); } catch (e) { /* not JSON */ }
+  if (!r.ok) {
+    const msg = data && data.detail ? data.detail : `HTTP ${r.status}`;
+    throw new Error(msg);
+  }
+  return data;
+}
+
+function fillSelect(sel, options, keep) {
+  const old = keep ? sel.value : null;
+  sel.textContent = "";
+  for (const [value, label] of options) {
+    const o = document.createElement("option");
+    o.value = String(value);
+    o.textContent = label;
+    sel.appendChild(o);
+  }
+  if (old !== null && options.some(([v]) => String(v) === old)) sel.value = old;
+  sel.disabled = options.length < 2;
+}
+
+async function loadInfo() {
+  try {
+    const r = await fetch("/health");
+    const info = await r.json();
+    state.info = info;
+    $("pair").textContent = `${info.src_lang} → ${info.tgt_lang}`;
+    $("src-label").textContent = langName(info.src_lang);
+    $("tgt-label").textContent = langName(info.tgt_lang);
+    const params = info.parameters >= 1e6 ? `${(info.parameters / 1e6).toFixed(1)}M`
+      : `${(info.parameters / 1e3).toFixed(0)}k`;
+    const names = info.model === info.name ? info.name : `${info.name} · ${info.model}`;
+    $("model").textContent = `${names} · ${info.architecture} · ${params} parameters · ${info.device}`;
+    const beams = [];
+    for (let b = 1; b <= info.limits.max_beam; b++) beams.push([b, b === 1 ? "1 (greedy)" : String(b)]);
+    fillSelect($("beam"), beams, false);
+    $("beam").value = String(info.default_beam);
+  } catch (e) {
+    setStatus(`cannot reach the server: ${e.message}`, true);
+  }
+}
+
+async function translate() {
+  const text = $("source").value;
+  const lines = text.split("\n");
+  if (!lines.some((l) => l.trim())) { setStatus("Type a sentence first.", true); return; }
+  const beam = parseInt($("beam").value || "1", 10);
+  $("translate").disabled = true;
+  setStatus("Translating…");
+  const t0 = performance.now();
+  try {
+    const res = await postJSON("/v1/translate", { texts: lines, beam });
+    $("translation").textContent = res.translations.join("\n");
+    setStatus(`Translated in ${Math.round(performance.now() - t0)} ms.`);
+    state.lines = lines;
+    state.beam = beam;
+    const opts = [];
+    lines.forEach((l, i) => {
+      if (l.trim()) opts.push([i, l.length > 40 ? `${i + 1}: ${l.slice(0, 40)}…` : `${i + 1}: ${l}`]);
+    });
+    fillSelect($("sentence"), opts, false);
+    $("sentence-wrap").hidden = opts.length < 2;
+    await loadAttention(opts[0][0]);
+  } catch (e) {
+    setStatus(e.message, true);
+  } finally {
+    $("translate").disabled = false;
+  }
+}
+
+async function loadAttention(index) {
+  const canvas = $("heatmap");
+  canvas.dataset.state = "loading";
+  try {
+    const att = await postJSON("/v1/attention", { text: state.lines[index], beam: state.beam });
+    state.att = att;
+    const kinds = Object.keys(att.attention);
+    kinds.sort((a, b) => (a === "decoder_src" ? -1 : b === "decoder_src" ? 1 : a.localeCompare(b)));
+    fillSelect($("kind"), kinds.map((k) => [k, KIND_NAMES[k] || k]), true);
+    $("attention-panel").hidden = false;
+    onKindChange();
+  } catch (e) {
+    canvas.dataset.state = "error";
+    setStatus(`attention: ${e.message}`, true);
+  }
+}
+
+function onKindChange() {
+  const map = state.att.attention[$("kind").value];
+  const layers = [];
+  for (let l = 0; l < map.layers; l++) layers.push([l, String(l + 1)]);
+  if (map.layers > 1) layers.push(["mean", "mean"]);
+  fillSelect($("layer"), layers, true);
+  const heads = [];
+  for (let h = 0; h < map.heads; h++) heads.push([h, String(h + 1)]);
+  if (map.heads > 1) heads.push(["mean", "mean"]);
+  fillSelect($("head"), heads, true);
+  draw();
+}
+
+// The matrix for the current kind/layer/head; "mean" averages over layers and/or heads.
+function currentMatrix() {
+  const map = state.att.attention[$("kind").value];
+  const lv = $("layer").value, hv = $("head").value;
+  const layers = lv === "mean" ? map.weights : [map.weights[parseInt(lv, 10)]];
+  const mats = [];
+  for (const heads of layers) {
+    if (hv === "mean") mats.push(...heads); else mats.push(heads[parseInt(hv, 10)]);
+  }
+  const rows = mats[0].length, cols = mats[0][0].length;
+  const m = [];
+  for (let i = 0; i < rows; i++) {
+    const row = new Array(cols).fill(0);
+    for (const w of mats) for (let j = 0; j < cols; j++) row[j] += w[i][j] / mats.length;
+    m.push(row);
+  }
+  return { map, m };
+}
+
+function draw() {
+  const canvas = $("heatmap");
+  const { map, m } = currentMatrix();
+  const rowLabels = state.att.tokens[map.rows], colLabels = state.att.tokens[map.cols];
+  const ctx = canvas.getContext("2d");
+  const font = "13px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
+  ctx.font = font;
+  const widest = (labels) => Math.max(...labels.map((s) => ctx.measureText(s).width));
+  const left = Math.ceil(widest(rowLabels)) + 16, top = Math.ceil(widest(colLabels)) + 16;
+  const avail = canvas.parentElement.clientWidth;
+  const fitWidth = Math.floor((avail - left - 12) / colLabels.length);
+  const fitHeight = Math.floor(640 / rowLabels.length);
+  const cell = Math.max(16, Math.min(40, fitWidth, Math.max(fitHeight, 24)));
+  const width = left + cell * colLabels.length + 12, height = top + cell * rowLabels.length + 12;
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * dpr);
+  canvas.height = Math.round(height * dpr);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, width, height);
+  ctx.font = font;
+
+  let vmax = 0;
+  for (const row of m) for (const v of row) vmax = Math.max(vmax, v);
+  vmax = $("scale").value === "one" ? 1 : vmax || 1;
+  for (let i = 0; i < m.length; i++) {
+    for (let j = 0; j < m[i].length; j++) {
+      ctx.fillStyle = colour(m[i][j] / vmax);
+      ctx.fillRect(left + j * cell, top + i * cell, cell, cell);
+    }
+  }
+  ctx.strokeStyle = "#dde2ea";
+  ctx.lineWidth = 1;
+  ctx.strokeRect(left + 0.5, top + 0.5, cell * colLabels.length - 1, cell * rowLabels.length - 1);
+
+  const hv = state.hover;
+  ctx.textBaseline = "middle";
+  ctx.textAlign = "right";
+  rowLabels.forEach((s, i) => {
+    ctx.fillStyle = hv && hv.i === i ? "#2458c6" : "#1d2433";
+    ctx.font = hv && hv.i === i ? `bold ${font}` : font;
+    ctx.fillText(s, left - 8, top + i * cell + cell / 2);
+  });
+  colLabels.forEach((s, j) => {
+    ctx.save();
+    ctx.translate(left + j * cell + cell / 2, top - 8);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = "left";
+    ctx.fillStyle = hv && hv.j === j ? "#2458c6" : "#1d2433";
+    ctx.font = hv && hv.j === j ? `bold ${font}` : font;
+    ctx.fillText(s, 0, 0);
+    ctx.restore();
+  });
+  if (hv && hv.i < m.length && hv.j < colLabels.length) {
+    ctx.strokeStyle = "#f2a900";
+    ctx.lineWidth = 2;
+    ctx.strokeRect(left + hv.j * cell + 1, top + hv.i * cell + 1, cell - 2, cell - 2);
+  }
+
+  state.geom = { left, top, cell, rows: m.length, cols: colLabels.length, m, rowLabels, colLabels, map };
+  $("legend-max").textContent = vmax.toFixed(2);
+  $("ramp").style.background = `linear-gradient(to right, ${RAMP.map((c) => `rgb(${c})`).join(", ")})`;
+  $("caption").textContent = `${CAPTIONS[$("kind").value] || ""} Rows: ${AXIS_NAMES[map.rows]} tokens · columns: ${AXIS_NAMES[map.cols]} tokens · colour scale 0 – ${vmax.toFixed(2)}.`;
+  canvas.dataset.kind = $("kind").value;
+  canvas.dataset.layer = $("layer").value;
+  canvas.dataset.head = $("head").value;
+  canvas.dataset.rows = String(m.length);
+  canvas.dataset.cols = String(colLabels.length);
+  canvas.dataset.state = "ready";
+}
+
+function onHover(ev) {
+  const g = state.geom;
+  if (!g) return;
+  const rect = $("heatmap").getBoundingClientRect();
+  const x = ev.clientX - rect.left, y = ev.clientY - rect.top;
+  const j = Math.floor((x - g.left) / g.cell), i = Math.floor((y - g.top) / g.cell);
+  const tip = $("tooltip");
+  if (i < 0 || j < 0 || i >= g.rows || j >= g.cols) {
+    tip.hidden = true;
+    if (state.hover) { state.hover = null; draw(); }
+    return;
+  }
+  if (!state.hover || state.hover.i !== i || state.hover.j !== j) {
+    state.hover = { i, j };
+    draw();
+  }
+  // Built from text nodes: tokens come from user input.
+  tip.textContent = "";
+  const line = (label, token) => {
+    const b = document.createElement("b");
+    b.textContent = `${label} `;
+    tip.append(b, `“${token}”`, document.createElement("br"));
+  };
+  line(AXIS_NAMES[g.map.rows], g.rowLabels[i]);
+  line(AXIS_NAMES[g.map.cols], g.colLabels[j]);
+  const b = document.createElement("b");
+  b.textContent = "weight ";
+  tip.append(b, g.m[i][j].toFixed(4));
+  tip.hidden = false;
+  const wrap = $("heatmap").parentElement;
+  const wr = wrap.getBoundingClientRect();
+  tip.style.left = `${ev.clientX - wr.left + wrap.scrollLeft + 14}px`;
+  tip.style.top = `${ev.clientY - wr.top + wrap.scrollTop + 14}px`;
+}
+
+function onLeave() {
+  $("tooltip").hidden = true;
+  if (state.hover) { state.hover = null; draw(); }
+}
+
+window.addEventListener("DOMContentLoaded", () => {
+  loadInfo();
+  $("translate").addEventListener("click", translate);
+  $("source").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); translate(); }
+  });
+  $("kind").addEventListener("change", onKindChange);
+  $("layer").addEventListener("change", draw);
+  $("head").addEventListener("change", draw);
+  $("scale").addEventListener("change", draw);
+  $("sentence").addEventListener("change", () => loadAttention(parseInt($("sentence").value, 10)));
+  $("heatmap").addEventListener("mousemove", onHover);
+  $("heatmap").addEventListener("mouseleave", onLeave);
+  window.addEventListener("resize", () => { if (state.att) draw(); });
+});

@@ -1,0 +1,227 @@
+"""Attention maps of a trained model for one sentence: every kind, layer and head.
+
+:func:`attention_for_text` translates a sentence with the checkpoint's own search, then
+feeds the produced translation back through the model with teacher forcing
+(``model.attention_maps``), which returns the probabilities of every attention sub-layer:
+
+- ``encoder``: encoder self-attention, (layers, heads, S, S);
+- ``decoder_self``: masked decoder self-attention, (layers, heads, T, T);
+- ``decoder_src``: decoder attention over the encoder output, (layers, heads, T, S).
+
+S counts the source subwords plus ``</s>``; T the translation's subwords plus ``</s>``.
+Decoder row t is the position that reads ``<s> y_1 .. y_t`` and predicts ``y_{t+1}``, so
+decoder rows are labelled with the token predicted there and decoder self-attention
+columns with the tokens read (``<s> y_1 .. y_n``). A model with a single attention (the
+RNN of Bahdanau et al.) returns only ``decoder_src`` with one layer and one head; a model
+without ``attention_maps`` falls back to the attention the search recorded.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ..data.vocab import BOS_TOKEN, EOS_TOKEN
+from ._common import new_figure, save_figure
+
+KINDS = ("encoder", "decoder_self", "decoder_src")
+KIND_TITLES = {
+    "encoder": "Encoder self-attention",
+    "decoder_self": "Decoder self-attention (masked)",
+    "decoder_src": "Decoder source attention (encoder-decoder)",
+}
+
+
+@dataclass
+class AttentionMaps:
+    """The attention of one translated sentence, ready to plot or serialise."""
+
+    source: str
+    translation: str
+    src_tokens: list[str]
+    """Source positions in reading order: the subwords, then ``</s>``."""
+    tgt_in_tokens: list[str]
+    """Decoder inputs: ``<s>`` then the translation's subwords."""
+    tgt_out_tokens: list[str]
+    """What each decoder position predicts: the translation's subwords, then ``</s>``."""
+    maps: dict[str, np.ndarray]
+    """kind -> (layers, heads, queries, keys); every row is a probability distribution."""
+    search_attention: np.ndarray | None = None
+    """(T, S) source attention recorded by the search (last layer, mean over heads)."""
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(row labels, column labels) of a kind's maps."""
+        if kind == "encoder":
+            return self.src_tokens, self.src_tokens
+        if kind == "decoder_self":
+            return self.tgt_out_tokens, self.tgt_in_tokens
+        return self.tgt_out_tokens, self.src_tokens
+
+    def axis_names(self, kind: str) -> tuple[str, str]:
+        if kind == "encoder":
+            return "query: source position", "key: source position"
+        if kind == "decoder_self":
+            return "query: target position (token it predicts)", "key: target token read"
+        return "query: target position (token it predicts)", "key: source position"
+
+    @staticmethod
+    def causal(kind: str) -> bool:
+        """Whether a kind hides later positions (its upper triangle is masked, not learned)."""
+        return kind == "decoder_self"
+
+    def to_dict(self, decimals: int = 4) -> dict:
+        """Plain JSON-ready data (what the HTML page embeds)."""
+        kinds = {}
+        for kind, arr in self.maps.items():
+            rows, cols = self.labels(kind)
+            row_axis, col_axis = self.axis_names(kind)
+            kinds[kind] = {"title": KIND_TITLES.get(kind, kind), "rows": rows, "cols": cols,
+                           "row_axis": row_axis, "col_axis": col_axis, "causal": self.causal(kind),
+                           "weights": np.round(arr.astype(np.float64), decimals).tolist()}
+        return {"source": self.source, "translation": self.translation, "kinds": kinds}
+
+
+def _as_layers_heads(layers: Sequence[torch.Tensor]) -> np.ndarray:
+    """Per-layer (1, heads, q, k) tensors -> (layers, heads, q, k) float array."""
+    out = []
+    for w in layers:
+        w = w.detach().float().cpu()
+        w = w[0] if w.dim() == 4 else w  # drop the batch of one
+        if w.dim() == 2:  # (q, k): a single head
+            w = w.unsqueeze(0)
+        out.append(w.numpy())
+    return np.stack(out)
+
+
+@torch.no_grad()
+def compute_attention(model: torch.nn.Module, src_ids: Sequence[int],
+                      tgt_in_ids: Sequence[int]) -> dict[str, np.ndarray]:
+    """Teacher-forced attention of one sentence pair: kind -> (layers, heads, queries, keys).
+
+    ``src_ids``: source ids as the model reads them (with ``</s>``); ``tgt_in_ids``: ``<s>``
+    then the target ids. Kinds the model does not have are left out.
+    """
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
+    tgt_in = torch.tensor([list(tgt_in_ids)], dtype=torch.long, device=device)  # (1, T)
+    was_training = model.training
+    model.eval()
+    try:
+        raw = model.attention_maps(src, tgt_in)
+    finally:
+        model.train(was_training)
+    order = [k for k in KINDS if k in raw] + [k for k in raw if k not in KINDS]
+    return {kind: _as_layers_heads(raw[kind]) for kind in order if raw[kind]}
+
+
+def attention_for_text(bundle, text: str, beam: int | None = None) -> AttentionMaps:
+    """Translate ``text`` with ``bundle`` (a :class:`nmtkit.train.checkpoint.Bundle`) and
+    collect all its attention maps for that translation."""
+    tr = bundle.translator()
+    src_toks, src_ids = tr.encode_source(text)
+    if not src_toks:
+        raise ValueError("attention: the source sentence is empty")
+    hyp = tr.translate([text], beam=beam, need_attention=True)[0][0]
+    tgt_in_ids = bundle.tgt_vocab.encode(hyp.tokens, add_bos=True, add_eos=False)
+    search = hyp.attention.float().numpy() if hyp.attention is not None else None
+    n = len(src_toks)
+    if hasattr(bundle.model, "attention_maps"):
+        maps = compute_attention(bundle.model, src_ids.tolist(), tgt_in_ids)
+        if bundle.cfg.data.reverse_source:  # the model read the source backwards: undo it
+            perm = list(range(n - 1, -1, -1)) + [n]
+            for kind, arr in maps.items():
+                if kind == "encoder":
+                    maps[kind] = arr[:, :, perm][:, :, :, perm]
+                elif kind == "decoder_src":
+                    maps[kind] = arr[:, :, :, perm]
+    elif search is not None:
+        maps = {"decoder_src": search[None, None]}
+    else:
+        raise ValueError(f"attention: model {type(bundle.model).__name__} exposes no attention")
+    return AttentionMaps(
+        source=text.strip(), translation=hyp.text, src_tokens=list(src_toks) + [EOS_TOKEN],
+        tgt_in_tokens=[BOS_TOKEN] + list(hyp.tokens), tgt_out_tokens=list(hyp.tokens) + [EOS_TOKEN],
+        maps=maps, search_attention=search)
+
+
+def attention_figure(att: AttentionMaps, kind: str, cmap: str = "viridis") -> Figure:
+    """A grid of heatmaps for one kind: one row per layer, one column per head."""
+    if kind not in att.maps:
+        raise ValueError(f"attention: no {kind!r} maps (have: {', '.join(att.maps)})")
+    arr = att.maps[kind]
+    n_layers, n_heads, n_rows, n_cols = arr.shape
+    row_labels, col_labels = att.labels(kind)
+    # Size each panel by its token count, but keep the whole grid within ~20 x 24 inches.
+    cell = min(0.2, 18.0 / (n_heads * n_cols), 20.0 / (n_layers * n_rows))
+    cell = max(cell, 0.05)
+    font = max(4.0, min(8.0, cell * 42))
+    char = 0.075 * font / 8  # inches per label character, roughly
+    label_w = char * max(len(t) for t in row_labels) + 0.4
+    label_h = char * max(len(t) for t in col_labels) + 0.3
+    width = n_heads * (n_cols * cell + 0.12) + label_w + 1.3
+    height = n_layers * (n_rows * cell + 0.12) + label_h + 0.9 + (0.2 if n_layers * n_heads > 1 else 0)
+    fig = new_figure(max(width, 4.0), max(height, 3.0), layout="constrained")
+    axes = fig.subplots(n_layers, n_heads, squeeze=False)
+    vmax = float(arr.max()) if arr.size else 1.0
+    colors = matplotlib.colormaps[cmap].with_extremes(bad="#ececec")
+    hidden = np.triu(np.ones((n_rows, n_cols), dtype=bool), k=1) if att.causal(kind) else None
+    im = None
+    for li in range(n_layers):
+        for hi in range(n_heads):
+            ax = axes[li, hi]
+            weights = np.ma.masked_array(arr[li, hi], hidden) if hidden is not None else arr[li, hi]
+            im = ax.imshow(weights, cmap=colors, vmin=0.0, vmax=vmax, interpolation="nearest")
+            ax.set_xticks(range(n_cols))
+            ax.set_yticks(range(n_rows))
+            ax.tick_params(length=0, labelsize=font)
+            ax.set_yticklabels(row_labels if hi == 0 else [])
+            ax.set_xticklabels(col_labels if li == n_layers - 1 else [], rotation=90)
+            if n_layers * n_heads > 1:
+                if li == 0:
+                    ax.set_title(f"head {hi + 1}", fontsize=9)
+                if hi == 0:
+                    ax.set_ylabel(f"layer {li + 1}", fontsize=9)
+    row_axis, col_axis = att.axis_names(kind)
+    fig.supxlabel(col_axis, fontsize=9)
+    if n_layers * n_heads == 1:
+        axes[0, 0].set_ylabel(row_axis, fontsize=9)
+    else:
+        fig.supylabel(row_axis, fontsize=9)
+    if im is not None:
+        fig.colorbar(im, ax=axes, shrink=0.8 if n_layers > 1 else 1.0, aspect=30, label="weight")
+    src = textwrap.shorten(att.source, 90, placeholder=" …")
+    hyp = textwrap.shorten(att.translation, 90, placeholder=" …")
+    fig.suptitle(f"{KIND_TITLES.get(kind, kind)}\n{src}  →  {hyp}", fontsize=10)
+    return fig
+
+
+def attention_figures(att: AttentionMaps) -> dict[str, Figure]:
+    """One figure per kind the model has."""
+    return {kind: attention_figure(att, kind) for kind in att.maps}
+
+
+def write_attention(att: AttentionMaps, stem: str | Path, html: bool = False,
+                    kinds: Sequence[str] | None = None, dpi: int = 100) -> list[Path]:
+    """Write ``<stem>_<kind>.png`` per kind (and ``<stem>.html`` with ``html``)."""
+    from ..io import atomic_write_text
+    from .html import attention_html
+
+    stem = Path(stem)
+    written = []
+    for kind in kinds or list(att.maps):
+        if kind not in att.maps:
+            continue
+        written.append(save_figure(attention_figure(att, kind),
+                                   stem.with_name(f"{stem.name}_{kind}.png"), dpi=dpi))
+    if html:
+        page = stem.with_name(stem.name + ".html")
+        atomic_write_text(page, attention_html(att))
+        written.append(page)
+    return written

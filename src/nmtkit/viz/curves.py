@@ -1,0 +1,111 @@
+"""Training curves from a run's ``metrics.csv`` (written by :class:`nmtkit.train.loop.Trainer`).
+
+Three panels against the optimizer step: training and validation loss (label-smoothed,
+per target token), perplexity (from the plain NLL) and validation BLEU (greedy). The
+trainer calls :func:`write_curves` after every validation, so ``RUN_DIR/curves.png``
+follows a long run.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ._common import new_figure, save_figure
+
+CURVES_PNG = "curves.png"
+
+
+def read_metrics(path: str | Path) -> dict[str, np.ndarray]:
+    """``metrics.csv`` (or a run directory holding it) -> column name -> float array.
+
+    Empty cells (e.g. BLEU when ``valid_bleu`` is off) become NaN.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "metrics.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no metrics.csv (has the run validated yet?)")
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        fields = reader.fieldnames or []
+    if "step" not in fields:
+        raise ValueError(f"{path}: not an nmtkit metrics.csv (no 'step' column)")
+
+    def num(value: str | None, line: int, name: str) -> float:
+        if value is None or value.strip() == "":
+            return math.nan
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"{path}:{line}: column {name!r}: not a number: {value!r}") from None
+
+    return {name: np.array([num(r.get(name), i + 2, name) for i, r in enumerate(rows)], dtype=float)
+            for name in fields}
+
+
+def curves_figure(metrics: dict[str, np.ndarray], title: str | None = None) -> Figure:
+    """Loss, perplexity and BLEU against step; missing columns leave a panel empty."""
+    fig = new_figure(13, 3.8, layout="constrained")
+    ax_loss, ax_ppl, ax_bleu = fig.subplots(1, 3)
+    step = metrics.get("step", np.array([]))
+    style = {"marker": "o", "ms": 3} if len(step) < 30 else {}
+
+    def draw(ax, column: str, label: str, **kw) -> None:
+        y = metrics.get(column)
+        if y is not None and len(y) and not np.all(np.isnan(y)):
+            ax.plot(step, y, label=label, **style, **kw)
+
+    draw(ax_loss, "train_loss", "train")
+    draw(ax_loss, "valid_loss", "validation")
+    ax_loss.set_title("Loss (label-smoothed, per token)")
+    draw(ax_ppl, "train_ppl", "train")
+    draw(ax_ppl, "valid_ppl", "validation")
+    ax_ppl.set_title("Perplexity")
+    ppl = np.concatenate([metrics.get(c, np.array([])) for c in ("train_ppl", "valid_ppl")])
+    ppl = ppl[np.isfinite(ppl)]
+    if len(ppl) and ppl.max() / max(ppl.min(), 1e-9) > 20:
+        ax_ppl.set_yscale("log")
+    draw(ax_bleu, "valid_bleu", "validation (greedy)", color="C2")
+    ax_bleu.set_title("BLEU")
+    bleu = metrics.get("valid_bleu")
+    if bleu is not None and len(bleu) and np.any(np.isfinite(bleu)):
+        best = int(np.nanargmax(bleu))
+        ax_bleu.annotate(f"best {bleu[best]:.2f}", (step[best], bleu[best]),
+                         textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+    else:
+        ax_bleu.text(0.5, 0.5, "no BLEU recorded", ha="center", va="center",
+                     transform=ax_bleu.transAxes, color="grey")
+    for ax in (ax_loss, ax_ppl, ax_bleu):
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    if title is None:
+        title = _progress(metrics)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _progress(metrics: dict[str, np.ndarray]) -> str:
+    step, epoch = metrics.get("step"), metrics.get("epoch")
+    if step is None or not len(step):
+        return "no validation yet"
+    text = f"after step {int(step[-1])}"
+    if epoch is not None and np.isfinite(epoch[-1]):
+        text += f", epoch {int(epoch[-1])}"
+    return text
+
+
+def write_curves(run_dir: str | Path, out: str | Path | None = None, dpi: int = 100) -> Path:
+    """Draw ``run_dir/metrics.csv`` into ``out`` (default ``run_dir/curves.png``)."""
+    run_dir = Path(run_dir)
+    metrics = read_metrics(run_dir)
+    fig = curves_figure(metrics, title=f"{run_dir.resolve().name}: {_progress(metrics)}")
+    return save_figure(fig, out or run_dir / CURVES_PNG, dpi=dpi)

@@ -1,0 +1,366 @@
+"""nmtkit.viz: the data behind every figure, the PNGs, the `plot` command and the HTML page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("matplotlib")
+
+from matplotlib.image import imread  # noqa: E402
+
+from nmtkit import viz  # noqa: E402
+from nmtkit.cli import main  # noqa: E402
+from nmtkit.config import ModelConfig, load  # noqa: E402
+from nmtkit.data.vocab import BOS, EOS  # noqa: E402
+from nmtkit.models import build_model  # noqa: E402
+from nmtkit.train.checkpoint import load_bundle  # noqa: E402
+from nmtkit.train.loop import Trainer  # noqa: E402
+
+from .conftest import ROOT, tiny_copy_overrides  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+
+def assert_png(path: Path) -> None:
+    """The file is a PNG that decodes, with more than one colour in it."""
+    assert path.is_file(), path
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = imread(path)
+    assert img.ndim == 3 and img.shape[0] > 50 and img.shape[1] > 50
+    assert float(img[..., :3].var()) > 0.0, f"{path} is blank"
+
+
+# --- the data behind the concept figures -------------------------------------------------------
+
+
+def test_mask_is_lower_triangular():
+    m = viz.mask_data(12)
+    assert m.dtype == bool and m.shape == (12, 12)
+    assert np.array_equal(m, np.tril(np.ones((12, 12), dtype=bool)))
+
+
+def test_positional_encoding_matches_the_formula():
+    pe = viz.positional_data(max_len=50, d_model=16)
+    pos = np.arange(50)[:, None]
+    i = np.arange(8)[None, :]
+    angle = pos / 10000.0 ** (2 * i / 16)
+    np.testing.assert_allclose(pe[:, 0::2], np.sin(angle), atol=1e-6)
+    np.testing.assert_allclose(pe[:, 1::2], np.cos(angle), atol=1e-6)
+
+
+def test_lr_schedule_peaks_at_warmup():
+    settings = ((512, 400), (512, 800), (256, 400))
+    steps, curves = viz.lr_schedule_data(settings, steps=2000, factor=2.0)
+    assert list(curves) == ["d_model=512, warmup=400", "d_model=512, warmup=800",
+                            "d_model=256, warmup=400"]
+    for (d_model, warmup), rates in zip(settings, curves.values(), strict=True):
+        assert steps[int(np.argmax(rates))] == warmup
+        assert rates.max() == pytest.approx(2.0 * d_model ** -0.5 * warmup ** -0.5)
+
+
+def test_smoothed_distribution_puts_one_minus_eps_on_gold():
+    targets, eps, v = (2, 1, 0, 3, 3), 0.4, 5
+    q = viz.smoothing_distribution_data(v, eps, targets)
+    assert q.shape == (5, 5)
+    for row, t in zip(q, targets, strict=True):
+        if t == 0:  # a padding target contributes nothing
+            assert np.all(row == 0)
+            continue
+        assert row[t] == pytest.approx(1 - eps)
+        assert row[0] == 0.0
+        others = [row[j] for j in range(1, v) if j != t]
+        np.testing.assert_allclose(others, eps / (v - 2))
+        assert row.sum() == pytest.approx(1.0)
+
+
+def test_label_smoothing_penalises_overconfidence():
+    d = viz.smoothing_penalty_data(eps=0.1, vocab_size=5, points=400)
+    c, loss = d["confidence"], d["smoothed"]
+    assert np.all(loss > -1e-9)  # a KL divergence
+    assert c[int(np.argmin(loss))] == pytest.approx(0.9, abs=0.01)
+    assert loss[-1] > loss[int(np.argmin(loss))] + 0.1  # too confident costs again
+    assert np.all(np.diff(d["nll"]) < 0)  # without smoothing: always better to be surer
+
+
+# --- attention ---------------------------------------------------------------------------------
+
+
+def tiny_transformer(layers: int = 2, heads: int = 2) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = ModelConfig(layers=layers, d_model=16, d_ff=32, heads=heads, dropout=0.0)
+    return build_model(cfg, 24, 24)
+
+
+def test_attention_rows_sum_to_one():
+    src, tgt_in = [5, 6, 7, 8, EOS], [BOS, 9, 10, 11]
+    maps = viz.compute_attention(tiny_transformer(), src, tgt_in)
+    assert list(maps) == ["encoder", "decoder_self", "decoder_src"]
+    assert maps["encoder"].shape == (2, 2, 5, 5)
+    assert maps["decoder_self"].shape == (2, 2, 4, 4)
+    assert maps["decoder_src"].shape == (2, 2, 4, 5)
+    for arr in maps.values():
+        np.testing.assert_allclose(arr.sum(-1), 1.0, atol=1e-5)
+        assert arr.min() >= 0.0
+    upper = np.triu(np.ones((4, 4), dtype=bool), k=1)
+    assert np.all(maps["decoder_self"][..., upper] == 0.0)  # no peeking at later positions
+
+
+class SingleAttentionModel(torch.nn.Module):
+    """Stands in for the RNN: one additive attention, so only decoder_src, 1 layer, 1 head."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(24, 24))
+
+    def attention_maps(self, src, tgt_in):
+        scores = self.w[tgt_in][:, :, src[0]]  # (1, T, S)
+        return {"decoder_src": [scores.softmax(-1).unsqueeze(1)]}  # (1, 1, T, S)
+
+
+def maps_of(model, src_tokens, tgt_tokens) -> viz.AttentionMaps:
+    src_ids = list(range(5, 5 + len(src_tokens))) + [EOS]
+    tgt_in = [BOS] + list(range(10, 10 + len(tgt_tokens)))
+    return viz.AttentionMaps(
+        source=" ".join(src_tokens), translation=" ".join(tgt_tokens),
+        src_tokens=list(src_tokens) + ["</s>"], tgt_in_tokens=["<s>"] + list(tgt_tokens),
+        tgt_out_tokens=list(tgt_tokens) + ["</s>"],
+        maps=viz.compute_attention(model, src_ids, tgt_in))
+
+
+def test_attention_of_a_single_attention_model(tmp_path):
+    torch.manual_seed(0)
+    att = maps_of(SingleAttentionModel(), ["▁ein", "▁Hund"], ["▁a", "▁dog"])
+    assert list(att.maps) == ["decoder_src"]
+    assert att.maps["decoder_src"].shape == (1, 1, 3, 3)
+    np.testing.assert_allclose(att.maps["decoder_src"].sum(-1), 1.0, atol=1e-6)
+    written = viz.write_attention(att, tmp_path / "rnn", html=True)
+    assert [p.name for p in written] == ["rnn_decoder_src.png", "rnn.html"]
+    assert_png(written[0])
+    with pytest.raises(ValueError, match="no 'encoder' maps"):
+        viz.attention_figure(att, "encoder")
+
+
+@pytest.fixture(scope="module")
+def copy_run(tmp_path_factory) -> Path:
+    """A copy-task run of a few steps: checkpoints, metrics.csv and curves.png."""
+    run = tmp_path_factory.mktemp("copy_run")
+    cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps=20))
+    Trainer(cfg, run).run()
+    return run
+
+
+def test_training_draws_the_curves(copy_run):
+    assert_png(copy_run / "curves.png")
+    m = viz.read_metrics(copy_run)
+    assert list(m["step"]) == [10.0, 20.0]
+    assert np.all(np.isfinite(m["valid_loss"]))
+
+
+def test_curves_tolerate_missing_bleu(tmp_path):
+    (tmp_path / "metrics.csv").write_text(
+        "step,epoch,train_loss,train_ppl,valid_loss,valid_ppl,valid_bleu,lr,tgt_tokens,elapsed_s\n"
+        "10,0,3.2,20.1,3.0,18.0,,0.001,100,1.0\n20,0,2.5,10.2,2.4,9.5,,0.002,200,2.0\n")
+    m = viz.read_metrics(tmp_path / "metrics.csv")
+    assert np.all(np.isnan(m["valid_bleu"]))
+    assert_png(viz.write_curves(tmp_path))
+    (tmp_path / "metrics.csv").write_text("step,valid_loss\n10,abc\n")
+    with pytest.raises(ValueError, match=r"metrics.csv:2: column 'valid_loss'"):
+        viz.read_metrics(tmp_path)
+
+
+@pytest.mark.parametrize("reverse_source", [False, True])
+def test_attention_of_a_checkpoint(copy_run, reverse_source):
+    bundle = load_bundle(copy_run / "last.pt")
+    bundle.cfg.data.reverse_source = reverse_source  # the model then reads the source backwards
+    att = viz.attention_for_text(bundle, "1 2 3 4 5", beam=1)
+    assert att.src_tokens == ["1", "2", "3", "4", "5", "</s>"]
+    assert att.tgt_in_tokens[0] == "<s>" and att.tgt_out_tokens[-1] == "</s>"
+    t, s = len(att.tgt_out_tokens), len(att.src_tokens)
+    assert att.maps["encoder"].shape == (1, 2, s, s)
+    assert att.maps["decoder_self"].shape == (1, 2, t, t)
+    assert att.maps["decoder_src"].shape == (1, 2, t, s)
+    for arr in att.maps.values():
+        np.testing.assert_allclose(arr.sum(-1), 1.0, atol=1e-5)
+    # Teacher forcing the translation reproduces the attention the search saw (last layer,
+    # mean over heads), in reading order whichever way the model read the source.
+    np.testing.assert_allclose(att.maps["decoder_src"][-1].mean(0), att.search_attention, atol=1e-5)
+    data = json.loads(json.dumps(att.to_dict()))
+    assert data["kinds"]["decoder_src"]["rows"] == att.tgt_out_tokens
+
+
+def test_attention_of_an_rnn_checkpoint(tmp_path):
+    """The RNN has one attention (decoder over source: 1 layer, 1 head) and reads the source
+    reversed in its recipe; the maps come back in reading order and match the search."""
+    from nmtkit.config import ConfigError
+
+    try:
+        cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps=5) + [
+            "model.arch=rnn", "model.emb_dim=16", "model.rnn_hidden=32", "data.reverse_source=true",
+            "train.lr_schedule=constant", "train.lr=0.003", "train.valid_every=5"])
+    except ConfigError as e:
+        pytest.skip(f"no RNN in this build: {e}")
+    Trainer(cfg, tmp_path).run()
+    att = viz.attention_for_text(load_bundle(tmp_path / "last.pt"), "1 2 3 4 5", beam=1)
+    assert list(att.maps) == ["decoder_src"]
+    t = len(att.tgt_out_tokens)
+    assert att.maps["decoder_src"].shape == (1, 1, t, 6)
+    np.testing.assert_allclose(att.maps["decoder_src"].sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(att.maps["decoder_src"][0, 0], att.search_attention, atol=1e-5)
+    assert [p.name for p in viz.write_attention(att, tmp_path / "a")] == ["a_decoder_src.png"]
+
+
+# --- PNG files and the command line ------------------------------------------------------------
+
+
+def test_concept_figures_are_pngs(tmp_path):
+    figures = {"mask": viz.mask_figure(8), "positional": viz.positional_figure(40, 16),
+               "lr": viz.lr_schedule_figure(steps=500, settings=((64, 100), (64, 200))),
+               "smoothing": viz.label_smoothing_figure()}
+    for name, fig in figures.items():
+        assert_png(viz.save_figure(fig, tmp_path / f"{name}.png"))
+
+
+def test_plot_single_figures(tmp_path, capsys):
+    assert main(["plot", "mask", "-o", str(tmp_path / "m.png")]) == 0
+    assert_png(tmp_path / "m.png")
+    assert json.loads(capsys.readouterr().out)["written"] == [str(tmp_path / "m.png")]
+    for figure in ("positional", "lr-schedule", "label-smoothing"):
+        assert main(["plot", figure, "--out", str(tmp_path / "d")]) == 0
+    names = sorted(p.name for p in (tmp_path / "d").iterdir())
+    assert names == ["label_smoothing.png", "lr_schedule.png", "positional.png"]
+
+
+def test_plot_all_with_run_and_model(copy_run, tmp_path, capsys):
+    out = tmp_path / "figs"
+    rc = main(["plot", "all", "--out", str(out), "--run", str(copy_run),
+               "--model", str(copy_run / "last.pt"), "--text", "3 1 4 1 5", "--html"])
+    assert rc == 0
+    written = [Path(p) for p in json.loads(capsys.readouterr().out)["written"]]
+    assert sorted(p.name for p in written) == sorted([
+        "mask.png", "positional.png", "lr_schedule.png", "label_smoothing.png", "curves.png",
+        "attention_encoder.png", "attention_decoder_self.png", "attention_decoder_src.png",
+        "attention.html"])
+    for p in written:
+        if p.suffix == ".png":
+            assert_png(p)
+    assert main(["plot", "attention", "--model", str(copy_run / "last.pt"), "--text", "2 7",
+                 "-o", str(tmp_path / "one" / "att.png")]) == 0
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == [
+        "att_decoder_self.png", "att_decoder_src.png", "att_encoder.png"]
+
+
+def test_plot_errors(tmp_path, capsys):
+    assert main(["plot", "curves", "--out", str(tmp_path)]) == 2
+    assert "needs --run" in capsys.readouterr().err
+    assert main(["plot", "attention", "--model", str(tmp_path / "x.pt")]) == 2
+    assert "--text" in capsys.readouterr().err
+    assert main(["plot", "curves", "--run", str(tmp_path)]) == 2
+    assert "no metrics.csv" in capsys.readouterr().err
+    assert main(["plot", "attention", "--model", str(tmp_path / "x.pt"), "--text", "a"]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: -o and --out together
+        main(["plot", "mask", "--out", str(tmp_path), "-o", str(tmp_path / "m.png")])
+
+
+# --- the interactive page in a real browser ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless Debian Chromium driven by Selenium; skipped where either is missing."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (apt: chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-first-run", "--window-size=1200,900",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SE_OFFLINE", "true")  # Selenium Manager must not try to download anything
+        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    yield driver
+    driver.quit()
+
+
+def _errors(driver) -> list[dict]:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_attention_page_in_chromium(browser, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    att = maps_of(tiny_transformer(), ["▁Ein", "▁Hund", "<läuft>"], ["▁A", "▁dog", "▁runs"])
+    page = tmp_path / "attention.html"
+    page.write_text(viz.attention_html(att), encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text  # nothing to fetch
+    browser.get(page.as_uri())
+    WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#map td.c"))
+    assert _errors(browser) == []
+
+    def state():
+        return browser.execute_script(
+            "var m = document.getElementById('map');"
+            "return [m.dataset.kind, m.dataset.layer, m.dataset.head,"
+            " Array.from(m.querySelectorAll('td.c')).map(function (td) {"
+            "   return td.style.backgroundColor; })];")
+
+    kind, layer, head, colors = state()
+    assert (kind, layer, head) == ("encoder", "0", "0") and len(colors) == 4 * 4
+    assert browser.find_element(By.ID, "source").text == att.source
+    seen = [colors]
+    for select, value in (("layer", "1"), ("head", "1"), ("head", "mean")):
+        Select(browser.find_element(By.ID, select)).select_by_value(value)
+        now = state()
+        assert now[1 if select == "layer" else 2] == value
+        assert now[3] not in seen, f"the map did not change with {select}={value}"
+        seen.append(now[3])
+    Select(browser.find_element(By.ID, "kind")).select_by_value("decoder_src")
+    kind, layer, head, colors = state()
+    assert kind == "decoder_src" and len(colors) == 4 * 4 and colors not in seen
+    assert (layer, head) == ("1", "mean")  # the choices carry over where they exist
+    Select(browser.find_element(By.ID, "head")).select_by_value("0")
+    Select(browser.find_element(By.ID, "kind")).select_by_value("decoder_self")
+    assert state()[0] == "decoder_self"
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#map td.masked")) == 4 * 3 // 2
+
+    cell = browser.find_element(By.CSS_SELECTOR, '#map td.c[data-r="1"][data-c="1"]')
+    ActionChains(browser).move_to_element(cell).perform()
+    tip = browser.find_element(By.ID, "tip")
+    WebDriverWait(browser, 5).until(lambda d: tip.is_displayed())
+    w = att.maps["decoder_self"][1, 0, 1, 1]
+    assert tip.text == f"row 2 \u201c▁dog\u201d \u2192 column 2 \u201c▁A\u201d: weight {w:.3f}"
+    assert _errors(browser) == []
+
+
+def test_single_attention_page_in_chromium(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    torch.manual_seed(0)
+    att = maps_of(SingleAttentionModel(), ["▁ein", "▁Hund"], ["▁a", "▁dog"])
+    page = tmp_path / "rnn.html"
+    page.write_text(viz.attention_html(att), encoding="utf-8")
+    browser.get(page.as_uri())
+    WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#map td.c"))
+    count = browser.execute_script(
+        "return ['kind', 'layer', 'head'].map(function (id) {"
+        "  return document.getElementById(id).options.length; });")
+    assert count == [1, 1, 1]
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#map td.c")) == 3 * 3
+    assert _errors(browser) == []
