@@ -9,7 +9,7 @@ NMTKIT ?= .venv/bin/nmtkit
 FIGURES ?= docs/figures
 RUN ?=
 CKPT ?=
-TEXT ?= Zwei junge Männer spielen Fußball auf einer Wiese.
+TEXT ?= Ein kleines Mädchen spielt am Strand.
 
 .PHONY: figures test lint
 

@@ -20,7 +20,7 @@ from nmtkit.config import ModelConfig, load
 from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import Vocab
 from nmtkit.models import build_model
-from nmtkit.train.checkpoint import CheckpointError, Bundle, load_bundle, load_checkpoint
+from nmtkit.train.checkpoint import Bundle, CheckpointError, load_bundle, load_checkpoint
 from nmtkit.train.loop import Trainer, TrainingError
 
 from .conftest import ROOT, tiny_copy_overrides

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -160,6 +162,18 @@ def test_training_draws_the_curves(copy_run):
     m = viz.read_metrics(copy_run)
     assert list(m["step"]) == [10.0, 20.0]
     assert np.all(np.isfinite(m["valid_loss"]))
+
+
+def test_a_failed_plot_does_not_stop_training(tmp_path, caplog, monkeypatch):
+    trainer = SimpleNamespace(rank=0, run_dir=tmp_path)  # all that Trainer.write_curves reads
+    Trainer.write_curves(trainer)  # no metrics.csv yet: a warning, not an exception
+    assert "curves.png not written" in caplog.text
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # matplotlib not installed: silence
+    for name in [m for m in sys.modules if m == "nmtkit.viz" or m.startswith("nmtkit.viz.")]:
+        monkeypatch.delitem(sys.modules, name)
+    caplog.clear()
+    Trainer.write_curves(trainer)
+    assert caplog.text == ""
 
 
 def test_curves_tolerate_missing_bleu(tmp_path):

@@ -63,6 +63,9 @@ class Translator:
             raise ValueError(f"beam must be >= 1, got {beam}")
         if max_length is not None and max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {max_length}")
+        if self.max_src_len is not None:  # the output may not outgrow the position table either
+            limit = self.max_src_len - 1
+            max_length = limit if max_length is None else min(max_length, limit)
         encoded = [self.encode_source(line) for line in lines]
         results: list[list[Translation] | None] = [None] * len(encoded)
         todo = []

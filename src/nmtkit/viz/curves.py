@@ -76,13 +76,15 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str | None = None) -> F
     bleu = metrics.get("valid_bleu")
     if bleu is not None and len(bleu) and np.any(np.isfinite(bleu)):
         best = int(np.nanargmax(bleu))
-        ax_bleu.annotate(f"best {bleu[best]:.2f}", (step[best], bleu[best]),
-                         textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+        ax_bleu.plot([step[best]], [bleu[best]], "*", ms=11, color="C3", zorder=3,
+                     label=f"best {bleu[best]:.2f} (step {int(step[best])})")
     else:
         ax_bleu.text(0.5, 0.5, "no BLEU recorded", ha="center", va="center",
                      transform=ax_bleu.transAxes, color="grey")
     for ax in (ax_loss, ax_ppl, ax_bleu):
         ax.set_xlabel("step")
+        if len(step):
+            ax.set_xlim(0, float(np.nanmax(step)) * 1.04)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
