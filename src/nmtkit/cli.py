@@ -1,4 +1,4 @@
-"""Command line: ``nmtkit train|translate|evaluate|average``."""
+"""Command line: ``nmtkit train|translate|evaluate|average|plot|serve``."""
 
 from __future__ import annotations
 
