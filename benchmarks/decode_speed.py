@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from _common import emit  # benchmarks/ is the script's directory
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
@@ -86,14 +88,8 @@ def main() -> None:
                                     "fairseq": {"greedy": "82-88", "beam5": "69-71"},
                                     "CTranslate2 fp32": {"greedy": "530-575", "beam5": "134-140"},
                                     "source": "shared/bench/PEERS.md"},
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text + "\n")
+    emit(result, a.out)
 
 
 if __name__ == "__main__":

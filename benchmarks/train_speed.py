@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import emit  # benchmarks/ is the script's directory
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -149,14 +151,8 @@ def main() -> None:
         "mfu_of_measured_matmul_peak": round(ours["model_gflops_per_s"] / peak, 3),
         "peers_tgt_tokens_per_s_same_machine_kind": {"fairseq": 2244, "OpenNMT-py": 2217,
                                                      "JoeyNMT": 768, "source": "shared/bench/PEERS.md"},
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text + "\n")
+    emit(result, a.out)
 
 
 if __name__ == "__main__":
