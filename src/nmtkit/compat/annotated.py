@@ -170,7 +170,7 @@ def from_reference(
     max_positions = _validate(state_dict, expected, d_model)
     cfg = ModelConfig(arch="transformer", layers=N, d_model=d_model, d_ff=d_ff, heads=h,
                       dropout=0.0, attention_dropout=0.0, relu_dropout=0.0, norm="pre",
-                      layer_norm_eps=1e-6, tie_output=False, tie_all=False,
+                      layer_norm_eps=1e-6, tie_output=False, tie_all=False, output_bias=True,
                       max_positions=max_positions)
     model = Transformer(cfg, src_vocab, tgt_vocab)
     converted = _convert(state_dict, N)

@@ -36,6 +36,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..config import ModelConfig, dec_layers, enc_layers
 from ..data.vocab import PAD
 from .attention import attention_context, concat_scores, dot_scores, masked_softmax
+from .dropout import Dropout
 
 
 class RNNEncoder(nn.Module):
@@ -47,7 +48,7 @@ class RNNEncoder(nn.Module):
         self.dirs = 2 if cfg.bidirectional else 1
         self.hidden = cfg.rnn_hidden // self.dirs  # per direction
         self.embed = nn.Embedding(vocab, cfg.emb_dim)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.rnn = nn.LSTM(cfg.emb_dim, self.hidden, num_layers=self.layers, batch_first=True,
                            dropout=cfg.dropout if self.layers > 1 else 0.0,
                            bidirectional=cfg.bidirectional)
@@ -150,14 +151,15 @@ class RNNSeq2Seq(nn.Module):
         self.attention = RNNAttention(cfg.attention, h, h, cfg.attention_dim or h,
                                       cfg.attention_temperature)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, e)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.decoder_rnn = nn.GRU(e + h, h, num_layers=n_dec, batch_first=True,
                                   dropout=cfg.dropout if n_dec > 1 else 0.0)
         # f(y_t, w_t, s_t): one linear to the vocabulary (the seed), or, to share the target
         # embedding with the output layer, a linear to emb_dim first (Press & Wolf 2017).
         pred_in = e + 2 * h
         self.pre_output = nn.Linear(pred_in, e, bias=False) if cfg.tie_output else None
-        self.generator = nn.Linear(e if cfg.tie_output else pred_in, tgt_vocab_size)
+        self.generator = nn.Linear(e if cfg.tie_output else pred_in, tgt_vocab_size,
+                                   bias=cfg.output_bias)
         self.teacher_forcing_ratio = cfg.teacher_forcing
         self.reset_parameters()
 

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig, dec_layers, enc_layers
 from ..data.vocab import PAD
 from .attention import MultiHeadAttention
+from .dropout import Dropout
 
 
 class Embeddings(nn.Module):
@@ -53,7 +54,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, dropout: float, max_len: int = 1024):
         super().__init__()
         self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (batch, time, d_model); positions offset..offset+time-1."""
@@ -71,7 +72,7 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(self.dropout(F.relu(self.w_1(x))))
@@ -87,7 +88,7 @@ class SublayerConnection(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm: str, eps: float):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre = norm == "pre"
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -201,7 +202,7 @@ class Transformer(nn.Module):
         # Pre-norm stacks end with a layer norm (their last residual sum is un-normalised).
         self.encoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
         self.decoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
-        self.generator = nn.Linear(d, tgt_vocab_size)
+        self.generator = nn.Linear(d, tgt_vocab_size, bias=cfg.output_bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -214,7 +215,8 @@ class Transformer(nn.Module):
             if isinstance(m, MultiHeadAttention):
                 m.reset_parameters()
             elif m is self.generator:
-                nn.init.zeros_(m.bias)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
                 if not self.cfg.tie_output:
                     nn.init.xavier_uniform_(m.weight)
             elif isinstance(m, nn.Linear) and m not in self._mha_linears():
