@@ -18,3 +18,16 @@ def emit(result: dict, out: str | None) -> None:
     print(text)
     if out:
         atomic_write_text(out, text + "\n")
+
+
+def transformer_train_flops(d: int, d_ff: int, layers: int, vocab: int,
+                            src_tokens: int, tgt_tokens: int) -> float:
+    """Matmul FLOPs of one Transformer training pass (forward + backward = 3x forward).
+
+    Per source token an encoder layer does 4 d^2 (Q, K, V, output) + 2 d d_ff multiply-adds;
+    per target token a decoder layer does 8 d^2 + 2 d d_ff, plus d * vocab for the output
+    projection. Attention's own score/context products (length-dependent) are left out.
+    """
+    enc = layers * (4 * d * d + 2 * d * d_ff)
+    dec = layers * (8 * d * d + 2 * d * d_ff) + d * vocab
+    return 3 * 2 * (enc * src_tokens + dec * tgt_tokens)

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import emit  # benchmarks/ is the script's directory
+from _common import emit, transformer_train_flops  # benchmarks/ is the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -94,11 +94,8 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         model = tr.model
         n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
         src_tok = int(sum(tr.train_ids.src_lens[b].sum() for b in batches[2:2 + args.steps]))
-    # Model FLOPs of one training step (forward + backward = 3x forward), matmuls only:
-    d, f, L, V = args.d_model, args.d_ff, args.layers, len(tr.vocabs.tgt_vocab)
-    enc_per_tok = L * (4 * d * d + 2 * d * f)
-    dec_per_tok = L * (8 * d * d + 2 * d * f) + d * V
-    flops = 3 * 2 * (enc_per_tok * src_tok + dec_per_tok * tokens)
+    V = len(tr.vocabs.tgt_vocab)
+    flops = transformer_train_flops(args.d_model, args.d_ff, args.layers, V, src_tok, tokens)
     return {"tgt_tokens_per_s": round(tokens / dt, 1), "steps": args.steps,
             "tokens": tokens, "seconds": round(dt, 2), "params": n_params,
             "src_vocab": len(tr.vocabs.src_vocab), "tgt_vocab": V,

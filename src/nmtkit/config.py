@@ -167,6 +167,8 @@ class TrainConfig:
     """``auto`` (cuda if available), ``cpu`` or ``cuda``."""
     amp: bool = False
     """bf16 autocast on CUDA."""
+    compile: bool = False
+    """``torch.compile`` the training forward (dynamic shapes; pays off on GPUs)."""
     max_nonfinite: int = 5
     """Stop after this many consecutive steps with a NaN/inf loss (each is skipped)."""
 

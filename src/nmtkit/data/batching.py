@@ -82,9 +82,13 @@ class Batch:
         return (self.src != PAD).unsqueeze(-2)  # (batch, 1, S)
 
     def to(self, device) -> Batch:
-        nb = device.type == "cuda"
-        return Batch(self.src.to(device, non_blocking=nb), self.tgt_in.to(device, non_blocking=nb),
-                     self.tgt_out.to(device, non_blocking=nb), self.index, self.n_tokens)
+        """Move to ``device``; to CUDA through pinned memory, so the copy does not block."""
+        if device.type != "cuda":
+            return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
+                         self.index, self.n_tokens)
+        src, tgt_in, tgt_out = (x.pin_memory().to(device, non_blocking=True)
+                                for x in (self.src, self.tgt_in, self.tgt_out))
+        return Batch(src, tgt_in, tgt_out, self.index, self.n_tokens)
 
 
 class ParallelIds:
