@@ -43,7 +43,8 @@ def train_speed(a: argparse.Namespace, torch) -> dict:
 
     cfg = load_config(a.config, [f"train.amp={str(not a.fp32).lower()}",
                                  f"train.compile={str(a.compile).lower()}", "train.device=cuda",
-                                 "train.valid_bleu=false", "train.keep_last=0"])
+                                 f"train.threads={a.threads}", "train.valid_bleu=false",
+                                 "train.keep_last=0", *a.set])
     m, t = cfg.model, cfg.train
     with tempfile.TemporaryDirectory() as run_dir:
         tr = Trainer(cfg, run_dir)
@@ -68,7 +69,8 @@ def train_speed(a: argparse.Namespace, torch) -> dict:
         n_params = tr.n_params
     flops = transformer_train_flops(m.d_model, m.d_ff, m.layers, vocab, src_tok, tokens)
     peak = bf16_matmul_tflops(torch)
-    return {"config": a.config, "params": n_params, "amp_bf16": not a.fp32, "compile": a.compile,
+    return {"config": a.config, "overrides": a.set, "params": n_params, "amp_bf16": not a.fp32,
+            "compile": a.compile,
             "max_tokens": t.max_tokens, "steps": a.steps, "tgt_tokens": tokens,
             "seconds": round(dt, 3), "tgt_tokens_per_s": round(tokens / dt),
             "model_tflops_per_s": round(flops / dt / 1e12, 2),
@@ -97,8 +99,11 @@ def decode_speed(a: argparse.Namespace, torch) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default=str(ROOT / "configs" / "multi30k_transformer_base.yaml"))
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--threads", type=int, default=4, help="CPU threads (batching, collation)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override, as for nmtkit train (repeatable)")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
     p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
     p.add_argument("--model", help="a checkpoint to time decoding with")
