@@ -4,6 +4,7 @@ benchmark at a toy size."""
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import socket
@@ -164,6 +165,37 @@ def test_batcher_respects_max_batch_and_passes_errors_on():
 
     assert asyncio.run(main()) == [[str(i)] for i in range(7)]
     assert max(sizes) <= 3 and sum(sizes[:-1]) == 7
+
+
+def test_batcher_skips_requests_cancelled_while_queued():
+    """A request given up while it waits (client gone) is skipped and never blocks the queue."""
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def fake(texts, beam, max_length):
+        calls.append(list(texts))
+        started.set()
+        release.wait(10)  # the first batch holds the model until the queue is set up
+        return [t.upper() for t in texts]
+
+    async def main():
+        b = MicroBatcher(fake, max_batch=8, max_wait_ms=0)
+        first = asyncio.ensure_future(b.submit(["a"], 1))
+        await asyncio.to_thread(started.wait, 10)
+        gone = asyncio.ensure_future(b.submit(["b"], 1))
+        kept = asyncio.ensure_future(b.submit(["c"], 1))
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        release.set()
+        out = await asyncio.wait_for(asyncio.gather(first, kept), 10)
+        after = await asyncio.wait_for(b.submit(["d"], 1), 10)  # the worker is still alive
+        await b.stop()
+        b.close()
+        return out, after, gone.cancelled(), b.stats
+
+    out, after, cancelled, stats = asyncio.run(main())
+    assert out == [["A"], ["C"]] and after == ["D"] and cancelled
+    assert calls == [["a"], ["c"], ["d"]]
+    assert stats.dropped == 1 and stats.sentences == 3
 
 
 # --- attention ---------------------------------------------------------------------------------
@@ -352,6 +384,15 @@ def test_body_size_limit_gives_413(copy_bundle):
         assert c.post("/v1/translate", json={"texts": ["1 2"]}).status_code == 200
 
 
+@pytest.mark.parametrize("body,message", [
+    (b'{"texts": ["\xff\xfe"]}', "not valid UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+])
+def test_unparseable_bodies_get_a_400_that_says_why(client, body, message):
+    r = client.post("/v1/translate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and message in r.json()["detail"]
+
+
 def test_a_request_past_its_time_limit_gets_503(copy_bundle):
     # the batcher waits 2 s for company, the request may take 0.2 s
     with make_client(copy_bundle, timeout_s=0.2, max_wait_ms=2000) as c:
@@ -368,6 +409,14 @@ def test_unknown_routes_and_methods_are_json(client):
     assert client.get("/nope").json() == {"detail": "Not Found"}
     r = client.get("/v1/translate")
     assert r.status_code == 405 and "detail" in r.json()
+
+
+def test_the_app_survives_a_restarted_lifespan(copy_bundle):
+    app = create_app(copy_bundle)
+    for _ in range(2):  # the first shutdown must not leave the batcher without its thread
+        with TestClient(app) as c:
+            assert c.post("/v1/translate", json={"texts": ["1 2"]}).status_code == 200
+            assert c.post("/v1/attention", json={"text": "1 2"}).status_code == 200
 
 
 def test_limits_must_be_positive():
@@ -480,3 +529,266 @@ def test_load_benchmark_runs_at_toy_size(copy_run, tmp_path):
     for r in result["runs"]:
         assert r["requests"] == 12 and r["failed"] == 0
         assert r["requests_per_s"] > 0 and r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
+
+
+# --- fuzzing: no generated request gets a 500 ----------------------------------------------------
+
+# Small limits keep each generated request cheap; the schema (and so the fuzzing) follows them.
+FUZZ_LIMITS = {"max_texts": 4, "max_chars": 80, "max_beam": 3, "max_length": 16,
+               "max_attention_tokens": 24, "timeout_s": 20.0, "max_body_bytes": 20_000}
+FUZZ_OPERATIONS = [("POST", "/v1/translate"), ("POST", "/v1/attention"), ("GET", "/health")]
+
+
+def fuzz_settings(max_examples: int):
+    from hypothesis import HealthCheck, settings
+
+    return settings(max_examples=max_examples, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck), print_blob=True)
+
+
+@pytest.fixture(scope="module")
+def fuzz_app(copy_bundle):
+    return create_app(copy_bundle, ServeLimits(**FUZZ_LIMITS))
+
+
+@pytest.mark.parametrize("mode", ["positive", "negative"])
+@pytest.mark.parametrize("method,path", FUZZ_OPERATIONS, ids=[p for _, p in FUZZ_OPERATIONS])
+def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode):
+    """Requests generated from /openapi.json (valid ones, and ones that break it): every answer
+    is documented (status, content type, body schema), valid ones are accepted, invalid ones
+    refused, none is a 5xx, none takes long."""
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import given
+
+    if mode == "negative" and method == "GET":
+        pytest.skip("GET /health takes no input to break")
+    schema = schemathesis.openapi.from_asgi("/openapi.json", fuzz_app)
+    strategy = schema[path][method].as_strategy(generation_mode=schemathesis.GenerationMode(mode))
+
+    # What a schema cannot say: an attention text must have tokens, and at most
+    # max_attention_tokens of them (the limit on characters is in the schema).
+    semantic = path == "/v1/attention" and mode == "positive"
+    excluded = []
+    if semantic:
+        from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+        excluded = [positive_data_acceptance]
+
+    @fuzz_settings(100 if method == "POST" else 5)
+    @given(case=strategy)
+    def check(case):
+        start = time.monotonic()
+        response = case.call_and_validate(excluded_checks=excluded)
+        assert response.status_code < 500, response.text
+        assert time.monotonic() - start < FUZZ_LIMITS["timeout_s"]
+        if semantic and response.status_code != 200:
+            assert response.status_code == 422, response.text
+            assert any(m in response.json()["detail"] for m in (
+                "must not be empty", "nothing to translate", "attention is limited to")), response.text
+
+    check()
+
+
+def json_values():
+    from hypothesis import strategies as st
+
+    scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63)
+               | st.floats() | st.text(max_size=20) | st.sampled_from(["", " ", "\x00", "\u202e",
+                                                                       "1 2 3", "\U0001f600"]))
+    return st.recursive(scalars, lambda kids: st.lists(kids, max_size=3)
+                        | st.dictionaries(st.text(max_size=6), kids, max_size=3), max_leaves=12)
+
+
+def junk_bodies(fields: dict):
+    """Raw request bodies: arbitrary JSON, near-misses of the real body (each field right or any
+    JSON, extra fields), lone surrogates, NaN, deep nesting, bytes that are not UTF-8 or JSON."""
+    from hypothesis import strategies as st
+
+    anything = json_values()
+    near = st.fixed_dictionaries({}, optional={k: v | anything for k, v in fields.items()}).flatmap(
+        lambda d: st.dictionaries(st.text(max_size=6), anything, max_size=2).map(
+            lambda extra: {**extra, **d}))
+    as_json = st.tuples(anything | near, st.booleans()).map(
+        lambda v: json.dumps(v[0], ensure_ascii=v[1]))
+    return st.one_of(
+        as_json.map(str.encode),
+        as_json.map(lambda t: (t[: len(t) // 2]).encode()),  # cut short
+        st.sampled_from([b"", b"null", b"NaN", b'{"texts": ["\\ud800"]}', b'{"text": "\\udfff"}',
+                         b'{"texts": ["1"], "beam": Infinity}', b"[" * 5000 + b"]" * 5000,
+                         b'{"texts": ["\xff\xfe"]}', b"\xef\xbb\xbf{}", b'{"texts": ["1"]}' * 2]),
+        st.binary(max_size=64),
+    )
+
+
+@pytest.mark.parametrize("path", ["/v1/translate", "/v1/attention"])
+def test_arbitrary_json_bodies_get_a_4xx_with_a_message_never_a_500(fuzz_app, path):
+    """Hypothesis beyond the schema: junk bodies, any content type; the answer is 200 with the
+    documented shape, or a 4xx with a JSON ``detail``, within the time limit."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    text = st.text(max_size=30) | st.sampled_from(["1 2 3", "4 5"])
+    fields = ({"texts": st.lists(text, max_size=5), "beam": st.integers(-2, 12),
+               "max_length": st.none() | st.integers(-1, 40)} if path == "/v1/translate" else
+              {"text": text, "beam": st.integers(-2, 12),
+               "kinds": st.lists(st.sampled_from(["encoder", "decoder_src", "x"]), max_size=3)})
+    content_types = st.sampled_from(["application/json", "application/json; charset=utf-8",
+                                     "text/plain", "application/x-www-form-urlencoded",
+                                     "application/vnd.api+json", ""])
+    with TestClient(fuzz_app, raise_server_exceptions=False) as c:
+
+        @fuzz_settings(100)
+        @given(body=junk_bodies(fields), content_type=content_types)
+        def check(body, content_type):
+            headers = {"content-type": content_type} if content_type else {}
+            start = time.monotonic()
+            r = c.post(path, content=body, headers=headers)
+            assert time.monotonic() - start < FUZZ_LIMITS["timeout_s"]
+            assert r.status_code in (200, 400, 413, 422), (r.status_code, r.text)
+            answer = r.json()
+            if r.status_code == 200:
+                assert set(answer) >= ({"translations"} if path == "/v1/translate" else
+                                       {"text", "translation", "tokens", "attention"})
+            else:
+                assert isinstance(answer["detail"], str) and answer["detail"]
+                assert "error parsing the body" not in answer["detail"]
+
+        check()
+
+
+# --- clients that go away ------------------------------------------------------------------------
+
+class GatedTranslator:
+    """The real translator, but its first model call waits until ``release`` is set."""
+
+    def __init__(self, translator):
+        self._translator = translator
+        self.started, self.release, self.calls = threading.Event(), threading.Event(), []
+
+    def __getattr__(self, name):
+        return getattr(self._translator, name)
+
+    def translate(self, texts, *args, **kwargs):
+        self.calls.append(list(texts))
+        self.started.set()
+        assert self.release.wait(20)
+        return self._translator.translate(texts, *args, **kwargs)
+
+
+@pytest.fixture
+def serve_live():
+    """``serve_live(app)`` -> base URL of uvicorn serving ``app`` on a free loopback port."""
+    import uvicorn
+
+    running = []
+
+    def start(app):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        running.append((server, thread, sock))
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
+            time.sleep(0.02)
+        return sock.getsockname()
+
+    yield start
+    for server, thread, sock in running:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def raw_request(body: bytes, declared_length: int | None = None) -> bytes:
+    length = len(body) if declared_length is None else declared_length
+    return (b"POST /v1/translate HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % length) + body
+
+
+def hang_up(address, data: bytes, wait: float = 0.0) -> None:
+    """Connect, send ``data``, maybe wait a little, and close without reading the answer."""
+    with socket.create_connection(address, timeout=5) as s:
+        s.sendall(data)
+        time.sleep(wait)
+
+
+def test_clients_that_disconnect_mid_request_do_not_stall_others(copy_bundle, serve_live):
+    import httpx
+
+    address = serve_live(create_app(copy_bundle, ServeLimits(timeout_s=10)))
+    url = f"http://{address[0]}:{address[1]}"
+    body = json.dumps({"texts": ["1 2 3"], "beam": 2}).encode()
+    expected = copy_bundle.translator().translate_lines(["1 2 3"], beam=2)
+    slow = socket.create_connection(address, timeout=5)  # a client stuck mid-body meanwhile
+    slow.sendall(raw_request(body[:5], declared_length=len(body)))
+    try:
+        with httpx.Client(base_url=url, timeout=10) as c:
+            for i in range(6):
+                hang_up(address, b"POST /v1/trans")  # inside the request line
+                hang_up(address, raw_request(b"")[:-10])  # inside the headers
+                hang_up(address, raw_request(body[:7], declared_length=len(body)))  # mid-body
+                hang_up(address, raw_request(body), wait=0.01 * i)  # whole request, no reading
+                start = time.monotonic()
+                r = c.post("/v1/translate", json={"texts": ["1 2 3"], "beam": 2})
+                assert r.status_code == 200 and r.json()["translations"] == expected
+                assert time.monotonic() - start < 5
+            assert c.get("/health").json()["status"] == "ok"
+    finally:
+        slow.close()
+
+
+def test_a_real_server_refuses_an_oversized_body_before_reading_it(copy_bundle, serve_live):
+    address = serve_live(create_app(copy_bundle, ServeLimits(max_body_bytes=1000)))
+    with socket.create_connection(address, timeout=10) as s:
+        s.sendall(raw_request(b'{"texts": ["1 2', declared_length=10**9))  # ~1 GB promised
+        answer = b""
+        while b"}" not in answer:  # the 413 and its JSON body, without the rest being sent
+            chunk = s.recv(65536)
+            assert chunk, answer
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413") and b"at most 1000 bytes" in answer
+
+
+def test_a_client_gone_while_queued_is_dropped_and_does_not_block_the_batcher(copy_bundle,
+                                                                             serve_live, caplog):
+    """A holds the model; B queues behind it and hangs up; C queues too. Once A is done, C is
+    answered and B's sentence is never translated."""
+    import httpx
+
+    caplog.set_level(logging.INFO, logger="nmtkit.serve.app")
+    gated = GatedTranslator(copy_bundle.translator())
+    address = serve_live(create_app(copy_bundle, ServeLimits(timeout_s=20, max_wait_ms=0),
+                                    translator=gated))
+    url = f"http://{address[0]}:{address[1]}"
+    results = {}
+
+    def post(name, text):
+        with httpx.Client(base_url=url, timeout=20) as c:
+            results[name] = c.post("/v1/translate", json={"texts": [text], "beam": 1})
+
+    threads = [threading.Thread(target=post, args=("a", "1 2"))]
+    threads[0].start()
+    assert gated.started.wait(20)  # A is in the model
+    hang_up(address, raw_request(json.dumps({"texts": ["3 4"], "beam": 1}).encode()), wait=0.1)
+    deadline = time.monotonic() + 10  # the server notices B has gone
+    while "client disconnected" not in caplog.text:
+        assert time.monotonic() < deadline, "the disconnect was not noticed"
+        time.sleep(0.02)
+    threads.append(threading.Thread(target=post, args=("c", "5 6")))
+    threads[1].start()
+    time.sleep(0.1)  # C waits in the queue too
+    gated.release.set()
+    for t in threads:
+        t.join(20)
+        assert not t.is_alive()
+    assert results["a"].status_code == 200 and results["c"].status_code == 200
+    expected = copy_bundle.translator().translate_lines(["5 6"], beam=1)
+    assert results["c"].json()["translations"] == expected
+    assert gated.calls == [["1 2"], ["5 6"]]
+    with httpx.Client(base_url=url, timeout=10) as client:
+        stats = client.get("/health").json()["batching"]
+    assert stats["requests"] == 3 and stats["dropped"] == 1 and stats["sentences"] == 2

@@ -9,7 +9,8 @@
 - ``GET /`` -> the page (``static/``): translate and look at the attention.
 
 Every error is JSON ``{"detail": "<message>"}`` (validation errors add ``"errors"``): bad input
-is a 4xx that says what is wrong, a request past its time limit is a 503.
+is a 4xx that says what is wrong, a request past its time limit is a 503. A request whose client
+disconnects before its answer is ready is dropped: its queued work is skipped.
 """
 
 import asyncio
@@ -22,9 +23,9 @@ from typing import Annotated, Any, Literal
 import torch
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
@@ -59,6 +60,35 @@ def _validation_message(errors: list[dict[str, Any]]) -> str:
             msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
             msgs.append(f"{_where(loc)}: {msg}")
     return "; ".join(msgs) or "invalid request"
+
+
+def _body_error_message(exc: BaseException | None) -> str | None:
+    """What was wrong with a body that FastAPI could not parse (it says only "error parsing")."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "the request body is not valid UTF-8"
+    if isinstance(exc, RecursionError):
+        return "the request body is nested too deeply"
+    return None
+
+
+async def _until_disconnected(receive) -> None:
+    """Return once the client has gone away (call after the request body was read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+CLIENT_CLOSED_REQUEST = 499
+"""Status logged for a request whose client left before the answer (nobody receives it)."""
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's ``integer`` includes 2.0: take integral floats as ints (2.5 stays an error)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
 
 
 def _jsonable_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -189,9 +219,11 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> Fa
     def beam_field():
         return Field(default_beam, ge=1, le=limits.max_beam, description="beam size (1 = greedy)")
 
+    # The bounds go on the int itself: on ``int | None`` they would not reach the JSON schema.
+    MaxLength = Annotated[int, Field(ge=1, le=limits.max_length), BeforeValidator(_integral)]
+
     def max_length_field():
-        return Field(None, ge=1, le=limits.max_length,
-                     description="cap on output tokens (on top of the model's own length cap)")
+        return Field(None, description="cap on output tokens (on top of the model's own length cap)")
     strict = ConfigDict(strict=True, extra="forbid")
 
     class TranslateRequest(BaseModel):
@@ -199,8 +231,8 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> Fa
             "examples": [{"texts": ["Ein Mann fährt Fahrrad."], "beam": default_beam}]})
         texts: list[Text] = Field(..., min_length=1, max_length=limits.max_texts,
                                   description="sentences to translate (one per item)")
-        beam: int = beam_field()
-        max_length: int | None = max_length_field()
+        beam: Integer = beam_field()
+        max_length: MaxLength | None = max_length_field()
 
     class TranslateResponse(BaseModel):
         translations: list[str]
@@ -208,8 +240,8 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> Fa
     class AttentionRequest(BaseModel):
         model_config = strict
         text: Text = Field(..., description="one sentence")
-        beam: int = beam_field()
-        max_length: int | None = max_length_field()
+        beam: Integer = beam_field()
+        max_length: MaxLength | None = max_length_field()
         kinds: list[Literal["encoder", "decoder_self", "decoder_src"]] | None = Field(
             None, description="only these kinds of maps; default all the model has")
 
@@ -235,8 +267,8 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> Fa
     app.state.batcher = batcher
     app.state.limits = limits
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
-    errors = {413: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
-              503: {"model": ErrorResponse}}
+    errors = {400: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
+              422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}}
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError):
@@ -246,12 +278,32 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> Fa
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException):
-        return JSONResponse(status_code=exc.status_code, content={"detail": str(exc.detail)},
+        detail = str(exc.detail)
+        if exc.status_code == 400:
+            detail = _body_error_message(exc.__cause__) or detail
+        return JSONResponse(status_code=exc.status_code, content={"detail": detail},
                             headers=getattr(exc, "headers", None))
 
-    async def in_time(coro):
+    async def in_time(request: Request, coro):
+        """Await ``coro`` within the time limit; give up on it if the client disconnects.
+
+        Giving up cancels the request's future, so the batcher skips its queued work.
+        """
+        work = asyncio.ensure_future(asyncio.wait_for(coro, limits.timeout_s))
+        gone = asyncio.ensure_future(_until_disconnected(request.receive))
         try:
-            return await asyncio.wait_for(coro, limits.timeout_s)
+            done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this handler is cancelled
+            gone.cancel()
+            if not work.done():
+                work.cancel()
+                work.add_done_callback(lambda t: t.cancelled() or t.exception())
+        if work not in done:
+            log.info("%s %s: client disconnected, request dropped", request.method,
+                     request.url.path)
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        try:
+            return work.result()
         except TimeoutError:
             raise HTTPException(503, f"request timed out after {limits.timeout_s:g} s "
                                      "(server busy or input too long); try again") from None
@@ -260,19 +312,22 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> Fa
 
     @app.post("/v1/translate", response_model=TranslateResponse, responses=errors,
               summary="Translate sentences (in order)")
-    async def translate(req: TranslateRequest) -> TranslateResponse:
-        out = await in_time(batcher.submit(req.texts, req.beam, req.max_length))
+    async def translate(req: TranslateRequest, request: Request) -> TranslateResponse | Response:
+        out = await in_time(request, batcher.submit(req.texts, req.beam, req.max_length))
+        if isinstance(out, Response):
+            return out
         return TranslateResponse(translations=out)
 
-    @app.post("/v1/attention", responses={**errors, 501: {"model": ErrorResponse}},
+    @app.post("/v1/attention", response_model=dict[str, Any],
+              responses={**errors, 501: {"model": ErrorResponse}},
               summary="Translate one sentence and return its attention maps")
-    async def attention(req: AttentionRequest) -> dict[str, Any]:
+    async def attention(req: AttentionRequest, request: Request) -> dict[str, Any] | Response:
         if not hasattr(bundle.model, "attention_maps"):
             raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
         try:
-            return await in_time(batcher.run(attention_for, bundle, translator, req.text,
-                                             req.beam, req.max_length,
-                                             limits.max_attention_tokens, req.kinds))
+            return await in_time(request, batcher.run(attention_for, bundle, translator,
+                                                      req.text, req.beam, req.max_length,
+                                                      limits.max_attention_tokens, req.kinds))
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
 

@@ -71,7 +71,7 @@ class MicroBatcher:
         self.max_wait = max_wait_ms / 1000.0
         self.max_pending = max_pending
         self.stats = BatcherStats()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nmtkit-model")
+        self._executor: ThreadPoolExecutor | None = None  # made on first use, again after close()
         self._queue: asyncio.Queue[_Job] | None = None
         self._task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -100,7 +100,17 @@ class MicroBatcher:
         self._task = None
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Let the model thread go. The batcher still works afterwards (e.g. when an app's
+        lifespan is started again): the next request makes a new thread."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nmtkit-model")
+        return self._executor
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -119,7 +129,7 @@ class MicroBatcher:
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the model thread (e.g. attention maps), outside any batch."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     # --- the worker ----------------------------------------------------------------------------
 
@@ -163,7 +173,7 @@ class MicroBatcher:
                 self.stats.sentences += len(texts)
                 self.stats.largest_batch = max(self.stats.largest_batch, len(texts))
                 try:
-                    out = await loop.run_in_executor(self._executor, self.translate_fn, texts,
+                    out = await loop.run_in_executor(self.executor, self.translate_fn, texts,
                                                      beam, max_length)
                 except asyncio.CancelledError:
                     for job in group:
