@@ -35,7 +35,7 @@ class BigramModel:
         state["t"] += 1
         return self.log_probs[prev_tokens].clone(), state, None
 
-    def reorder(self, state, index):
+    def reorder(self, state, index, same_source=False):
         self.reorders += 1
         state["rows"] = state["rows"].index_select(0, index)
         return state

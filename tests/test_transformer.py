@@ -139,6 +139,29 @@ def test_reorder_selects_rows():
     assert torch.allclose(lp, ref, atol=1e-5)
 
 
+def test_reorder_within_the_beam_keeps_the_source_side():
+    """Beam search's ``same_source`` reorder gathers only the self-attention cache and
+    decodes on exactly as the full reorder does when rows stay in their sentence."""
+    model = make_model()
+    src, src_mask, tgt = padded_batch()
+    k = 2
+    expand = torch.arange(src.size(0)).repeat_interleave(k)  # two beam rows per sentence
+    within = torch.tensor([1, 1, 2, 3, 5, 4, 6, 6])[: expand.numel()]
+    with torch.no_grad():
+        outs = []
+        for same in (False, True):
+            state = model.start(model.encode(src, src_mask), src_mask)
+            state = model.reorder(state, expand)
+            _, state, _ = model.step(state, tgt[expand, 0])
+            src_kv_before = state.src_kv
+            state = model.reorder(state, within, same_source=same)
+            if same:
+                assert state.src_kv is src_kv_before  # not gathered
+            lp, _, _ = model.step(state, tgt[expand, 1][within])
+            outs.append(lp)
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_glorot_init_bounds():
     torch.manual_seed(0)
     model = Transformer(ModelConfig(layers=1, d_model=D, d_ff=64, heads=4, tie_output=False,

@@ -107,8 +107,8 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
         log_probs = torch.where(finished.unsqueeze(1),
                                 torch.where(not_eos, float("-inf"), 0.0), log_probs)
         cand = scores.view(b * k, 1) + log_probs  # (b*k, V) raw scores
-        cand_len = torch.where(finished, lengths, lengths + 1).unsqueeze(1).expand(-1, v)
-        norm = cand / length_penalty(cand_len, alpha)
+        cand_len = torch.where(finished, lengths, lengths + 1)  # (b*k,): the same for every token
+        norm = cand / length_penalty(cand_len, alpha).unsqueeze(1)
         # Keep finished hypotheses once only (their EOS column), other columns are -inf already.
         top_norm, top_idx = norm.view(b, k * v).topk(k, dim=1)  # (b, k)
         origin = top_idx // v  # beam slot the candidate extends
@@ -123,7 +123,7 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
         if attn is not None:
             step_attn = attn[rows].unsqueeze(1)  # (b*k, 1, S)
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
-        state = model.reorder(state, rows)
+        state = model.reorder(state, rows, same_source=True)  # rows stay in their sentence
         prev = tok
         if bool(finished.all()):
             break

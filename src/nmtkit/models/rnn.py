@@ -308,11 +308,16 @@ class RNNSeq2Seq(nn.Module):
         log_probs = F.log_softmax(self._predict(pred_in), dim=-1)
         return log_probs, state, a if state.need_attention else None
 
-    def reorder(self, state: RNNState, index: Tensor) -> RNNState:
-        """Select batch rows ``index`` of every tensor of the state (beam search)."""
-        state.states = state.states.index_select(0, index)
-        state.keys = state.keys.index_select(0, index)
-        state.mask = state.mask.index_select(0, index)
+    def reorder(self, state: RNNState, index: Tensor, same_source: bool = False) -> RNNState:
+        """Select batch rows ``index`` of every tensor of the state (beam search).
+
+        ``same_source``: rows keep their source sentence (see the Transformer's ``reorder``),
+        so the encoder states, their projected keys and the mask are not gathered.
+        """
+        if not same_source:
+            state.states = state.states.index_select(0, index)
+            state.keys = state.keys.index_select(0, index)
+            state.mask = state.mask.index_select(0, index)
         state.hidden = state.hidden.index_select(1, index)
         return state
 

@@ -8,7 +8,7 @@ never through ``isinstance`` branches::
     encode(src, src_mask) -> memory
     start(memory, src_mask, need_attention=False) -> state           # decoder state / KV cache
     step(state, prev_tokens) -> (log_probs, state, attention)        # one target position
-    reorder(state, index) -> state                                   # beam search
+    reorder(state, index, same_source=False) -> state                # beam search
     set_train_step(step)                                             # before each update
 
 Incremental decoding through ``step`` gives the same log-probabilities as
@@ -50,7 +50,10 @@ class Seq2Seq(Protocol):
         (batch, S) averaged over heads of the last layer (or None if not requested)."""
         ...
 
-    def reorder(self, state: Any, index: Tensor) -> Any: ...
+    def reorder(self, state: Any, index: Tensor, same_source: bool = False) -> Any:
+        """Gather batch rows ``index`` of the state; with ``same_source`` the source-side
+        tensors are left alone (every row keeps its sentence)."""
+        ...
 
     def set_train_step(self, step: int) -> None:
         """Called by the trainer before each optimizer update with the number of updates done

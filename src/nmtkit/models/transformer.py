@@ -318,13 +318,21 @@ class Transformer(nn.Module):
             attn = attn[:, :, 0].mean(dim=1)  # last layer, averaged over heads: (batch, S)
         return log_probs, state, attn
 
-    def reorder(self, state: TransformerState, index: Tensor) -> TransformerState:
-        """Select batch rows ``index`` of every cached tensor (beam search)."""
+    def reorder(self, state: TransformerState, index: Tensor,
+                same_source: bool = False) -> TransformerState:
+        """Select batch rows ``index`` of every cached tensor (beam search).
+
+        ``same_source``: the caller promises that row ``index[i]`` has the same source
+        sentence as row ``i`` (beam search moving hypotheses within one sentence's beam),
+        so the source keys/values and mask stay as they are: only the self-attention cache
+        is gathered.
+        """
         def sel(kv):
             return (kv[0].index_select(0, index), kv[1].index_select(0, index))
 
-        state.src_mask = state.src_mask.index_select(0, index)
-        state.src_kv = [sel(kv) for kv in state.src_kv]
+        if not same_source:
+            state.src_mask = state.src_mask.index_select(0, index)
+            state.src_kv = [sel(kv) for kv in state.src_kv]
         if state.self_kv is not None:
             state.self_kv = [sel(kv) for kv in state.self_kv]
         return state
