@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from nmtkit.io import atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {"transformer": "configs/multi30k_transformer_small.yaml",
            "rnn": "configs/multi30k_rnn_attention.yaml"}
@@ -72,7 +74,7 @@ def main() -> None:
               "command": " ".join(["python", *sys.argv]), "rows": rows}
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"architectures_{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_text(out / f"architectures_{stamp}.json", json.dumps(result, indent=2) + "\n")
     lines = ["| architecture | minutes | steps | test BLEU | chrF | params | train tgt tok/s | "
              "beam-5 sents/s (incl. load) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -80,8 +82,8 @@ def main() -> None:
                      f"{r['test_chrf']} | {r['params'] / 1e6:.1f}M | {r['train_tgt_tokens_per_s']} | "
                      f"{r['decode_sents_per_s_incl_load']} |")
     table = "\n".join(lines)
-    (out / f"architectures_{stamp}.md").write_text(
-        f"{table}\n\n{result['machine']}; `{result['command']}`\n")
+    atomic_write_text(out / f"architectures_{stamp}.md",
+                      f"{table}\n\n{result['machine']}; `{result['command']}`\n")
     print(json.dumps(result, indent=2))
     print(table)
 
