@@ -4,8 +4,12 @@ nmtkit: the first ``--n`` lines of test_2016_flickr (de), batches of ``--batch-s
 sentences, greedy and beam 5, model load excluded. Reference: its one-sentence-at-a-time
 ``greedy_decode`` (72 steps) from ../shared/bench/reference_speed.py with the same model
 size. Reported: sentences per second, ratios, peak RSS of the decoding process.
+With ``--ct2`` the checkpoint is also exported to CTranslate2 (float32 and int8, into a
+temporary directory) and decoded there on the same sentences, ``--threads`` intra-op
+threads, through ``nmtkit.export.ctranslate2.CTranslate2Translator`` (tokenization
+included, as for nmtkit), with the share of outputs identical to nmtkit's.
 
-    NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/decode_speed.py --model runs/x/best.pt
+    NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/decode_speed.py --model runs/x/best.pt [--ct2]
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def worker(a: argparse.Namespace) -> dict:
     bundle = load_bundle(a.model)
     src = load_parallel(bundle.cfg.data, "test_2016_flickr").src[: a.n]
     tr = bundle.translator()
-    out = {}
+    out, outputs = {}, {}
     for name, beam in (("greedy", 1), ("beam5", 5)):
         tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)  # warm-up
         best = float("inf")
@@ -46,8 +50,38 @@ def worker(a: argparse.Namespace) -> dict:
             best = min(best, time.perf_counter() - t0)
         out[f"{name}_sents_per_s"] = round(len(src) / best, 1)
         out[f"{name}_mean_output_words"] = round(sum(len(h.split()) for h in hyps) / len(hyps), 2)
+        outputs[name] = hyps
     out["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)
     out["n"] = len(src)
+    if a.ct2:
+        out["ctranslate2"] = ct2_worker(a, src, outputs)
+    return out
+
+
+def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, list[str]]) -> dict:
+    """Export to CTranslate2 (float32, int8) and time greedy/beam 5 on the same sentences."""
+    import tempfile
+
+    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for quant in ("float32", "int8"):
+            model_dir = export_ctranslate2(a.model, Path(tmp) / quant, quantization=quant)
+            tr = CTranslate2Translator(model_dir, device="cpu", intra_threads=a.threads)
+            res: dict = {}
+            for name, beam in (("greedy", 1), ("beam5", 5)):
+                tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)
+                best = float("inf")
+                for _ in range(a.repeats):
+                    t0 = time.perf_counter()
+                    hyps = tr.translate_lines(src, beam=beam, batch_size=a.batch_size)
+                    best = min(best, time.perf_counter() - t0)
+                res[f"{name}_sents_per_s"] = round(len(src) / best, 1)
+                res[f"{name}_same_output_as_nmtkit"] = round(
+                    sum(h == r for h, r in zip(hyps, nmtkit_hyps[name], strict=True)) / len(src), 3)
+            out[quant] = res
+    out["threads"] = a.threads
     return out
 
 
@@ -59,6 +93,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--ref-decode-n", type=int, default=10)
+    p.add_argument("--ct2", action="store_true",
+                   help="also export to CTranslate2 (needs [export]) and time it, fp32 and int8")
     p.add_argument("--out", default=None)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -76,8 +112,10 @@ def main() -> None:
                      .stdout.strip().splitlines()[-1])
     ours = json.loads(subprocess.run(
         [sys.executable, __file__, "--worker", "--model", a.model, "--n", str(a.n), "--batch-size",
-         str(a.batch_size), "--threads", str(a.threads), "--repeats", str(a.repeats)],
+         str(a.batch_size), "--threads", str(a.threads), "--repeats", str(a.repeats),
+         *(["--ct2"] if a.ct2 else [])],
         capture_output=True, text=True, check=True, env=os.environ).stdout.strip().splitlines()[-1])
+    ct2 = ours.pop("ctranslate2", None)
     result = {
         "benchmark": "decode_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "model": a.model, "model_dims": {k: m[k] for k in ("layers", "d_model", "d_ff", "heads")},
@@ -89,6 +127,12 @@ def main() -> None:
                                     "CTranslate2 fp32": {"greedy": "530-575", "beam5": "134-140"},
                                     "source": "shared/bench/PEERS.md"},
     }
+    if ct2 is not None:
+        ct2["float32_greedy_speedup_vs_nmtkit"] = round(
+            ct2["float32"]["greedy_sents_per_s"] / ours["greedy_sents_per_s"], 2)
+        ct2["float32_beam5_speedup_vs_nmtkit"] = round(
+            ct2["float32"]["beam5_sents_per_s"] / ours["beam5_sents_per_s"], 2)
+        result["ctranslate2"] = ct2
     emit(result, a.out)
 
 

@@ -76,7 +76,7 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
                  "tokenizer": "whitespace", "min_freq": 2, "joint_vocab": False},
         "model": {"layers": args.layers, "d_model": args.d_model, "d_ff": args.d_ff,
                   "heads": args.heads, "dropout": 0.1, "norm": "pre", "tie_all": False,
-                  "tie_output": True},
+                  "tie_output": True, "output_bias": args.output_bias},
         "train": {"max_tokens": args.max_tokens, "label_smoothing": 0.1, "warmup": 300,
                   "lr": 1.0, "threads": args.threads, "valid_bleu": False, "keep_last": 0},
     })
@@ -121,6 +121,8 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--output-bias", action="store_true",
+                   help="bias before the softmax (off by default: as in the small recipe and fairseq)")
     p.add_argument("--out", default=None, help="also write the JSON here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--corpus", help=argparse.SUPPRESS)
@@ -133,15 +135,16 @@ def main() -> None:
         corpus = regex_tokenized_corpus(data, Path(tmp) / "regex")
         dims = ["--layers", str(a.layers), "--d-model", str(a.d_model), "--d-ff", str(a.d_ff),
                 "--heads", str(a.heads), "--threads", str(a.threads)]
+        bias = ["--output-bias"] if a.output_bias else []
         ref = run_json([sys.executable, str(SHARED / "bench" / "reference_speed.py"), *dims,
                         "--steps", str(a.ref_steps), "--decode-n", "5"])
         ours = run_json([sys.executable, __file__, "--worker", "--corpus", str(corpus), *dims,
-                         "--steps", str(a.steps), "--max-tokens", str(a.max_tokens)])
+                         "--steps", str(a.steps), "--max-tokens", str(a.max_tokens), *bias])
     peak = matmul_peak_gflops(a.threads)
     result = {
         "benchmark": "train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "threads": a.threads, "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff,
-                                        "heads": a.heads},
+                                        "heads": a.heads, "nmtkit_output_bias": a.output_bias},
         "reference": ref, "nmtkit": ours,
         "speedup_vs_reference": round(ours["tgt_tokens_per_s"] / ref["train_tgt_tokens_per_s"], 2),
         "cpu_matmul_peak_gflops": round(peak, 1),

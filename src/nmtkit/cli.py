@@ -145,6 +145,18 @@ def cmd_plot(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    try:
+        from .export.ctranslate2 import export_ctranslate2
+    except ImportError as e:
+        raise SystemExit(f"nmtkit: error: exporting to CTranslate2 needs the 'export' extra "
+                         f"(pip install 'nmtkit[export]'): {e}") from None
+    out = export_ctranslate2(a.model, a.out, quantization=a.quantization, force=a.force)
+    print(json.dumps({"format": a.format, "out": str(out), "quantization": a.quantization,
+                      "files": sorted(p.name for p in out.iterdir())}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nmtkit", description=__doc__)
     p.add_argument("--version", action="version", version=f"nmtkit {__version__}")
@@ -227,6 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--device", default="cpu")
     pl.add_argument("--dpi", type=int, default=100)
     pl.set_defaults(func=cmd_plot)
+
+    ex = sub.add_parser("export", help="convert a Transformer checkpoint for another inference "
+                        "engine (needs [export])",
+                        description="ctranslate2: a CTranslate2 model directory (weights, "
+                        "vocabularies, tokenizer model, nmtkit.json, README.txt), written "
+                        "atomically; serve it with ctranslate2.Translator or "
+                        "nmtkit.export.ctranslate2.CTranslate2Translator.")
+    ex.add_argument("--format", required=True, choices=["ctranslate2"])
+    ex.add_argument("--model", required=True, metavar="CKPT", help="checkpoint (.pt)")
+    ex.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    ex.add_argument("--quantization", default="float32",
+                    choices=["float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                             "int16", "float16", "bfloat16"],
+                    help="weight type (default float32; int8 for fast CPU inference)")
+    ex.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    ex.set_defaults(func=cmd_export)
     return p
 
 

@@ -1,0 +1,525 @@
+"""Export a Transformer checkpoint to CTranslate2, and translate with the export as nmtkit does.
+
+nmtkit's :class:`~nmtkit.models.transformer.Transformer` maps one to one onto CTranslate2's
+``TransformerSpec`` (a declaration of the weights its C++ Transformer reads):
+
+========================================  =================================================
+nmtkit                                    CTranslate2 spec
+========================================  =================================================
+``src_embed.lut`` / ``tgt_embed.lut``     ``encoder.embeddings[0]`` / ``decoder.embeddings``
+                                          (both multiplied by sqrt(d_model), Sec. 3.4)
+``position.pe`` (sin on even dims, cos     ``{encoder,decoder}.position_encodings.encodings``:
+on odd dims, interleaved)                 the table is exported explicitly, because
+                                          CTranslate2's built-in one puts all sines first
+self-attention ``in_proj`` (3d x d)       ``self_attention.linear[0]`` (fused Q, K, V)
+source attention ``in_proj[:d]``,         ``attention.linear[0]`` (Q), ``attention.linear[1]``
+``in_proj[d:]``                           (fused K, V)
+``out_proj``                              last ``linear`` of each attention
+``feed_forward.w_1`` / ``w_2`` (ReLU)     ``ffn.linear_0`` / ``ffn.linear_1``
+``sublayer[i].norm`` (pre or post)        ``layer_norm`` of the i-th sub-layer, ``pre_norm``
+``encoder_norm`` / ``decoder_norm``       ``{encoder,decoder}.layer_norm`` (pre-norm only)
+``generator`` (bias optional, tied)       ``decoder.projection`` (tied weights are stored
+                                          once, as an alias)
+========================================  =================================================
+
+The vocabularies are exported in nmtkit's id order (``<pad> <unk> <s> </s>`` at 0..3), so
+CTranslate2's ids are nmtkit's. Sources end with ``</s>`` and no ``<s>``
+(``add_source_eos``); the decoder starts from ``<s>``.
+
+Beside CTranslate2's own files (``model.bin``, ``config.json``, ``*_vocabulary.json``) the
+export directory holds what is needed to go from text to text: the SentencePiece model(s),
+``nmtkit.json`` (tokenizers, ``reverse_source``, decoding defaults) and a ``README.txt``.
+:class:`CTranslate2Translator` reads them and translates like
+:class:`nmtkit.decode.translator.Translator`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import ctranslate2
+from ctranslate2.converters.converter import Converter
+from ctranslate2.specs import common_spec, transformer_spec
+from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+from .. import __version__
+from ..config import DecodeConfig, dec_layers, enc_layers
+from ..data.tokenizers import Tokenizer, tokenizer_from_state
+from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
+from ..decode.translator import Translation
+from ..io import atomic_write_bytes, atomic_write_text
+from ..train.checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
+from . import ExportError
+
+log = logging.getLogger(__name__)
+
+META_FILE = "nmtkit.json"
+META_FORMAT = "nmtkit-ctranslate2"
+META_VERSION = 1
+_NEVER = (PAD_TOKEN, BOS_TOKEN)  # tokens nmtkit's search never produces
+QUANTIZATIONS = ACCEPTED_MODEL_TYPES
+"""int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16, float32."""
+
+
+# --- weights -> spec ----------------------------------------------------------------------------
+
+
+def _np(t) -> Any:
+    return t.detach().to("cpu").float().numpy().copy()
+
+
+def _set_linear(spec: common_spec.LinearSpec, weight, bias=None) -> None:
+    spec.weight = _np(weight)
+    if bias is not None:
+        spec.bias = _np(bias)
+
+
+def _set_layer_norm(spec: common_spec.LayerNormSpec, norm) -> None:
+    spec.gamma = _np(norm.weight)
+    spec.beta = _np(norm.bias)
+
+
+def _set_self_attention(spec, mha, norm) -> None:
+    _set_linear(spec.linear[0], mha.in_proj.weight, mha.in_proj.bias)  # (3d, d): Q, K, V
+    _set_linear(spec.linear[1], mha.out_proj.weight, mha.out_proj.bias)
+    _set_layer_norm(spec.layer_norm, norm)
+
+
+def _set_source_attention(spec, mha, norm) -> None:
+    d = mha.d_model
+    _set_linear(spec.linear[0], mha.in_proj.weight[:d], mha.in_proj.bias[:d])  # Q
+    _set_linear(spec.linear[1], mha.in_proj.weight[d:], mha.in_proj.bias[d:])  # K, V: (2d, d)
+    _set_linear(spec.linear[2], mha.out_proj.weight, mha.out_proj.bias)
+    _set_layer_norm(spec.layer_norm, norm)
+
+
+def _set_ffn(spec, ffn, norm) -> None:
+    _set_linear(spec.linear_0, ffn.w_1.weight, ffn.w_1.bias)
+    _set_linear(spec.linear_1, ffn.w_2.weight, ffn.w_2.bias)
+    _set_layer_norm(spec.layer_norm, norm)
+
+
+def check_exportable(bundle_or_arch: Bundle | str, where: str = "<checkpoint>") -> None:
+    """Raise :class:`ExportError` unless the model is a Transformer (the only exportable arch)."""
+    arch = bundle_or_arch if isinstance(bundle_or_arch, str) else bundle_or_arch.cfg.model.arch
+    if arch != "transformer":
+        raise ExportError(f"{where}: model.arch is {arch!r}; only 'transformer' checkpoints can be "
+                          "exported to CTranslate2 (it has no recurrent encoder-decoder with "
+                          "additive attention)")
+
+
+def transformer_spec_from_bundle(bundle: Bundle) -> transformer_spec.TransformerSpec:
+    """Declare the CTranslate2 model: architecture flags, weights, vocabularies, config."""
+    where = str(bundle.path) if bundle.path is not None else "<checkpoint>"
+    check_exportable(bundle, where)
+    cfg, model = bundle.cfg.model, bundle.model
+    spec = transformer_spec.TransformerSpec.from_config(
+        (enc_layers(cfg), dec_layers(cfg)), cfg.heads, pre_norm=cfg.norm == "pre",
+        activation=common_spec.Activation.RELU)
+
+    enc, dec = spec.encoder, spec.decoder
+    enc.embeddings[0].weight = _np(model.src_embed.lut.weight)
+    dec.embeddings.weight = _np(model.tgt_embed.lut.weight)
+    table = _np(model.position.pe)  # (max_positions, d): PE(pos, 2i) = sin, PE(pos, 2i+1) = cos
+    enc.position_encodings.encodings = table
+    dec.position_encodings.encodings = table.copy()
+    for layer_spec, layer in zip(enc.layer, model.encoder_layers, strict=True):
+        _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.sublayer[0].norm)
+        _set_ffn(layer_spec.ffn, layer.feed_forward, layer.sublayer[1].norm)
+    for layer_spec, layer in zip(dec.layer, model.decoder_layers, strict=True):
+        _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.sublayer[0].norm)
+        _set_source_attention(layer_spec.attention, layer.src_attn, layer.sublayer[1].norm)
+        _set_ffn(layer_spec.ffn, layer.feed_forward, layer.sublayer[2].norm)
+    if model.encoder_norm is not None:  # pre-norm stacks end with a layer norm
+        _set_layer_norm(enc.layer_norm, model.encoder_norm)
+        _set_layer_norm(dec.layer_norm, model.decoder_norm)
+    _set_linear(dec.projection, model.generator.weight, model.generator.bias)
+
+    spec.register_source_vocabulary(list(bundle.src_vocab.itos))
+    spec.register_target_vocabulary(list(bundle.tgt_vocab.itos))
+    c = spec.config
+    c.unk_token, c.bos_token, c.eos_token = UNK_TOKEN, BOS_TOKEN, EOS_TOKEN
+    c.decoder_start_token = BOS_TOKEN
+    c.add_source_bos, c.add_source_eos = False, True  # nmtkit sources: tokens, then </s>
+    c.layer_norm_epsilon = float(cfg.layer_norm_eps)
+    return spec
+
+
+class NmtkitConverter(Converter):
+    """CTranslate2 converter for an nmtkit checkpoint (a path or a loaded :class:`Bundle`).
+
+    ``NmtkitConverter("best.pt").convert("out_dir", quantization="int8")`` writes only
+    CTranslate2's files; :func:`export_ctranslate2` adds tokenizers, metadata and a README,
+    and writes atomically.
+    """
+
+    def __init__(self, checkpoint: str | Path | Bundle):
+        self.checkpoint = checkpoint
+
+    def bundle(self) -> Bundle:
+        if isinstance(self.checkpoint, Bundle):
+            return self.checkpoint
+        return load_exportable_bundle(self.checkpoint)
+
+    def _load(self) -> transformer_spec.TransformerSpec:
+        return transformer_spec_from_bundle(self.bundle())
+
+
+def load_exportable_bundle(path: str | Path) -> Bundle:
+    """Load a checkpoint, refusing a non-Transformer before building its model."""
+    ckpt = load_checkpoint(path)
+    arch = (ckpt["config"].get("model") or {}).get("arch", "transformer")
+    check_exportable(arch, str(path))
+    return bundle_from_checkpoint(ckpt, path)
+
+
+# --- export directory ---------------------------------------------------------------------------
+
+
+def _tokenizer_files(bundle: Bundle) -> tuple[dict[str, dict], dict[str, bytes]]:
+    """JSON-able tokenizer descriptions for nmtkit.json, and the files they refer to."""
+    files: dict[str, bytes] = {}
+    described: dict[str, dict] = {}
+    src_state, tgt_state = bundle.src_tok.state(), bundle.tgt_tok.state()
+    joint = src_state == tgt_state
+    for side, state in (("src", src_state), ("tgt", tgt_state)):
+        state = dict(state)
+        proto = state.pop("model_proto", None)
+        if proto is not None:
+            name = "sentencepiece.model" if joint else f"{'source' if side == 'src' else 'target'}.spm.model"
+            files[name] = bytes(proto)
+            state["model_file"] = name
+        described[side] = state
+    return described, files
+
+
+def _plain_ct2_snippet(meta: dict) -> list[str]:
+    """Python lines that translate one ``line`` with ctranslate2 (and the tokenizer) alone."""
+    src, tgt, dec = meta["tokenizers"]["src"], meta["tokenizers"]["tgt"], meta["decode"]
+    code = ["import ctranslate2"]
+    if src["kind"] == "sentencepiece":
+        code += ["import sentencepiece as spm",
+                 f'src_sp = spm.SentencePieceProcessor(model_file="THIS_DIR/{src["model_file"]}")',
+                 f'tgt_sp = spm.SentencePieceProcessor(model_file="THIS_DIR/{tgt["model_file"]}")']
+        tokenize, detokenize = "src_sp.encode(line, out_type=str)", "tgt_sp.decode(tokens_out)"
+    elif src["kind"] == "word":
+        code += ["import spacy", "from nmtkit.data.tokenizers import detokenize",
+                 f'nlp = spacy.blank("{src["lang"]}")']
+        tokenize = "[t.text for t in nlp.tokenizer(line) if not t.text.isspace()]"
+        detokenize = "detokenize(tokens_out)"
+    else:
+        tokenize, detokenize = "line.split()", '" ".join(tokens_out)'
+    code += ['translator = ctranslate2.Translator("THIS_DIR", device="cpu")',
+             f"tokens = {tokenize}" if not src.get("lowercase") else
+             f"tokens = {tokenize.replace('(line', '(line.lower()')}"]
+    if meta["reverse_source"]:
+        code.append("tokens = tokens[::-1]  # the model reads its source reversed")
+    steps = f"int({dec['max_len_a']} * (len(tokens) + 1) + {dec['max_len_b']}) - 1"
+    code += ["result = translator.translate_batch(",
+             f"    [tokens], beam_size={dec['beam']}, length_penalty={dec['length_penalty']},",
+             f"    max_decoding_length={steps},",
+             "    min_decoding_length=0, max_input_length=0,",
+             '    suppress_sequences=[["<pad>"], ["<s>"]])[0]',
+             "tokens_out = result.hypotheses[0]",
+             f"print({detokenize})"]
+    return code
+
+
+def _readme(meta: dict) -> str:
+    dec = meta["decode"]
+    plain = "\n".join("    " + line for line in _plain_ct2_snippet(meta))
+    files = ", ".join(meta["files"]) or "(none: the tokenizer needs no model file)"
+    return f"""CTranslate2 export of an nmtkit checkpoint
+==========================================
+
+Made by `nmtkit export --format ctranslate2` (nmtkit {meta["nmtkit_version"]}, ctranslate2
+{meta["ctranslate2_version"]}) from {meta["checkpoint"]}
+Transformer, {meta["layers"][0]}+{meta["layers"][1]} layers, d_model {meta["d_model"]}, \
+{meta["heads"]} heads, {meta["norm"]}-norm; weights: {meta["quantization"]}.
+
+Files
+- model.bin, config.json, *_vocabulary.json: the CTranslate2 model. Token ids are nmtkit's
+  (<pad> <unk> <s> </s> = 0 1 2 3). CTranslate2 appends </s> to the source itself
+  (add_source_eos) and starts the output from <s>, as nmtkit does.
+- tokenizer model files: {files}.
+- nmtkit.json: tokenizers, reverse_source, max_positions and the checkpoint's decoding
+  settings (beam {dec["beam"]}, length_penalty {dec["length_penalty"]}, output length cap \
+{dec["max_len_a"]} * source length + {dec["max_len_b"]}).
+
+With nmtkit installed (pip install 'nmtkit[export]'), text in, text out, as `nmtkit translate`:
+
+    from nmtkit.export.ctranslate2 import CTranslate2Translator
+    tr = CTranslate2Translator("THIS_DIR", device="cpu", intra_threads=2)
+    print(tr.translate_lines(["first sentence", "second sentence"]))
+
+With ctranslate2 alone (THIS_DIR is this directory), for one input `line`:
+
+{plain}
+
+Sources longer than {meta["max_positions"] - 1} tokens do not fit the position table: cut them
+(CTranslate2Translator does, as nmtkit does).
+
+How close to `nmtkit translate`
+- Greedy search (beam 1) gives nmtkit's output and scores, except that at the length cap
+  nmtkit appends </s> (and counts its log-probability) where CTranslate2 just stops.
+- Beam search divides log P by length ** length_penalty (length counting </s>); nmtkit by
+  the GNMT ((5 + length) / 6) ** length_penalty. With length_penalty 0 both rank alike, and
+  the output is nmtkit's but where CTranslate2 keeps a finished hypothesis that nmtkit's
+  beam slots lost (then CTranslate2's is the more probable one).
+- suppress_sequences renormalises the softmax over the other tokens, so scores are a little
+  higher than nmtkit's; CTranslate2Translator suppresses <pad>/<s> only for sentences
+  whose output would contain them.
+"""
+
+
+def _make_readable(root: Path) -> None:
+    """Temporary files and directories are private (0600/0700); give the export the modes
+    that the umask gives ordinary new files and directories."""
+    umask = os.umask(0)
+    os.umask(umask)
+    root.chmod(0o777 & ~umask)
+    for path in root.iterdir():
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
+
+
+def _fsync_tree(root: Path) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization: str = "float32",
+                       force: bool = False) -> Path:
+    """Write a CTranslate2 model directory for ``checkpoint`` at ``out_dir``.
+
+    Everything is written into a temporary directory beside ``out_dir`` and renamed into
+    place at the end, so ``out_dir`` is never half-written. An existing non-empty
+    ``out_dir`` is replaced only with ``force``.
+    """
+    checkpoint, out = Path(checkpoint), Path(out_dir)
+    if quantization not in QUANTIZATIONS:
+        raise ExportError(f"unknown quantization {quantization!r} (known: {', '.join(QUANTIZATIONS)})")
+    if out.exists() and not _is_empty_dir(out) and not force:
+        raise ExportError(f"{out}: already exists; pass --force to replace it")
+    bundle = load_exportable_bundle(checkpoint)
+    toks, files = _tokenizer_files(bundle)
+    cfg = bundle.cfg
+    meta = {
+        "format": META_FORMAT, "version": META_VERSION, "nmtkit_version": __version__,
+        "ctranslate2_version": ctranslate2.__version__, "checkpoint": str(checkpoint),
+        "quantization": quantization, "arch": cfg.model.arch, "norm": cfg.model.norm,
+        "layers": [enc_layers(cfg.model), dec_layers(cfg.model)], "d_model": cfg.model.d_model,
+        "heads": cfg.model.heads, "tokenizers": toks, "files": sorted(files),
+        "reverse_source": cfg.data.reverse_source, "max_positions": cfg.model.max_positions,
+        "decode": asdict(cfg.decode),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        NmtkitConverter(bundle).convert(str(tmp), quantization=quantization, force=True)
+        for name, data in files.items():
+            atomic_write_bytes(tmp / name, data)
+        atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(tmp / "README.txt", _readme(meta))
+        _make_readable(tmp)
+        _fsync_tree(tmp)
+        _move_into_place(tmp, out, force)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("exported %s to %s (CTranslate2, %s)", checkpoint, out, quantization)
+    return out
+
+
+def _move_into_place(tmp: Path, out: Path, force: bool) -> None:
+    if not out.exists() or _is_empty_dir(out):
+        os.replace(tmp, out)  # over an empty directory too (POSIX rename)
+        return
+    if not force:  # appeared while we were converting
+        raise ExportError(f"{out}: already exists; pass --force to replace it")
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    os.replace(out, old / out.name)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old / out.name, out)  # put the previous export back
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# --- translating with the export ----------------------------------------------------------------
+
+
+def read_meta(model_dir: str | Path) -> dict:
+    path = Path(model_dir) / META_FILE
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ExportError(f"{path}: not found; is {model_dir} an `nmtkit export` directory?") from None
+    except json.JSONDecodeError as e:
+        raise ExportError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
+        raise ExportError(f"{path}: not an nmtkit CTranslate2 export (no '{META_FORMAT}' marker)")
+    if meta.get("version", 0) > META_VERSION:
+        raise ExportError(f"{path}: export version {meta['version']} is newer than this nmtkit "
+                          f"understands ({META_VERSION})")
+    return meta
+
+
+def _load_tokenizer(desc: dict, model_dir: Path) -> Tokenizer:
+    state = dict(desc)
+    name = state.pop("model_file", None)
+    if name is not None:
+        state["model_proto"] = (model_dir / name).read_bytes()
+    return tokenizer_from_state(state)
+
+
+def length_cap(src_len: int, decode: DecodeConfig, max_len: int | None = None) -> int:
+    """nmtkit's cap on output tokens (EOS included) for a source of ``src_len`` ids (EOS
+    included): ``floor(max_len_a * src_len + max_len_b)``, at least 1, at most ``max_len + 1``
+    (:func:`nmtkit.decode.search.length_caps`, computed in float32 as there)."""
+    import numpy as np
+
+    cap = int(np.floor(np.float32(decode.max_len_a) * np.float32(src_len)
+                       + np.float32(decode.max_len_b)))
+    cap = max(cap, 1)
+    return cap if max_len is None else min(cap, max_len + 1)
+
+
+class CTranslate2Translator:
+    """Text in, text out with an exported model, as :class:`nmtkit.decode.translator.Translator`.
+
+    Tokenizes with the checkpoint's tokenizer (lowercasing, truncation to the position table
+    and ``reverse_source`` included), gives CTranslate2 the same length cap per sentence
+    (sentences are grouped by cap, since CTranslate2's ``max_decoding_length`` is per call),
+    never returns ``<pad>``/``<s>`` (nmtkit's search cannot produce them), and detokenizes.
+
+    Where it can, the result is nmtkit's own, scores included. It differs:
+
+    - ``length_penalty``: passed through, but CTranslate2 divides the log-probability by
+      ``n ** alpha`` where nmtkit divides by the GNMT ``((5 + n) / 6) ** alpha`` (``n``: tokens
+      and ``</s>``; the same ranking for alpha 0);
+    - at the length cap nmtkit forces ``</s>`` (and pays its log-probability), CTranslate2
+      stops without it;
+    - beam search: CTranslate2 keeps every finished hypothesis, nmtkit keeps finished ones in
+      its ``beam`` slots where better-scoring live ones can push them out, so CTranslate2 now
+      and then returns a more probable translation than nmtkit;
+    - a sentence whose unconstrained search output contains ``<pad>``/``<s>`` is searched
+      again with both suppressed, and then its scores are normalised over the other tokens.
+    """
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default",
+                 intra_threads: int = 0, inter_threads: int = 1, **translator_kwargs):
+        self.model_dir = Path(model_dir)
+        meta = read_meta(self.model_dir)
+        self.meta = meta
+        self.src_tok = _load_tokenizer(meta["tokenizers"]["src"], self.model_dir)
+        self.tgt_tok = _load_tokenizer(meta["tokenizers"]["tgt"], self.model_dir)
+        self.decode_cfg = DecodeConfig(**meta["decode"])
+        self.reverse_source = bool(meta["reverse_source"])
+        self.max_src_len: int | None = meta.get("max_positions")
+        self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
+                                                 compute_type=compute_type,
+                                                 intra_threads=intra_threads,
+                                                 inter_threads=inter_threads, **translator_kwargs)
+
+    def encode_source(self, line: str) -> tuple[list[str], list[str]]:
+        """(source tokens in reading order, the tokens CTranslate2 gets; it appends </s>)."""
+        toks = self.src_tok.encode(line.strip())
+        if self.max_src_len is not None and len(toks) + 1 > self.max_src_len:
+            log.warning("input of %d tokens truncated to %d", len(toks), self.max_src_len - 1)
+            toks = toks[: self.max_src_len - 1]
+        return toks, (toks[::-1] if self.reverse_source else list(toks))
+
+    def translate(self, lines: Iterable[str], beam: int | None = None,
+                  batch_size: int | None = None, n_best: int = 1,
+                  max_length: int | None = None, length_penalty: float | None = None,
+                  exact_caps: bool = True) -> list[list[Translation]]:
+        """One list of ``n_best`` :class:`Translation` per input line, in input order.
+
+        ``exact_caps``: give every sentence nmtkit's own length cap (one CTranslate2 call per
+        distinct cap); False: one call, every sentence capped at the largest cap (larger
+        batches; only outputs that would have reached their own cap change).
+
+        ``score`` is CTranslate2's: the log-probability (``</s>`` included) divided by
+        ``(len(tokens) + 1) ** length_penalty`` (a hypothesis cut at the length cap has no
+        ``</s>``: ``len(tokens) ** length_penalty``); for greedy search the log-probability,
+        as nmtkit's.
+        """
+        cfg = self.decode_cfg
+        beam = cfg.beam if beam is None else beam
+        batch_size = batch_size or cfg.batch_size
+        alpha = cfg.length_penalty if length_penalty is None else length_penalty
+        if beam < 1:
+            raise ValueError(f"beam must be >= 1, got {beam}")
+        if not 1 <= n_best <= beam:
+            raise ValueError(f"n_best must be between 1 and the beam size ({beam}), got {n_best}")
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        if self.max_src_len is not None:
+            limit = self.max_src_len - 1
+            max_length = limit if max_length is None else min(max_length, limit)
+        encoded = [self.encode_source(line) for line in lines]
+        results: list[list[Translation] | None] = [None] * len(encoded)
+        groups: dict[int, list[int]] = {}
+        for i, (toks, _) in enumerate(encoded):
+            steps = length_cap(len(toks) + 1, cfg, max_length) - 1  # tokens before EOS
+            if not toks or steps == 0:  # nothing to translate / only EOS fits
+                results[i] = [Translation("", [], toks, 0.0)] * n_best
+            else:
+                groups.setdefault(steps, []).append(i)
+        if not exact_caps and groups:
+            groups = {max(groups): sorted(i for idx in groups.values() for i in idx)}
+        for steps, idx in sorted(groups.items()):
+            sources = [encoded[i][1] for i in idx]
+            options = dict(max_batch_size=batch_size, beam_size=beam, num_hypotheses=n_best,
+                           length_penalty=alpha if beam > 1 else 0.0, max_decoding_length=steps,
+                           min_decoding_length=0, max_input_length=0, return_scores=True)
+            # Suppressing tokens in CTranslate2 renormalises the softmax over the others, which
+            # nmtkit does not do (it computes log-probabilities over all tokens, then excludes
+            # <pad>/<s>): search unconstrained first, then again only where that produced them.
+            out = list(self.translator.translate_batch(sources, **options))
+            redo = [j for j, res in enumerate(out)
+                    if any(t in _NEVER for h in res.hypotheses for t in h)]
+            if redo:
+                again = self.translator.translate_batch([sources[j] for j in redo], **options,
+                                                        suppress_sequences=[[t] for t in _NEVER])
+                for j, res in zip(redo, again, strict=True):
+                    out[j] = res
+            for i, res in zip(idx, out, strict=True):
+                results[i] = [Translation(self.tgt_tok.decode(list(h)), list(h), encoded[i][0],
+                                          float(s))
+                              for h, s in zip(res.hypotheses, res.scores, strict=True)]
+        return results  # type: ignore[return-value]
+
+    def translate_lines(self, lines: list[str], beam: int | None = None,
+                        batch_size: int | None = None) -> list[str]:
+        return [r[0].text for r in self.translate(lines, beam, batch_size)]
+
+    def score(self, sources: list[str], targets: list[str]) -> list[list[float]]:
+        """Per-token log-probabilities of each target (its tokens, then </s>) given its source,
+        from CTranslate2 (``score_batch``); nmtkit's teacher-forced ``forward`` gives the same."""
+        src = [self.encode_source(s)[1] for s in sources]
+        tgt = [self.tgt_tok.encode(t.strip()) for t in targets]
+        return [list(r.log_probs) for r in self.translator.score_batch(src, tgt, max_input_length=0)]
+

@@ -1,0 +1,356 @@
+"""Export to CTranslate2: the exported model computes what nmtkit computes.
+
+Tiny Transformers are trained for a few dozen steps on the copy task (about a second each,
+so that their outputs are neither random nor trivial), saved as checkpoints, exported, and
+translated by both engines: the same token log-probabilities (``score_batch`` against
+teacher forcing), the same greedy output, and the same beam output wherever both searches
+agree on what is best (where they do not, CTranslate2's choice must be at least as probable
+under nmtkit's own model: it keeps finished hypotheses that nmtkit's fixed beam slots can
+lose). Pre- and post-norm, with and without output bias, tied and untied, reversed source.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+ct2 = pytest.importorskip("ctranslate2")
+
+from nmtkit.cli import main as cli_main  # noqa: E402
+from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig  # noqa: E402
+from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  # noqa: E402
+from nmtkit.data.vocab import BOS, EOS, PAD, Vocab  # noqa: E402
+from nmtkit.decode.search import NEVER, length_caps  # noqa: E402
+from nmtkit.export import ExportError  # noqa: E402
+from nmtkit.export.ctranslate2 import (  # noqa: E402
+    CTranslate2Translator,
+    export_ctranslate2,
+    length_cap,
+)
+from nmtkit.models import build_model  # noqa: E402
+from nmtkit.train.checkpoint import load_bundle, save_checkpoint  # noqa: E402
+
+from .conftest import ROOT  # noqa: E402
+
+SYMBOLS = [f"w{i}" for i in range(20)]
+VOCAB = Vocab(["<pad>", "<unk>", "<s>", "</s>", *SYMBOLS])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny models: one thread is fastest, and does not fight other work for the cores."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def save_tiny_checkpoint(path: Path, cfg: Config, src_tok, tgt_tok, src_vocab: Vocab,
+                         tgt_vocab: Vocab, model: torch.nn.Module) -> Path:
+    save_checkpoint(path, {"config": cfg.to_dict(),
+                           "tokenizers": {"src": src_tok.state(), "tgt": tgt_tok.state()},
+                           "vocab": {"src": src_vocab.to_dict(), "tgt": tgt_vocab.to_dict()},
+                           "model": model.state_dict()})
+    return path
+
+
+def train_copy(model: torch.nn.Module, steps: int, seed: int = 1) -> None:
+    """A few Adam steps on the copy task (symbols -> the same symbols), no dropout."""
+    torch.manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(seed)
+    v = model.tgt_vocab_size
+    for _ in range(steps):
+        lens = torch.randint(1, 11, (64,), generator=g).tolist()
+        src = torch.full((64, max(lens) + 1), PAD)
+        tgt_in, tgt_out = src.clone(), src.clone()
+        for i, n in enumerate(lens):
+            sym = torch.randint(4, v, (n,), generator=g)
+            src[i, :n], src[i, n] = sym, EOS
+            tgt_in[i, 0], tgt_in[i, 1:n + 1] = BOS, sym
+            tgt_out[i, :n], tgt_out[i, n] = sym, EOS
+        log_probs = model(src, (src != PAD).unsqueeze(-2), tgt_in)
+        loss = F.nll_loss(log_probs.reshape(-1, v), tgt_out.reshape(-1), ignore_index=PAD)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+
+
+VARIANTS = {  # norm, output_bias, tied (output and source embeddings), reverse_source
+    "pre-bias-tied": ("pre", True, True, False),
+    "pre-nobias-untied-reversed": ("pre", False, False, True),
+    "post-bias-untied": ("post", True, False, False),
+    "post-nobias-tied": ("post", False, True, False),
+}
+
+
+def copy_config(norm: str, bias: bool, tied: bool, reverse: bool) -> Config:
+    return Config(
+        name="export_test",
+        data=DataConfig(corpus="copy", tokenizer="whitespace", reverse_source=reverse),
+        model=ModelConfig(d_model=32, d_ff=64, heads=2, layers=2, dropout=0.0, norm=norm,
+                          output_bias=bias, tie_output=tied, tie_all=tied, max_positions=48),
+        decode=DecodeConfig(beam=4, length_penalty=0.0, max_len_a=1.0, max_len_b=10))
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def copy_export(request, tmp_path_factory):
+    """(checkpoint, float32 export directory) of a briefly trained copy model."""
+    tmp = tmp_path_factory.mktemp(f"export_{request.param}")
+    cfg = copy_config(*VARIANTS[request.param])
+    torch.manual_seed(0)
+    model = build_model(cfg.model, len(VOCAB), len(VOCAB))
+    train_copy(model, steps=60)
+    tok = WhitespaceTokenizer()
+    ckpt = save_tiny_checkpoint(tmp / "model.pt", cfg, tok, tok, VOCAB, VOCAB, model)
+    out = export_ctranslate2(ckpt, tmp / "ct2")
+    return ckpt, out
+
+
+def sentences(n: int = 24, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(SYMBOLS, size=int(rng.integers(1, 11)))) for _ in range(n)]
+
+
+def nmtkit_log_prob(bundle, line: str, tokens: list[str], allowed_only: bool = False) -> torch.Tensor:
+    """log P(tokens, </s> | line) per target position, by nmtkit's teacher-forced forward.
+
+    ``allowed_only``: renormalised over the tokens a search may produce (all but <pad> and
+    <s>), which is what CTranslate2's search scores with those two suppressed.
+    """
+    toks = bundle.src_tok.encode(line)
+    src = torch.tensor([bundle.src_vocab.encode(toks[::-1] if bundle.cfg.data.reverse_source
+                                                else toks, add_eos=True)])
+    tgt = bundle.tgt_vocab.encode(tokens, add_bos=True, add_eos=True)
+    with torch.no_grad():
+        lp = bundle.model(src, (src != PAD).unsqueeze(-2), torch.tensor([tgt[:-1]]))[0]
+    if allowed_only:
+        lp = lp - lp[:, [i for i in range(lp.size(1)) if i not in NEVER]].logsumexp(-1, keepdim=True)
+    return lp.gather(-1, torch.tensor(tgt[1:]).unsqueeze(-1)).squeeze(-1)
+
+
+def test_exported_files(copy_export):
+    ckpt, out = copy_export
+    names = {p.name for p in out.iterdir()}
+    assert {"model.bin", "config.json", "shared_vocabulary.json", "nmtkit.json",
+            "README.txt"} <= names
+    assert not list(out.parent.glob(".ct2.*")), "temporary directories left behind"
+    vocab = json.loads((out / "shared_vocabulary.json").read_text())
+    assert vocab == VOCAB.itos  # CTranslate2's ids are nmtkit's
+    config = json.loads((out / "config.json").read_text())
+    assert config["add_source_eos"] is True and config["add_source_bos"] is False
+    assert (config["bos_token"], config["eos_token"], config["unk_token"]) == ("<s>", "</s>",
+                                                                              "<unk>")
+    assert config["layer_norm_epsilon"] == pytest.approx(1e-6)
+    assert "CTranslate2Translator" in (out / "README.txt").read_text()
+
+
+def test_token_log_probs_equal_teacher_forcing(copy_export):
+    ckpt, out = copy_export
+    bundle, tr = load_bundle(ckpt), CTranslate2Translator(out, intra_threads=1)
+    src = sentences(8, seed=3)
+    tgt = [" ".join(s.split()[::-1]) for s in src]  # any target: here the reversed source
+    for s, t, got in zip(src, tgt, tr.score(src, tgt), strict=True):
+        want = nmtkit_log_prob(bundle, s, t.split())
+        assert len(got) == len(want)
+        np.testing.assert_allclose(got, want.numpy(), atol=2e-4, rtol=1e-4)
+
+
+def test_greedy_output_equals_nmtkit(copy_export):
+    ckpt, out = copy_export
+    lines = sentences() + ["w3 unknown-symbol w4", ""]
+    ours = load_bundle(ckpt).translator().translate(lines, beam=1)
+    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines, beam=1, batch_size=5)
+    assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
+    assert [h[0].text for h in theirs] == [h[0].text for h in ours]
+    bundle = load_bundle(ckpt)
+    for line, o, t in zip(lines, ours, theirs, strict=True):
+        o, t = o[0], t[0]
+        if len(t.tokens) < length_cap(len(line.split()) + 1, bundle.cfg.decode) - 1:
+            assert t.score == pytest.approx(o.score, abs=1e-3)
+        else:  # at the cap nmtkit forces </s> and adds its log-probability; CTranslate2 stops
+            per_token = nmtkit_log_prob(bundle, line, t.tokens)
+            assert o.score == pytest.approx(float(per_token.sum()), abs=1e-3)
+            assert t.score == pytest.approx(float(per_token[:-1].sum()), abs=1e-3)
+    assert sum(h[0].text == line for h, line in zip(ours, lines, strict=True)) >= 2  # not random
+
+
+def test_beam_output_equals_nmtkit(copy_export):
+    """Beam 4 without length penalty: both rank by log P(y, </s>). The outputs must agree,
+    except where CTranslate2 returns a hypothesis that nmtkit's own model scores at least
+    as high (a finished hypothesis that nmtkit's beam pushed out of its slots)."""
+    ckpt, out = copy_export
+    bundle = load_bundle(ckpt)
+    lines = sentences(32, seed=1)
+    ours = bundle.translator().translate(lines, beam=4)
+    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines, beam=4, batch_size=7)
+    same = 0
+    for line, o, t in zip(lines, ours, theirs, strict=True):
+        o, t = o[0], t[0]
+        if o.tokens == t.tokens:
+            same += 1
+            assert t.score == pytest.approx(o.score, abs=1e-3)
+            continue
+        ct2_by_nmtkit = float(nmtkit_log_prob(bundle, line, t.tokens).sum())
+        assert t.score == pytest.approx(ct2_by_nmtkit, abs=1e-3)
+        assert ct2_by_nmtkit >= o.score - 1e-4, (line, o.tokens, t.tokens)
+    assert same >= 0.8 * len(lines)
+
+
+def test_beam_with_length_penalty_is_consistent(copy_export):
+    """With alpha > 0 CTranslate2 divides by len ** alpha where nmtkit uses the GNMT penalty
+    ((5 + len) / 6) ** alpha (len counts </s> in both), so only the scoring is checked, and
+    that most outputs still agree."""
+    ckpt, out = copy_export
+    bundle = load_bundle(ckpt)
+    lines = sentences(16, seed=2)
+    ours = bundle.translator(length_penalty=0.6).translate(lines, beam=4)
+    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines, beam=4,
+                                                                   length_penalty=0.6)
+    for line, t in zip(lines, theirs, strict=True):
+        t = t[0]
+        per_token = nmtkit_log_prob(bundle, line, t.tokens)
+        if len(t.tokens) == length_cap(len(line.split()) + 1, bundle.cfg.decode) - 1:
+            per_token = per_token[:-1]  # stopped at the cap, without </s>
+        assert t.score == pytest.approx(float(per_token.sum()) / len(per_token) ** 0.6, abs=1e-3)
+    agree = sum(o[0].tokens == t[0].tokens for o, t in zip(ours, theirs, strict=True))
+    assert agree >= 0.5 * len(lines)
+
+
+def test_pad_and_bos_are_never_produced(tmp_path):
+    """A model that prefers <s> everywhere: nmtkit takes the best other token, and so does the
+    export (searched again with <pad>/<s> suppressed)."""
+    cfg = copy_config("pre", True, True, False)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, len(VOCAB), len(VOCAB)).eval()
+    with torch.no_grad():
+        model.generator.bias[BOS] = 30.0
+    tok = WhitespaceTokenizer()
+    ckpt = save_tiny_checkpoint(tmp_path / "bos.pt", cfg, tok, tok, VOCAB, VOCAB, model)
+    out = export_ctranslate2(ckpt, tmp_path / "ct2")
+    lines = sentences(6, seed=6)
+    tr = CTranslate2Translator(out, intra_threads=1)
+    ours = load_bundle(ckpt).translator().translate(lines, beam=1)
+    theirs = tr.translate(lines, beam=1)
+    assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
+    for h in tr.translate(lines, beam=3, n_best=3):  # (these run to the cap: no equality)
+        assert not any(t in ("<s>", "<pad>") for hyp in h for t in hyp.tokens)
+
+
+def test_length_cap_is_nmtkits():
+    cfg = DecodeConfig(max_len_a=1.2, max_len_b=10)
+    for s in range(1, 60):
+        mask = torch.ones(1, 1, s, dtype=torch.bool)
+        assert length_cap(s, cfg) == int(length_caps(mask, 1.2, 10)[0])
+        assert length_cap(s, cfg, max_len=7) == int(length_caps(mask, 1.2, 10, 7)[0])
+
+
+def test_max_length_and_cap_are_respected(copy_export):
+    ckpt, out = copy_export
+    tr = CTranslate2Translator(out, intra_threads=1)
+    lines = sentences(6, seed=4)
+    ours = load_bundle(ckpt).translator().translate(lines, beam=1, max_length=2)
+    theirs = tr.translate(lines, beam=1, max_length=2)
+    assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
+    assert all(len(h[0].tokens) <= 2 for h in theirs)
+    loose = tr.translate(lines, beam=1, exact_caps=False)  # one call, the largest cap
+    assert all(len(h[0].tokens) <= max(length_cap(len(x.split()) + 1, tr.decode_cfg) for x in lines)
+               for h in loose)
+    nbest = tr.translate(lines[:2], beam=4, n_best=3)
+    assert [len(h) for h in nbest] == [3, 3]
+    assert all(h[0].score >= h[1].score >= h[2].score for h in nbest)
+    with pytest.raises(ValueError, match="n_best"):
+        tr.translate(lines, beam=2, n_best=3)
+
+
+# --- int8, SentencePiece, refusals, the command line --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spm_checkpoint(tmp_path_factory):
+    """An untrained Transformer with a joint SentencePiece vocabulary (as the Multi30k recipes)."""
+    tmp = tmp_path_factory.mktemp("export_spm")
+    rng = np.random.default_rng(0)
+    words = ["ein", "Mann", "fährt", "Fahrrad", "zwei", "Hunde", "spielen", "im", "Schnee",
+             "eine", "Frau", "liest", "Buch", "Kinder", "laufen", "am", "Strand", "."]
+    corpus = [" ".join(rng.choice(words, size=int(rng.integers(3, 9)))) for _ in range(300)]
+    tok = SentencePieceTokenizer.train(corpus, vocab_size=60)
+    vocab = Vocab.build(tok.encode(line) for line in corpus)
+    cfg = Config(name="spm", data=DataConfig(corpus="parallel", tokenizer="sentencepiece"),
+                 model=ModelConfig(d_model=32, d_ff=64, heads=4, layers=1, norm="pre",
+                                   max_positions=64),
+                 decode=DecodeConfig(beam=2, max_len_a=1.0, max_len_b=4))
+    torch.manual_seed(0)
+    model = build_model(cfg.model, len(vocab), len(vocab)).eval()
+    return save_tiny_checkpoint(tmp / "spm.pt", cfg, tok, tok, vocab, vocab, model)
+
+
+SPM_LINES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "", "Kinder laufen."]
+
+
+def test_sentencepiece_export_translates_like_nmtkit(spm_checkpoint, tmp_path):
+    out = export_ctranslate2(spm_checkpoint, tmp_path / "ct2")
+    assert (out / "sentencepiece.model").read_bytes() == load_bundle(spm_checkpoint).src_tok.model_proto
+    meta = json.loads((out / "nmtkit.json").read_text())
+    assert meta["tokenizers"]["src"] == {"kind": "sentencepiece", "lowercase": False,
+                                         "model_file": "sentencepiece.model"}
+    ours = load_bundle(spm_checkpoint).translator().translate_lines(SPM_LINES, beam=1)
+    theirs = CTranslate2Translator(out, intra_threads=1).translate_lines(SPM_LINES, beam=1)
+    assert theirs == ours and theirs[2] == ""
+
+
+def test_int8_export_loads_and_translates(copy_export, tmp_path):
+    ckpt, fp32 = copy_export
+    out = export_ctranslate2(ckpt, tmp_path / "int8", quantization="int8")
+    assert json.loads((out / "nmtkit.json").read_text())["quantization"] == "int8"
+    assert (out / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size
+    tr = CTranslate2Translator(out, intra_threads=1)
+    lines = sentences(12, seed=5)
+    for line, hyps in zip(lines, tr.translate(lines, beam=4), strict=True):
+        n = len(line.split())
+        assert 1 <= len(hyps[0].tokens) <= length_cap(n + 1, tr.decode_cfg) - 1
+        assert all(t in VOCAB for t in hyps[0].tokens)
+
+
+def test_rnn_checkpoint_is_refused(tmp_path):
+    cfg = Config(name="rnn", data=DataConfig(corpus="copy", tokenizer="whitespace"),
+                 model=ModelConfig(arch="rnn", emb_dim=8, rnn_hidden=8, tie_output=False,
+                                   tie_all=False))
+    model = build_model(cfg.model, len(VOCAB), len(VOCAB))
+    tok = WhitespaceTokenizer()
+    ckpt = save_tiny_checkpoint(tmp_path / "rnn.pt", cfg, tok, tok, VOCAB, VOCAB, model)
+    with pytest.raises(ExportError, match=r"rnn\.pt: model\.arch is 'rnn'; only 'transformer'"):
+        export_ctranslate2(ckpt, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_export_end_to_end(spm_checkpoint, tmp_path, capsys):
+    out = tmp_path / "exported"
+    proc = subprocess.run([sys.executable, "-m", "nmtkit.cli", "export", "--format", "ctranslate2",
+                           "--model", str(spm_checkpoint), "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["out"] == str(out) and summary["quantization"] == "float32"
+    assert "sentencepiece.model" in summary["files"]
+    assert CTranslate2Translator(out).translate_lines(SPM_LINES, beam=1) == \
+        load_bundle(spm_checkpoint).translator().translate_lines(SPM_LINES, beam=1)
+
+    before = (out / "model.bin").read_bytes()
+    assert cli_main(["export", "--format", "ctranslate2", "--model", str(spm_checkpoint),
+                     "--out", str(out), "--quantization", "int8"]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    assert (out / "model.bin").read_bytes() == before  # untouched
+    assert cli_main(["export", "--format", "ctranslate2", "--model", str(spm_checkpoint),
+                     "--out", str(out), "--quantization", "int8", "--force"]) == 0
+    assert json.loads((out / "nmtkit.json").read_text())["quantization"] == "int8"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exported"]  # no temporary leftovers
+    assert cli_main(["export", "--format", "ctranslate2", "--model", str(tmp_path / "no.pt"),
+                     "--out", str(tmp_path / "x")]) == 2
+    assert "not found" in capsys.readouterr().err
