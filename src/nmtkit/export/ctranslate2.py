@@ -194,7 +194,7 @@ def _tokenizer_files(bundle: Bundle) -> tuple[dict[str, dict], dict[str, bytes]]
         state = dict(state)
         proto = state.pop("model_proto", None)
         if proto is not None:
-            name = "sentencepiece.model" if joint else f"{'source' if side == 'src' else 'target'}.spm.model"
+            name = "sentencepiece.model" if joint else f"{side}.spm.model"
             files[name] = bytes(proto)
             state["model_file"] = name
         described[side] = state
@@ -319,7 +319,7 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"unknown quantization {quantization!r} (known: {', '.join(QUANTIZATIONS)})")
     if out.exists() and not _is_empty_dir(out) and not force:
-        raise ExportError(f"{out}: already exists; pass --force to replace it")
+        raise ExportError(f"{out}: already exists; pass --force (force=True) to replace it")
     bundle = load_exportable_bundle(checkpoint)
     toks, files = _tokenizer_files(bundle)
     cfg = bundle.cfg
@@ -355,7 +355,7 @@ def _move_into_place(tmp: Path, out: Path, force: bool) -> None:
         os.replace(tmp, out)  # over an empty directory too (POSIX rename)
         return
     if not force:  # appeared while we were converting
-        raise ExportError(f"{out}: already exists; pass --force to replace it")
+        raise ExportError(f"{out}: already exists; pass --force (force=True) to replace it")
     old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
     os.replace(out, old / out.name)
     try:
