@@ -513,8 +513,8 @@ class CTranslate2Translator:
         return results  # type: ignore[return-value]
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
-                        batch_size: int | None = None) -> list[str]:
-        return [r[0].text for r in self.translate(lines, beam, batch_size)]
+                        batch_size: int | None = None, exact_caps: bool = True) -> list[str]:
+        return [r[0].text for r in self.translate(lines, beam, batch_size, exact_caps=exact_caps)]
 
     def score(self, sources: list[str], targets: list[str]) -> list[list[float]]:
         """Per-token log-probabilities of each target (its tokens, then </s>) given its source,
