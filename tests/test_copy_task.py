@@ -8,7 +8,7 @@ from .conftest import ROOT
 
 def test_copy_task_is_learned(tmp_path):
     cfg = load(ROOT / "configs" / "copy_task.yaml",
-               ["train.max_steps=400", "data.copy_train_size=12000", "train.keep_last=0"])
+               ["train.max_steps=600", "data.copy_train_size=12000", "train.keep_last=0"])
     trainer = Trainer(cfg, tmp_path)
     result = trainer.run()
     assert result["valid_bleu"] == 100.0
