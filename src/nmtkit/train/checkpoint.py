@@ -91,10 +91,13 @@ def bundle_from_checkpoint(ckpt: dict, path: str | Path | None = None,
         cfg = Config.from_dict(ckpt["config"], where)
     except ConfigError as e:
         raise CheckpointError(f"{where}: stored config is invalid: {e}") from None
-    src_tok = tokenizer_from_state(ckpt["tokenizers"]["src"])
-    tgt_tok = tokenizer_from_state(ckpt["tokenizers"]["tgt"])
-    src_vocab = Vocab.from_dict(ckpt["vocab"]["src"])
-    tgt_vocab = Vocab.from_dict(ckpt["vocab"]["tgt"])
+    try:
+        src_tok = tokenizer_from_state(ckpt["tokenizers"]["src"])
+        tgt_tok = tokenizer_from_state(ckpt["tokenizers"]["tgt"])
+        src_vocab = Vocab.from_dict(ckpt["vocab"]["src"])
+        tgt_vocab = Vocab.from_dict(ckpt["vocab"]["tgt"])
+    except (KeyError, TypeError, ValueError) as e:  # e.g. a corrupted SentencePiece model
+        raise CheckpointError(f"{where}: stored tokenizer or vocabulary is unreadable: {e}") from None
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     try:
         model.load_state_dict(ckpt["model"])

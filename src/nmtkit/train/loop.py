@@ -111,8 +111,7 @@ class Trainer:
         self.model = build_model(cfg.model, len(self.vocabs.src_vocab),
                                  len(self.vocabs.tgt_vocab)).to(self.device)
         # The training forward, compiled on request; checkpoints and decoding use self.model.
-        self._train_logits = (torch.compile(self.model.logits, dynamic=True) if t.compile
-                              else self.model.logits)
+        self._compiled_logits = torch.compile(self.model.logits, dynamic=True) if t.compile else None
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = Schedule(self.optimizer, t, cfg.model.d_model)
         self.progress = Progress()
@@ -358,7 +357,7 @@ class Trainer:
         for b in batches:
             b = b.to(self.device)
             with self._autocast():
-                logits = self._train_logits(b.src, b.src_mask, b.tgt_in)
+                logits = (self._compiled_logits or self.model.logits)(b.src, b.src_mask, b.tgt_in)
             loss, nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
             # One process: normalise now. Several: sum, and divide by the global count below.
             (loss / (total if self.world == 1 else 1.0)).backward()
