@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -12,6 +13,12 @@ import torch
 from nmtkit.train.checkpoint import load_checkpoint
 
 from .conftest import ROOT, tiny_copy_overrides
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def overrides(extra):
@@ -30,7 +37,7 @@ def test_two_gloo_ranks_match_single_process_with_accumulation(tmp_path):
     assert single.returncode == 0, single.stderr[-2000:]
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or "torchrun"
     multi = subprocess.run(
-        [torchrun, "--nproc_per_node", "2", "--master_port", "29533", "-m", "nmtkit.cli", "train",
+        [torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()), "-m", "nmtkit.cli", "train",
          str(cfg), "--run-dir", str(tmp_path / "two"), *overrides(["train.accum=1"])],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert multi.returncode == 0, multi.stderr[-3000:]
