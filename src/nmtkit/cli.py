@@ -23,7 +23,10 @@ def cmd_train(a: argparse.Namespace) -> int:
     cfg = load(a.config, a.set)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
     result = train(cfg, run_dir, resume=a.resume)
-    print(json.dumps({"run_dir": str(run_dir), **result}))
+    from .train.distributed import world_info
+
+    if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
+        print(json.dumps({"run_dir": str(run_dir), **result}))
     return 0
 
 
