@@ -324,6 +324,18 @@ def copy_task(split: str, size: int, length: int, vocab: int) -> tuple[list[str]
     return lines, list(lines)
 
 
+def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path, str] | None:
+    """(source file, target file, display name) of a split kept as two line-aligned text files
+    (``multi30k``, ``parallel``), fetched first where needed; ``None`` for ``tsv`` and ``copy``.
+    """
+    if cfg.corpus == "multi30k":
+        return (multi30k_file(split, cfg.src_lang), multi30k_file(split, cfg.tgt_lang),
+                f"multi30k/{split}.{cfg.src_lang}-{cfg.tgt_lang}")
+    if cfg.corpus == "parallel":
+        return _parallel_file(split, cfg.src_lang), _parallel_file(split, cfg.tgt_lang), split
+    return None
+
+
 def load_parallel(cfg: DataConfig, split: str) -> Parallel:
     """Read one split of ``cfg.corpus``; lines are ``.strip()``-ed.
 
@@ -334,16 +346,10 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
     dropped and counted; other splits keep every line, so a translation has
     one output per input.
     """
-    if cfg.corpus == "multi30k":
-        src_path = multi30k_file(split, cfg.src_lang)
-        tgt_path = multi30k_file(split, cfg.tgt_lang)
+    files = split_files(cfg, split)
+    if files is not None:
+        src_path, tgt_path, name = files
         src, tgt = _read_pair(src_path, tgt_path)
-        name = f"multi30k/{split}.{cfg.src_lang}-{cfg.tgt_lang}"
-    elif cfg.corpus == "parallel":
-        src, tgt = _read_pair(
-            _parallel_file(split, cfg.src_lang), _parallel_file(split, cfg.tgt_lang)
-        )
-        name = split
     elif cfg.corpus == "tsv":
         src, tgt = _read_tsv(Path(split))
         name = split
