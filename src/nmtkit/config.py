@@ -50,6 +50,13 @@ class DataConfig:
     """Training pairs with more tokens than this on either side are skipped (counted, logged)."""
     reverse_source: bool = False
     """Reverse source token order (Sutskever et al. 2014; seed 003)."""
+    mmap: bool = False
+    """Corpora larger than memory: stream the training text once into token-id arrays on disk
+    (``$NMTKIT_CACHE/prepared/``) and memory-map them; later runs on the same files and
+    settings reuse them. Off: the training split is read and encoded in memory each run."""
+    tokenizer_sample: int = 1_000_000
+    """Train the tokenizers on at most this many training pairs (a seeded uniform sample kept
+    in corpus order; 0 = all). The vocabulary is still counted over every pair."""
     copy_vocab: int = 11
     """Copy task: symbols are 1..copy_vocab-1 (the seed's V=11)."""
     copy_len: int = 10
@@ -282,6 +289,7 @@ def validate(cfg: Config, source: str = "<config>") -> None:
     _check(d.vocab_size >= 16, source, "data.vocab_size must be >= 16")
     _check(d.min_freq >= 1, source, "data.min_freq must be >= 1")
     _check(d.max_len >= 1, source, "data.max_len must be >= 1")
+    _check(d.tokenizer_sample >= 0, source, "data.tokenizer_sample must be >= 0 (0 = all)")
     _check(m.arch in ("transformer", "rnn"), source,
            f"model.arch must be transformer|rnn, got {m.arch!r}")
     _check(m.norm in ("pre", "post"), source, "model.norm must be pre|post")

@@ -91,18 +91,68 @@ class Batch:
         return Batch(src, tgt_in, tgt_out, self.index, self.n_tokens)
 
 
+def flatten(seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged id sequences -> (tokens, offsets): ``seqs[i] == tokens[offsets[i]:offsets[i + 1]]``."""
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in seqs], out=offsets[1:])
+    tokens = np.concatenate(seqs).astype(np.int64) if seqs else np.zeros(0, dtype=np.int64)
+    return tokens, offsets
+
+
+def gather_padded(tokens: np.ndarray, offsets: np.ndarray, index: np.ndarray,
+                  extra: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``index`` of a flat (tokens, offsets) store as a right-padded int64 array.
+
+    Returns ``(ids, lens)``: ids is (batch, max_len + extra), PAD beyond each row's
+    length. One vectorised gather, so ``tokens`` may be a memory map read page by page.
+    """
+    starts = offsets[index]
+    lens = offsets[index + 1] - starts  # (batch,)
+    width = int(lens.max(initial=0)) + extra
+    pos = np.arange(width)
+    inside = pos[None, :] < lens[:, None]  # (batch, width)
+    out = np.full((len(index), width), PAD, dtype=np.int64)
+    if inside.any():
+        out[inside] = tokens[(starts[:, None] + pos[None, :])[inside]]
+    return out, lens
+
+
 class ParallelIds:
-    """Token ids of one split: ``src[i]`` ends with EOS; ``tgt[i]`` has no BOS/EOS."""
+    """Token ids of one split, stored flat: source ``i`` is
+    ``src_tokens[src_offsets[i]:src_offsets[i + 1]]`` and ends with EOS; targets have
+    no BOS/EOS. The token arrays may live in memory or be memory maps (``data.mmap``):
+    batches only ever read the rows they hold.
+    """
 
     def __init__(self, src: list[np.ndarray], tgt: list[np.ndarray]):
         if len(src) != len(tgt):
             raise ValueError(f"{len(src)} source vs {len(tgt)} target sequences")
-        self.src, self.tgt = src, tgt
-        self.src_lens = np.array([len(s) for s in src], dtype=np.int64)
-        self.tgt_lens = np.array([len(t) + 1 for t in tgt], dtype=np.int64)  # + BOS or EOS
+        self._set(*flatten(src), *flatten(tgt))
+
+    @classmethod
+    def from_flat(cls, src_tokens: np.ndarray, src_offsets: np.ndarray,
+                  tgt_tokens: np.ndarray, tgt_offsets: np.ndarray) -> ParallelIds:
+        if len(src_offsets) != len(tgt_offsets):
+            raise ValueError(f"{len(src_offsets) - 1} source vs {len(tgt_offsets) - 1} "
+                             "target sequences")
+        data = cls.__new__(cls)
+        data._set(src_tokens, src_offsets, tgt_tokens, tgt_offsets)
+        return data
+
+    def _set(self, src_tokens, src_offsets, tgt_tokens, tgt_offsets) -> None:
+        self.src_tokens, self.src_offsets = src_tokens, np.asarray(src_offsets, dtype=np.int64)
+        self.tgt_tokens, self.tgt_offsets = tgt_tokens, np.asarray(tgt_offsets, dtype=np.int64)
+        self.src_lens = np.diff(self.src_offsets)
+        self.tgt_lens = np.diff(self.tgt_offsets) + 1  # + BOS or EOS
 
     def __len__(self) -> int:
-        return len(self.src)
+        return len(self.src_lens)
+
+    def source(self, i: int) -> np.ndarray:
+        return np.asarray(self.src_tokens[self.src_offsets[i]:self.src_offsets[i + 1]])
+
+    def target(self, i: int) -> np.ndarray:
+        return np.asarray(self.tgt_tokens[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])
 
     def batches(self, max_tokens: int, seed: int = 0, epoch: int = 0, shuffle: bool = True,
                 rank: int = 0, world: int = 1) -> list[np.ndarray]:
@@ -110,8 +160,10 @@ class ParallelIds:
                              rank, world)
 
     def collate(self, index: np.ndarray) -> Batch:
-        tgt = [self.tgt[i] for i in index]
-        tgt_in = pad_batch([np.concatenate(([BOS], t)) for t in tgt])
-        tgt_out = pad_batch([np.concatenate((t, [EOS])) for t in tgt])
-        return Batch(pad_batch([self.src[i] for i in index]), tgt_in, tgt_out, index,
-                     int(sum(len(t) + 1 for t in tgt)))
+        index = np.asarray(index, dtype=np.int64)
+        src, _ = gather_padded(self.src_tokens, self.src_offsets, index)
+        tgt, lens = gather_padded(self.tgt_tokens, self.tgt_offsets, index, extra=1)
+        tgt_in = np.concatenate((np.full((len(index), 1), BOS, dtype=np.int64), tgt[:, :-1]), 1)
+        tgt[np.arange(len(index)), lens] = EOS  # y EOS
+        return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt),
+                     index, int(lens.sum() + len(index)))

@@ -15,6 +15,7 @@ import contextlib
 import gzip
 import hashlib
 import http.client
+import itertools
 import logging
 import os
 import random
@@ -22,6 +23,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,39 @@ def read_lines(path: str | Path) -> list[str]:
     if lines[-1] == "":  # the newline that ends the last line
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a text file one at a time, as :func:`read_lines` returns them.
+
+    For corpora larger than memory: the file is decoded line by line, so an
+    invalid byte is reported with its line number when it is reached.
+    """
+    path = Path(path)
+    try:
+        f = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: file not found") from None
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot read: {e}") from None
+    with f:
+        number = 0
+        try:
+            for number, raw in enumerate(f, start=1):  # binary files split on b"\n" only
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise CorpusError(f"{path}:{number}: invalid UTF-8 (byte {raw[e.start]:#04x} "
+                                      f"at column {e.start})") from None
+                if number == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                if line.endswith("\n"):
+                    line = line[:-1]
+                yield line[:-1] if line.endswith("\r") else line
+        except (OSError, EOFError, zlib.error) as e:
+            raise CorpusError(f"{path}:{number + 1}: cannot read: {e}") from None
+        if number == 0:
+            raise CorpusError(f"{path}: empty file")
 
 
 # ---------------------------------------------------------------------------
@@ -370,3 +405,31 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
             src = [src[i] for i in keep]
             tgt = [tgt[i] for i in keep]
     return Parallel(src=src, tgt=tgt, name=name)
+
+def iter_parallel(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+    """The (source, target) pairs of a split one at a time, as :func:`load_parallel` gives them.
+
+    File-backed corpora are streamed (a corpus larger than memory is never held
+    whole); ``tsv`` and ``copy`` are read with :func:`load_parallel`. Files of
+    different lengths raise :class:`CorpusError` when the shorter one ends.
+    """
+    files = split_files(cfg, split)
+    if files is None:
+        par = load_parallel(cfg, split)
+        yield from zip(par.src, par.tgt, strict=True)
+        return
+    src_path, tgt_path, name = files
+    training, skipped = split == cfg.train, 0
+    pairs = itertools.zip_longest(iter_lines(src_path), iter_lines(tgt_path))
+    for number, (s, t) in enumerate(pairs, start=1):
+        if s is None or t is None:
+            longer, shorter = (tgt_path, src_path) if s is None else (src_path, tgt_path)
+            raise CorpusError(f"line counts differ: {shorter} ends after {number - 1} lines, "
+                              f"{longer} goes on")
+        s, t = s.strip(), t.strip()
+        if training and not (s and t):
+            skipped += 1
+            continue
+        yield s, t
+    if skipped:
+        log.warning("%s: skipped %d training pair(s) with an empty side", name, skipped)

@@ -31,9 +31,17 @@ import torch
 from tqdm import tqdm
 
 from ..config import Config
-from ..data.prepare import Vocabularies, build_vocabularies, encode_parallel, load_split
-from ..data.tokenizers import tokenizer_from_state
-from ..data.vocab import Vocab
+from ..data.batching import ParallelIds
+from ..data.mmap_ids import prepare_training_ids
+from ..data.prepare import (
+    Vocabularies,
+    build_vocabularies,
+    encode_parallel,
+    load_split,
+    pairs_of,
+    vocab_from_state,
+    vocab_state,
+)
 from ..evaluate import perplexity, score
 from ..io import atomic_write_text
 from ..models import build_model
@@ -102,9 +110,12 @@ class Trainer:
             ckpt = load_checkpoint(last)
             self._check_resumable(ckpt)
         self._seed(t.seed)
-        self.vocabs = self._vocabularies(ckpt)
-        train_par = load_split(cfg.data, "train")
-        self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
+        if cfg.data.mmap:
+            self.vocabs, self.train_ids = self._prepared_ids(ckpt)
+        else:
+            self.vocabs = self._vocabularies(ckpt)
+            train_par = load_split(cfg.data, "train")
+            self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
         self.valid_text = load_split(cfg.data, "valid")
         self.valid_ids = encode_parallel(cfg.data, self.valid_text, self.vocabs, drop_long=False)
         log.info("train %d pairs, valid %d pairs", len(self.train_ids), len(self.valid_ids))
@@ -148,20 +159,26 @@ class Trainer:
 
     def _vocabularies(self, ckpt: dict | None) -> Vocabularies:
         if ckpt is not None:  # the same segmentation and ids as before the interruption
-            return Vocabularies(tokenizer_from_state(ckpt["tokenizers"]["src"]),
-                                tokenizer_from_state(ckpt["tokenizers"]["tgt"]),
-                                Vocab.from_dict(ckpt["vocab"]["src"]),
-                                Vocab.from_dict(ckpt["vocab"]["tgt"]))
-        return build_vocabularies(self.cfg.data, load_split(self.cfg.data, "train"))
+            return vocab_from_state(ckpt)
+        return build_vocabularies(self.cfg.data, pairs_of(load_split(self.cfg.data, "train")))
+
+    def _prepared_ids(self, ckpt: dict | None) -> tuple[Vocabularies, ParallelIds]:
+        """``data.mmap``: memory-mapped training ids, built once; with several processes
+        rank 0 builds them while the others wait, then every rank maps the same files."""
+        given = vocab_from_state(ckpt) if ckpt is not None else None
+        if self.world > 1 and self.rank != 0:
+            torch.distributed.barrier()
+        out = prepare_training_ids(self.cfg.data, given)
+        if self.world > 1 and self.rank == 0:
+            torch.distributed.barrier()
+        return out
 
     # --- checkpoints --------------------------------------------------------------------------
 
     def payload(self) -> dict:
-        v = self.vocabs
         return {
             "config": self.cfg.to_dict(),
-            "tokenizers": {"src": v.src_tok.state(), "tgt": v.tgt_tok.state()},
-            "vocab": {"src": v.src_vocab.to_dict(), "tgt": v.tgt_vocab.to_dict()},
+            **vocab_state(self.vocabs),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),

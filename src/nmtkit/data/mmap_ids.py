@@ -1,0 +1,213 @@
+"""Token ids on disk, memory-mapped: training corpora larger than memory (``data.mmap``).
+
+The training split is streamed from its text files once: a sample trains the
+tokenizers, one pass counts the vocabulary, one pass writes the ids. The result
+lives under ``$NMTKIT_CACHE/prepared/<data key>/``::
+
+    vocab.pt                 tokenizers + vocabularies (the same state a checkpoint holds)
+    train-<vocab key>/
+        src.tokens src.offsets tgt.tokens tgt.offsets    raw little-endian arrays
+        meta.json                                           dtypes and lengths, written last
+
+The data key hashes the ``data`` section of the config and the identity (path,
+size, modification time) of the training files, so a changed corpus or setting
+gets a new store; the vocab key hashes the tokenizers and vocabularies, so a
+resumed run re-uses the ids of the vocabulary its checkpoint holds. Each part
+is built in a temporary directory and renamed into place, so a build cut short
+leaves nothing that a later run would read. Batches then gather their rows from
+the maps (:class:`~nmtkit.data.batching.ParallelIds`): the corpus is paged in by
+the operating system, never loaded whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..config import DataConfig
+from ..io import atomic_save
+from .batching import ParallelIds
+from .corpora import CorpusError, cache_dir, iter_parallel, split_files
+from .prepare import Vocabularies, build_vocabularies, encode_pairs, vocab_from_state, vocab_state
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+"""Bumped when the layout changes, so old stores are not misread."""
+CHUNK_PAIRS = 50_000
+"""Pairs encoded between two appends to the array files."""
+ARRAYS = ("src.tokens", "src.offsets", "tgt.tokens", "tgt.offsets")
+
+
+def _digest(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+
+def training_inputs(cfg: DataConfig) -> list[list]:
+    """Path, size and modification time of the files the training split is read from."""
+    files = split_files(cfg, cfg.train)
+    paths = [] if cfg.corpus == "copy" else [Path(cfg.train)] if files is None else files[:2]
+    out = []
+    for path in paths:
+        st = Path(path).stat()
+        out.append([str(Path(path).resolve()), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def data_key(cfg: DataConfig) -> str:
+    """Hash of what the training ids depend on (not the valid/test split names)."""
+    data = {k: v for k, v in asdict(cfg).items() if k not in ("valid", "test")}
+    return _digest({"format": FORMAT, "data": data, "inputs": training_inputs(cfg)})
+
+
+def vocab_key(v: Vocabularies) -> str:
+    return _digest({"tokenizers": [v.src_tok.state(), v.tgt_tok.state()],
+                    "vocab": [v.src_vocab.itos, v.tgt_vocab.itos]})
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The narrowest integer type that holds every id: 2 bytes a token up to 65,536 types."""
+    return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<i4")
+
+
+# ---------------------------------------------------------------------------
+# Writing and opening one store
+
+
+def write_ids(directory: str | Path, pairs, src_vocab_size: int, tgt_vocab_size: int) -> int:
+    """Append every (source ids, target ids) pair to the four arrays of a new store.
+
+    Built in a temporary sibling directory, renamed to ``directory`` when complete
+    (``meta.json`` is its last file). Returns the number of pairs.
+    """
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+    dtypes = {"src.tokens": token_dtype(src_vocab_size), "tgt.tokens": token_dtype(tgt_vocab_size),
+              "src.offsets": np.dtype("<i8"), "tgt.offsets": np.dtype("<i8")}
+    try:
+        files = {name: open(tmp / name, "wb") for name in ARRAYS}  # noqa: SIM115 (closed below)
+        try:
+            ends = {"src": 0, "tgt": 0}
+            for side in ends:
+                files[f"{side}.offsets"].write(np.zeros(1, dtype="<i8").tobytes())
+            n = 0
+            chunk: list[tuple[np.ndarray, np.ndarray]] = []
+
+            def flush() -> None:
+                for k, side in enumerate(("src", "tgt")):
+                    seqs = [pair[k] for pair in chunk]
+                    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+                    offsets = ends[side] + np.cumsum(lens)
+                    ends[side] = int(offsets[-1])
+                    files[f"{side}.tokens"].write(
+                        np.concatenate(seqs).astype(dtypes[f"{side}.tokens"]).tobytes())
+                    files[f"{side}.offsets"].write(offsets.astype("<i8").tobytes())
+                chunk.clear()
+
+            for pair in pairs:
+                chunk.append(pair)
+                n += 1
+                if len(chunk) == CHUNK_PAIRS:
+                    flush()
+            if chunk:
+                flush()
+            for f in files.values():
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            for f in files.values():
+                f.close()
+        if n == 0:
+            raise CorpusError(f"{directory}: no training pairs left to store")
+        meta = {"format": FORMAT, "pairs": n, "tokens": ends,
+                "dtypes": {name: dtypes[name].str for name in ARRAYS}}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        if directory.exists():  # a store left by an older format or a concurrent build
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
+        return n
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def open_ids(directory: str | Path) -> ParallelIds:
+    """Memory-map a store written by :func:`write_ids`; its sizes are checked against meta.json."""
+    directory = Path(directory)
+    meta_path = directory / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        n, dtypes, tokens = int(meta["pairs"]), meta["dtypes"], meta["tokens"]
+        if meta.get("format") != FORMAT:
+            raise CorpusError(f"{meta_path}: format {meta.get('format')}, expected {FORMAT}")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CorpusError(f"{meta_path}: not a token-id store: {e}") from None
+    arrays = {}
+    for name in ARRAYS:
+        path = directory / name
+        dtype = np.dtype(dtypes[name])
+        count = n + 1 if name.endswith("offsets") else int(tokens[name.split(".")[0]])
+        size = path.stat().st_size if path.exists() else -1
+        if size != count * dtype.itemsize:
+            raise CorpusError(f"{path}: {size} bytes, expected {count * dtype.itemsize} "
+                              f"({count} x {dtype}); delete {directory} to rebuild it")
+        arrays[name] = (np.memmap(path, dtype=dtype, mode="r", shape=(count,)) if count
+                        else np.zeros(0, dtype=dtype))
+    return ParallelIds.from_flat(arrays["src.tokens"], arrays["src.offsets"],
+                                 arrays["tgt.tokens"], arrays["tgt.offsets"])
+
+
+# ---------------------------------------------------------------------------
+# The training split, prepared once
+
+
+def prepared_dir(cfg: DataConfig) -> Path:
+    return cache_dir() / "prepared" / data_key(cfg)
+
+
+def prepare_training_ids(cfg: DataConfig,
+                         vocabs: Vocabularies | None = None) -> tuple[Vocabularies, ParallelIds]:
+    """Vocabularies and memory-mapped training ids for ``cfg``, built on first use.
+
+    ``vocabs`` (a resumed checkpoint's) are used as given; otherwise the store's
+    ``vocab.pt`` is loaded, or built from the streamed training split and saved.
+    """
+    root = prepared_dir(cfg)
+
+    def pairs():
+        return iter_parallel(cfg, cfg.train)
+
+    if vocabs is None:
+        vocab_file = root / "vocab.pt"
+        if vocab_file.exists():
+            try:
+                vocabs = vocab_from_state(torch.load(vocab_file, weights_only=True))
+                log.info("tokenizers and vocabularies from %s", vocab_file)
+            except Exception as e:  # noqa: BLE001 (any unreadable file is rebuilt)
+                log.warning("%s: unreadable (%s); building it again", vocab_file, e)
+        if vocabs is None:
+            vocabs = build_vocabularies(cfg, pairs)
+            state = vocab_state(vocabs)
+            atomic_save(vocab_file, lambda f: torch.save(state, f))
+    ids_dir = root / f"train-{vocab_key(vocabs)}"
+    if not (ids_dir / "meta.json").exists():
+        log.info("writing training token ids to %s", ids_dir)
+        n = write_ids(ids_dir, encode_pairs(cfg, pairs(), vocabs, True, f"{cfg.train}"),
+                      len(vocabs.src_vocab), len(vocabs.tgt_vocab))
+        log.info("stored %d training pairs", n)
+    else:
+        log.info("training token ids from %s", ids_dir)
+    with contextlib.suppress(OSError):  # record the last use, for cache clean-up by age
+        os.utime(root)
+    return vocabs, open_ids(ids_dir)
