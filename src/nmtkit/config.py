@@ -27,7 +27,8 @@ class DataConfig:
     """Where the parallel text comes from and how it becomes token ids."""
 
     corpus: str = "multi30k"
-    """``multi30k`` (named splits), ``parallel`` (plain text files), ``tsv``, ``copy`` (synthetic)."""
+    """``multi30k``, ``iwslt14``, ``wmt14`` (named splits; the last two prepared from the raw
+    archives, see ``nmtkit.data.recipes``), ``parallel`` (plain text files), ``tsv``, ``copy``."""
     src_lang: str = "de"
     tgt_lang: str = "en"
     train: str = "train"
@@ -281,8 +282,8 @@ def _check(cond: bool, source: str, msg: str) -> None:
 def validate(cfg: Config, source: str = "<config>") -> None:
     """Reject impossible values before any work starts."""
     d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.decode
-    _check(d.corpus in ("multi30k", "parallel", "tsv", "copy"), source,
-           f"data.corpus must be multi30k|parallel|tsv|copy, got {d.corpus!r}")
+    _check(d.corpus in ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy"), source,
+           f"data.corpus must be multi30k|iwslt14|wmt14|parallel|tsv|copy, got {d.corpus!r}")
     _check(d.tokenizer in ("sentencepiece", "word", "whitespace"), source,
            f"data.tokenizer must be sentencepiece|word|whitespace, got {d.tokenizer!r}")
     _check(d.spm_model_type in ("bpe", "unigram"), source, "data.spm_model_type must be bpe|unigram")

@@ -1,4 +1,8 @@
-"""Parallel corpora: named (Multi30k), plain files, TSV, and the synthetic copy task.
+"""Parallel corpora: named (Multi30k, IWSLT14, WMT14), plain files, TSV, and the copy task.
+
+IWSLT14 and WMT14 are fetched as raw archives and prepared into line-aligned
+text by :mod:`nmtkit.data.recipes`; their archives come through
+:func:`fetch_file` exactly as the Multi30k files do.
 
 Multi30k files come from, in order: the offline mirror ``$NMTKIT_DATA/multi30k/``,
 the cache ``$NMTKIT_CACHE/multi30k/`` (default ``~/.cache/nmtkit``), or a
@@ -233,51 +237,60 @@ def _read_sidecar(path: Path) -> str | None:
     return text[0].lower() if text else None
 
 
-def multi30k_file(split: str, lang: str) -> Path:
-    """Local path of a Multi30k task-1 file (``<split>.<lang>.gz``), downloading if needed."""
-    name = _check_multi30k_name(split, lang)
-    pinned = MULTI30K_SHA256.get(name)
+def fetch_file(
+    collection: str, name: str, url: str, pinned: str | None, label: str | None = None
+) -> tuple[Path, str]:
+    """Local copy of the raw file ``<collection>/<name>`` and its sha256, fetching it if needed.
 
+    Looks in, in order: the offline mirror ``$NMTKIT_DATA/<collection>/<name>``
+    (used as it is, after checking the pinned hash when there is one), the
+    cache ``$NMTKIT_CACHE/<collection>/<name>`` (checked against the pinned
+    hash, else the ``<name>.sha256`` sidecar written on first use), and last a
+    download of ``url`` into the cache (:func:`download`: atomic, verified).
+    Without a pinned hash the first download records the hash it saw (trust on
+    first use).  ``label`` names the corpus in messages.
+    """
+    label = label or collection
     mirror_note = ""
     data_env = os.environ.get("NMTKIT_DATA")
     if data_env:
-        mirrored = Path(data_env).expanduser() / "multi30k" / name
+        mirrored = Path(data_env).expanduser() / collection / name
         if mirrored.is_file():
-            if pinned is not None:
-                got = sha256_file(mirrored)
-                if got != pinned:
-                    raise CorpusError(
-                        f"{mirrored}: sha256 mismatch (expected {pinned}, got {got}); "
-                        "the NMTKIT_DATA mirror holds a different file"
-                    )
-            return mirrored
+            got = sha256_file(mirrored)
+            if pinned is not None and got != pinned:
+                raise CorpusError(
+                    f"{mirrored}: sha256 mismatch (expected {pinned}, got {got}); "
+                    f"the NMTKIT_DATA mirror holds a different file than {url}"
+                )
+            return mirrored, got
         mirror_note = f"not found in the mirror {mirrored} (NMTKIT_DATA) and "
         log.info("%s not in the NMTKIT_DATA mirror; using the cache", name)
 
-    cached = cache_dir() / "multi30k" / name
+    cached = cache_dir() / collection / name
     expected = pinned or _read_sidecar(cached)
     if cached.is_file():
         got = sha256_file(cached)
         if expected is None:
             log.warning("%s has no recorded sha256; trusting it and recording %s", cached, got)
             atomic_write_text(_sidecar(cached), f"{got}  {name}\n")
-            return cached
+            return cached, got
         if got == expected:
-            return cached
+            return cached, got
         log.warning(
             "%s: sha256 mismatch (expected %s, got %s); downloading again", cached, expected, got
         )
 
-    url = MULTI30K_URL.format(split=split, lang=lang)
     log.info("downloading %s to %s", url, cached)
     try:
         got = download(url, cached, expected)
     except CorpusError as e:
         hint = (
-            "" if data_env else " (set NMTKIT_DATA to a folder holding multi30k/ to work offline)"
+            ""
+            if data_env
+            else f" (set NMTKIT_DATA to a folder holding {collection}/ to work offline)"
         )
         raise CorpusError(
-            f"Multi30k {name}: {mirror_note}could not be fetched into the cache {cached}: {e}{hint}"
+            f"{label} {name}: {mirror_note}could not be fetched into the cache {cached}: {e}{hint}"
         ) from None
     if expected is None:
         log.warning(
@@ -286,7 +299,14 @@ def multi30k_file(split: str, lang: str) -> Path:
             got,
         )
         atomic_write_text(_sidecar(cached), f"{got}  {name}\n")
-    return cached
+    return cached, got
+
+
+def multi30k_file(split: str, lang: str) -> Path:
+    """Local path of a Multi30k task-1 file (``<split>.<lang>.gz``), downloading if needed."""
+    name = _check_multi30k_name(split, lang)
+    url = MULTI30K_URL.format(split=split, lang=lang)
+    return fetch_file("multi30k", name, url, MULTI30K_SHA256.get(name), "Multi30k")[0]
 
 
 # ---------------------------------------------------------------------------
@@ -361,8 +381,14 @@ def copy_task(split: str, size: int, length: int, vocab: int) -> tuple[list[str]
 
 def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path, str] | None:
     """(source file, target file, display name) of a split kept as two line-aligned text files
-    (``multi30k``, ``parallel``), fetched first where needed; ``None`` for ``tsv`` and ``copy``.
+    (``multi30k``, ``iwslt14``, ``wmt14``, ``parallel``), fetched (and for IWSLT14/WMT14
+    prepared, see :mod:`nmtkit.data.recipes`) first where needed; ``None`` for ``tsv`` and
+    ``copy``.
     """
+    if cfg.corpus in ("iwslt14", "wmt14"):
+        from nmtkit.data import recipes  # recipes imports this module
+
+        return recipes.split_files(cfg.corpus, split, cfg.src_lang, cfg.tgt_lang)
     if cfg.corpus == "multi30k":
         return (multi30k_file(split, cfg.src_lang), multi30k_file(split, cfg.tgt_lang),
                 f"multi30k/{split}.{cfg.src_lang}-{cfg.tgt_lang}")
@@ -374,7 +400,8 @@ def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path, str] | None:
 def load_parallel(cfg: DataConfig, split: str) -> Parallel:
     """Read one split of ``cfg.corpus``; lines are ``.strip()``-ed.
 
-    ``split`` is a Multi30k split name (``multi30k``), a path prefix with files
+    ``split`` is a Multi30k split name (``multi30k``), an IWSLT14 or WMT14 split name
+    (``iwslt14``, ``wmt14``: see :mod:`nmtkit.data.recipes`), a path prefix with files
     ``<split>.<src_lang>`` / ``<split>.<tgt_lang>`` (``parallel``, ``.gz`` accepted),
     a TSV file (``tsv``), or ``train``/anything else (``copy``).  In the
     training split (``split == cfg.train``) pairs with an empty side are
@@ -393,7 +420,9 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
         src, tgt = copy_task(split, size, cfg.copy_len, cfg.copy_vocab)
         name = f"copy/{split}"
     else:
-        raise CorpusError(f"unknown corpus {cfg.corpus!r} (known: multi30k, parallel, tsv, copy)")
+        raise CorpusError(
+            f"unknown corpus {cfg.corpus!r} (known: multi30k, iwslt14, wmt14, parallel, tsv, copy)"
+        )
 
     src = [s.strip() for s in src]
     tgt = [t.strip() for t in tgt]
@@ -405,6 +434,7 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
             src = [src[i] for i in keep]
             tgt = [tgt[i] for i in keep]
     return Parallel(src=src, tgt=tgt, name=name)
+
 
 def iter_parallel(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     """The (source, target) pairs of a split one at a time, as :func:`load_parallel` gives them.

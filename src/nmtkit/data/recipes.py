@@ -1,0 +1,681 @@
+"""IWSLT14 German-English and WMT14 English-German, from the official raw archives.
+
+Two named corpora beyond Multi30k (``data.corpus: iwslt14`` / ``wmt14``), built
+the way fairseq's ``examples/translation/prepare-iwslt14.sh`` and
+``prepare-wmt14en2de.sh`` build them, minus the Moses steps: nmtkit trains
+SentencePiece on raw text, so there is no Moses tokenization, no lowercasing,
+no punctuation normalisation and no ``clean-corpus-n`` length/ratio filter
+(``data.max_len`` filters training pairs by subword count instead).
+
+**Archives.**  Each raw archive is fetched by :func:`nmtkit.data.corpora.fetch_file`:
+the offline mirror ``$NMTKIT_DATA/<corpus>/<archive>`` (the bytes a download
+gives), else the cache ``$NMTKIT_CACHE/<corpus>/<archive>``, else a download
+into the cache.  Files are checked against :data:`SHA256` where we have a
+trustworthy value; the others are trusted on first use (the first download
+records its hash in ``<archive>.sha256`` and later uses are checked against it).
+
+* WMT14 training archives and ``dev.tgz``: pinned, from TensorFlow Datasets'
+  ``url_checksums/wmt14_translate.txt`` (sha256 and size of the same URLs).
+  ``dev.tgz`` is therefore the WMT19 development archive that TFDS pins (it
+  holds every earlier newstest, newstest2013 included), not WMT14's or WMT17's
+  ``dev.tgz``; a mirror must hold that one.
+* ``test-full.tgz`` (newstest2014, the "full" 3003-sentence set fairseq uses)
+  and IWSLT14 ``de-en.tgz``: trust on first use.  The only published checksums
+  we found for them are md5 sums, which we do not pin.
+
+**Preparation** (:func:`prepare`) streams the needed members out of each tar
+(one pass, nothing else is extracted) and writes
+``$NMTKIT_CACHE/<corpus>/prepared/<split>.<lang>.gz``.  It runs once: a
+manifest beside the files records the sha256 of the archives they came from
+(and where those lay), so a changed archive triggers a rebuild and an
+unchanged one is not even re-read.  Files appear atomically (temporary
+directory, then ``os.replace``).
+
+IWSLT14 (``de-en.tgz``, the 2014-01 TED release; splits as in fairseq):
+
+* ``train.tags.de-en.{de,en}``: lines with ``<url>``, ``<talkid>`` or
+  ``<keywords>`` are dropped and the ``<title>``/``<description>`` tags removed
+  (their text kept), as fairseq's grep/sed do; any other line that starts with
+  ``<`` (talk metadata) is dropped as well.  Pairs with an empty side are
+  dropped, then every 23rd pair (23, 46, ...) goes to ``valid`` and the rest
+  to ``train`` (fairseq's ``NR % 23``).
+* dev/test ``*.xml``: the text of each ``<seg id=...>...</seg>``, XML entities
+  unescaped (fairseq also maps U+2019 to ``'`` there; we keep the raw text).
+  Each set is a split of its own (``dev2010``, ``dev2012`` (TEDX), ``tst2010``,
+  ``tst2011``, ``tst2012``) and ``test`` is their concatenation in that order.
+
+WMT14 (en-de, the ``--icml17`` variant of fairseq's recipe: news-commentary v9):
+
+* ``train``: europarl-v7, commoncrawl and news-commentary-v9 concatenated in
+  that order; pairs with an empty side dropped.
+* ``newstest2013`` (alias ``valid``) from ``dev.tgz`` and ``newstest2014``
+  (alias ``test``) from ``test-full.tgz``: the ``<seg>`` text of the sgm files,
+  entities unescaped.  English comes from the ``-src.en`` file and German from
+  the ``-ref.de`` file (the en->de pair, as fairseq); the same two files serve
+  the de->en direction.
+
+Run ``python -m nmtkit.data.recipes iwslt14`` (or ``wmt14``) to fetch and prepare
+ahead of training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from nmtkit.data.corpora import CorpusError, cache_dir, fetch_file
+from nmtkit.io import atomic_write_text
+
+try:  # POSIX: serialise two processes preparing the same corpus
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("nmtkit.data.recipes")  # the same name under python -m
+
+RECIPE_VERSION = 1
+"""Bumped whenever the preparation changes what it writes, so old files are rebuilt."""
+GZIP_LEVEL = 3
+"""Prepared files are read a few times; a fast level keeps WMT14's preparation short."""
+
+URLS: dict[str, dict[str, str]] = {
+    "iwslt14": {
+        # WIT3's 2014-01 archive (https://wit3.fbk.eu/archive/2014-01/texts/de/en/de-en.tgz)
+        # is no longer served; fairseq's prepare-iwslt14.sh now points at its copy.
+        "de-en.tgz": "http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz",
+    },
+    "wmt14": {
+        "training-parallel-europarl-v7.tgz":
+            "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz",
+        "training-parallel-commoncrawl.tgz":
+            "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+        "training-parallel-nc-v9.tgz": "http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz",
+        "dev.tgz": "http://data.statmt.org/wmt19/translation-task/dev.tgz",
+        "test-full.tgz": "http://www.statmt.org/wmt14/test-full.tgz",
+    },
+}
+"""Corpus -> archive file name -> where it is downloaded from."""
+
+SHA256: dict[str, dict[str, str]] = {
+    "iwslt14": {},
+    "wmt14": {
+        # tensorflow_datasets/url_checksums/wmt14_translate.txt (and wmt17_translate.txt)
+        "training-parallel-europarl-v7.tgz":
+            "0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7",
+        "training-parallel-commoncrawl.tgz":
+            "c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5",
+        "training-parallel-nc-v9.tgz":
+            "cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485",
+        "dev.tgz": "7a7deccf82ebb05ba508dba5eb21356492224e8f630ec4f992132b029b4b25e7",
+    },
+}
+"""Pinned hashes; archives not listed here are trusted on first use."""
+
+# ---------------------------------------------------------------------------
+# Reading members out of a tar archive, one streaming pass
+
+
+Cleaner = Callable[[Iterator[tuple[int, str]], str], Iterator[str]]
+"""(numbered lines of a member, ``archive:member`` for messages) -> the lines to keep."""
+
+
+def _lines_of(f: IO[bytes], where: str, strict: bool) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a member, split on ``\\n`` only, without ``\\n``/``\\r\\n``.
+
+    Invalid UTF-8 is an error in evaluation sets (``strict``); in training text
+    it becomes U+FFFD and is counted, so one bad byte in millions of lines does
+    not make the corpus unusable.
+    """
+    bad = first_bad = 0
+    for number, raw in enumerate(f, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if strict:
+                raise CorpusError(f"{where}:{number}: invalid UTF-8 (byte {raw[e.start]:#04x} "
+                                  f"at column {e.start})") from None
+            bad += 1
+            first_bad = first_bad or number
+            line = raw.decode("utf-8", "replace")
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        yield number, line.removesuffix("\n").removesuffix("\r")
+    if bad:
+        log.warning("%s: %d line(s) with invalid UTF-8 (first: line %d) read with U+FFFD",
+                    where, bad, first_bad)
+
+
+@dataclass
+class _Scratch:
+    """A member's kept lines, gzipped in the build directory."""
+
+    path: Path
+    count: int
+    where: str
+
+
+def _normalise(name: str) -> str:
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def _extract(archive: Path, label: str, wanted: dict[str, tuple[Cleaner, bool]],
+             scratch: Path) -> tuple[dict[str, _Scratch], list[str]]:
+    """Stream ``archive`` once; run each wanted member (name -> (cleaner, strict UTF-8))
+    through its cleaner into a gzip file under ``scratch``.
+
+    Returns the members found and the names of every member seen (for messages).
+    Members not in the archive are simply absent from the result.
+    """
+    found: dict[str, _Scratch] = {}
+    seen: list[str] = []
+    try:
+        with tarfile.open(archive, mode="r|*") as tar:
+            for info in tar:
+                name = _normalise(info.name)
+                seen.append(name)
+                if name not in wanted or name in found:
+                    continue
+                where = f"{label}:{name}"
+                if not info.isfile():
+                    raise CorpusError(f"{where}: not a regular file in the archive")
+                f = tar.extractfile(info)
+                assert f is not None  # a regular file always has contents
+                cleaner, strict = wanted[name]
+                out = scratch / f"member{len(found)}.gz"
+                count = 0
+                with f, gzip.open(out, "wt", encoding="utf-8", compresslevel=1) as w:
+                    for line in cleaner(_lines_of(f, where, strict), where):
+                        w.write(line + "\n")
+                        count += 1
+                found[name] = _Scratch(out, count, where)
+                log.info("%s: %d lines", where, count)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+        raise CorpusError(f"{archive}: cannot read the archive: {e}") from None
+    return found, seen
+
+
+def _require(found: dict[str, _Scratch], seen: list[str], label: str,
+             candidates: Iterable[str]) -> _Scratch:
+    """The first candidate member present, else an error naming what was looked for."""
+    candidates = list(candidates)
+    for name in candidates:
+        if name in found:
+            return found[name]
+    also = f" (nor {', '.join(candidates[1:])})" if len(candidates) > 1 else ""
+    files = [s for s in seen if not s.endswith("/")]
+    sample = ", ".join(files[:8]) + (", ..." if len(files) > 8 else "")
+    raise CorpusError(f"{label}: no member {candidates[0]}{also} in the archive; it holds "
+                      f"{len(files)} entries: {sample or 'none'}")
+
+
+def _read_scratch(s: _Scratch) -> Iterator[str]:
+    with gzip.open(s.path, "rt", encoding="utf-8", newline="\n") as f:
+        for line in f:
+            yield line[:-1]
+
+
+def _pairs(a: _Scratch, b: _Scratch) -> Iterator[tuple[str, str]]:
+    """Line pairs of two members, which must hold the same number of kept lines."""
+    if a.count != b.count:
+        raise CorpusError(f"line counts differ after cleaning: {a.where} has {a.count} lines, "
+                          f"{b.where} has {b.count}")
+    return zip(_read_scratch(a), _read_scratch(b), strict=True)
+
+
+# ---------------------------------------------------------------------------
+# Cleaning (what fairseq's grep/sed do, without the Moses steps)
+
+_IWSLT_DROP = ("<url>", "<talkid>", "<keywords>")
+_IWSLT_UNTAG = re.compile(r"</?(?:title|description)>")
+_SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg>")
+_ENTITY = re.compile(r"&(?:#([0-9]+)|#[xX]([0-9a-fA-F]+)|(amp|lt|gt|quot|apos));")
+_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+
+
+def unescape_xml(text: str) -> str:
+    """Replace XML's five named entities and numeric character references, in one pass
+    (``&amp;lt;`` becomes ``&lt;``); anything else, e.g. an invalid code point, is kept."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(3):
+            return _NAMED[m.group(3)]
+        code = int(m.group(1)) if m.group(1) else int(m.group(2), 16)
+        return chr(code) if 0 < code <= 0x10FFFF else m.group(0)
+
+    return _ENTITY.sub(sub, text)
+
+
+def clean_iwslt_train(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
+    """``train.tags.*``: drop ``<url>``/``<talkid>``/``<keywords>`` lines, strip the
+    ``<title>``/``<description>`` tags (prepare-iwslt14.sh's grep -v and sed), and drop
+    every other line that starts with ``<`` (talk metadata, not a sentence)."""
+    for _, line in lines:
+        if any(tag in line for tag in _IWSLT_DROP):
+            continue
+        text = _IWSLT_UNTAG.sub("", line).strip()
+        if text.startswith("<"):
+            continue
+        yield text
+
+
+def clean_segments(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
+    """IWSLT ``.xml`` / WMT ``.sgm``: the text of each ``<seg ...>...</seg>`` line,
+    entities unescaped, surrounding whitespace removed."""
+    for number, line in lines:
+        if "<seg" not in line:
+            continue
+        m = _SEG.search(line)
+        if m is None:
+            raise CorpusError(f"{where}:{number}: malformed segment (expected "
+                              f"'<seg id=...>text</seg>' on one line): {line[:80]!r}")
+        yield unescape_xml(m.group(1)).strip()
+
+
+def clean_plain(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
+    """Plain sentence-per-line text: surrounding whitespace removed."""
+    for _, line in lines:
+        yield line.strip()
+
+
+# ---------------------------------------------------------------------------
+# The two recipes
+
+
+class _Outputs:
+    """The gzip files of one build, all opened up front (an empty split still gets files)."""
+
+    def __init__(self, directory: Path, stems: Iterable[str], langs: tuple[str, str]):
+        self.directory = directory
+        self.langs = langs
+        self.files: dict[tuple[str, str], _GzText] = {}
+        self.counts: dict[str, int] = {}
+        for stem in stems:
+            self.counts[stem] = 0
+            for lang in langs:
+                raw = open(directory / f"{stem}.{lang}.gz", "wb")  # noqa: SIM115
+                gz = gzip.GzipFile(fileobj=raw, mode="wb", filename="", mtime=0,
+                                   compresslevel=GZIP_LEVEL)
+                self.files[stem, lang] = _GzText(gz, raw)
+
+    def write(self, stem: str, pair: dict[str, str]) -> None:
+        for lang in self.langs:
+            self.files[stem, lang].write(pair[lang] + "\n")
+        self.counts[stem] += 1
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+class _GzText:
+    """Text writer over a GzipFile whose underlying file is closed (and fsynced) with it."""
+
+    def __init__(self, gz: gzip.GzipFile, raw: IO[bytes]):
+        self.gz, self.raw = gz, raw
+
+    def write(self, text: str) -> None:
+        self.gz.write(text.encode("utf-8"))
+
+    def close(self) -> None:
+        if not self.raw.closed:
+            self.gz.close()
+            self.raw.flush()
+            os.fsync(self.raw.fileno())
+            self.raw.close()
+
+
+IWSLT14_SETS: dict[str, str] = {
+    "dev2010": "IWSLT14.TED.dev2010",
+    "dev2012": "IWSLT14.TEDX.dev2012",
+    "tst2010": "IWSLT14.TED.tst2010",
+    "tst2011": "IWSLT14.TED.tst2011",
+    "tst2012": "IWSLT14.TED.tst2012",
+}
+"""Split name -> file stem of each IWSLT14 dev/test set; ``test`` concatenates them in
+this order (prepare-iwslt14.sh)."""
+IWSLT14_VALID_EVERY = 23
+"""Every 23rd training pair is held out as ``valid`` (prepare-iwslt14.sh: ``NR % 23``)."""
+
+
+def _build_iwslt14(archives: dict[str, Path], out: _Outputs, scratch: Path) -> None:
+    label = "de-en.tgz"
+    wanted: dict[str, tuple[Cleaner, bool]] = {}
+    for lang in ("de", "en"):
+        wanted[f"de-en/train.tags.de-en.{lang}"] = (clean_iwslt_train, False)
+        for stem in IWSLT14_SETS.values():
+            wanted[f"de-en/{stem}.de-en.{lang}.xml"] = (clean_segments, True)
+    found, seen = _extract(archives[label], label, wanted, scratch)
+
+    def member(name: str) -> _Scratch:
+        return _require(found, seen, label, [name])
+
+    kept = skipped = 0
+    for de, en in _pairs(member("de-en/train.tags.de-en.de"), member("de-en/train.tags.de-en.en")):
+        if not (de and en):
+            skipped += 1
+            continue
+        kept += 1
+        out.write("valid" if kept % IWSLT14_VALID_EVERY == 0 else "train", {"de": de, "en": en})
+    if skipped:
+        log.info("iwslt14: dropped %d training pair(s) with an empty side", skipped)
+    for split, stem in IWSLT14_SETS.items():
+        for de, en in _pairs(member(f"de-en/{stem}.de-en.de.xml"),
+                             member(f"de-en/{stem}.de-en.en.xml")):
+            out.write(split, {"de": de, "en": en})
+            out.write("test", {"de": de, "en": en})
+
+
+WMT14_TRAIN: tuple[tuple[str, str], ...] = (
+    ("training-parallel-europarl-v7.tgz", "training/europarl-v7.de-en"),
+    ("training-parallel-commoncrawl.tgz", "commoncrawl.de-en"),
+    ("training-parallel-nc-v9.tgz", "training/news-commentary-v9.de-en"),
+)
+"""(archive, member prefix) of the training corpora, concatenated in this order."""
+
+WMT14_EVAL: dict[str, tuple[str, dict[str, tuple[str, ...]]]] = {
+    "newstest2013": ("dev.tgz", {
+        "en": ("dev/newstest2013-src.en.sgm", "dev/newstest2013-ref.en.sgm", "dev/newstest2013.en"),
+        "de": ("dev/newstest2013-ref.de.sgm", "dev/newstest2013-src.de.sgm", "dev/newstest2013.de"),
+    }),
+    "newstest2014": ("test-full.tgz", {
+        "en": ("test-full/newstest2014-deen-src.en.sgm", "test-full/newstest2014-deen-ref.en.sgm"),
+        "de": ("test-full/newstest2014-deen-ref.de.sgm", "test-full/newstest2014-deen-src.de.sgm"),
+    }),
+}
+"""Evaluation set -> (archive, language -> members to take it from, first present wins;
+sgm files are read for their segments, a plain file line by line)."""
+
+
+def _build_wmt14_train(archives: dict[str, Path], out: _Outputs, scratch: Path) -> None:
+    skipped = 0
+    for label, prefix in WMT14_TRAIN:
+        names = {lang: f"{prefix}.{lang}" for lang in ("en", "de")}
+        found, seen = _extract(archives[label], label,
+                               {n: (clean_plain, False) for n in names.values()}, scratch)
+        en = _require(found, seen, label, [names["en"]])
+        de = _require(found, seen, label, [names["de"]])
+        for e, d in _pairs(en, de):
+            if e and d:
+                out.write("train", {"en": e, "de": d})
+            else:
+                skipped += 1
+        for s in found.values():
+            s.path.unlink()
+    if skipped:
+        log.info("wmt14: dropped %d training pair(s) with an empty side", skipped)
+
+
+def _build_wmt14_eval(name: str) -> Callable[[dict[str, Path], _Outputs, Path], None]:
+    label, members = WMT14_EVAL[name]
+
+    def build(archives: dict[str, Path], out: _Outputs, scratch: Path) -> None:
+        wanted: dict[str, tuple[Cleaner, bool]] = {
+            m: (clean_segments if m.endswith(".sgm") else clean_plain, True)
+            for names in members.values() for m in names
+        }
+        found, seen = _extract(archives[label], label, wanted, scratch)
+        en = _require(found, seen, label, members["en"])
+        de = _require(found, seen, label, members["de"])
+        for e, d in _pairs(en, de):
+            out.write(name, {"en": e, "de": d})
+
+    return build
+
+
+Builder = Callable[[dict[str, Path], _Outputs, Path], None]
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Splits built together from the same archives."""
+
+    archives: tuple[str, ...]
+    stems: tuple[str, ...]
+    build: Builder
+
+
+@dataclass(frozen=True)
+class Recipe:
+    label: str
+    langs: tuple[str, str]
+    bundles: dict[str, Bundle]
+    splits: dict[str, tuple[str, str]]
+    """Split name -> (bundle, file stem); aliases share a stem."""
+
+
+RECIPES: dict[str, Recipe] = {
+    "iwslt14": Recipe(
+        label="IWSLT14",
+        langs=("de", "en"),
+        bundles={"iwslt14": Bundle(("de-en.tgz",), ("train", "valid", "test", *IWSLT14_SETS),
+                                   _build_iwslt14)},
+        splits={s: ("iwslt14", s) for s in ("train", "valid", "test", *IWSLT14_SETS)},
+    ),
+    "wmt14": Recipe(
+        label="WMT14",
+        langs=("en", "de"),
+        bundles={
+            "train": Bundle(tuple(a for a, _ in WMT14_TRAIN), ("train",), _build_wmt14_train),
+            "newstest2013": Bundle(("dev.tgz",), ("newstest2013",),
+                                   _build_wmt14_eval("newstest2013")),
+            "newstest2014": Bundle(("test-full.tgz",), ("newstest2014",),
+                                   _build_wmt14_eval("newstest2014")),
+        },
+        splits={
+            "train": ("train", "train"),
+            "newstest2013": ("newstest2013", "newstest2013"),
+            "valid": ("newstest2013", "newstest2013"),
+            "newstest2014": ("newstest2014", "newstest2014"),
+            "test": ("newstest2014", "newstest2014"),
+        },
+    ),
+}
+
+
+# ---------------------------------------------------------------------------
+# Building once, reusing afterwards
+
+
+def prepared_dir(corpus: str) -> Path:
+    return cache_dir() / corpus / "prepared"
+
+
+def _manifest_path(corpus: str, bundle: str) -> Path:
+    return prepared_dir(corpus) / f"{bundle}.manifest.json"
+
+
+def _local_archive(corpus: str, name: str) -> Path | None:
+    """Where :func:`fetch_file` would find the archive now, without reading it."""
+    data_env = os.environ.get("NMTKIT_DATA")
+    if data_env:
+        mirrored = Path(data_env).expanduser() / corpus / name
+        if mirrored.is_file():
+            return mirrored
+    cached = cache_dir() / corpus / name
+    return cached if cached.is_file() else None
+
+
+def _stat(path: Path) -> dict[str, object]:
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _outputs_intact(corpus: str, manifest: dict) -> bool:
+    directory = prepared_dir(corpus)
+    try:
+        return all((directory / f).stat().st_size == size
+                   for f, size in manifest["outputs"].items())
+    except (OSError, AttributeError, TypeError):
+        return False
+
+
+def _read_manifest(corpus: str, bundle: Bundle, name: str) -> dict | None:
+    """The manifest of a complete build by this recipe version, else None."""
+    try:
+        manifest = json.loads(_manifest_path(corpus, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(manifest, dict) or manifest.get("recipe") != RECIPE_VERSION
+            or sorted(manifest.get("archives", {})) != sorted(bundle.archives)
+            or not _outputs_intact(corpus, manifest)):
+        return None
+    return manifest
+
+
+def _unchanged_on_disk(corpus: str, manifest: dict) -> bool:
+    """True when every archive the build came from lies where it lay, with the same size and
+    modification time (or has since been removed: the prepared files stay valid)."""
+    for name, rec in manifest["archives"].items():
+        local = _local_archive(corpus, name)
+        if local is not None and {k: rec.get(k) for k in ("path", "size", "mtime_ns")} != _stat(local):
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        if fcntl is not None:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _ensure_bundle(corpus: str, name: str) -> None:
+    recipe = RECIPES[corpus]
+    bundle = recipe.bundles[name]
+    manifest = _read_manifest(corpus, bundle, name)
+    if manifest is not None and _unchanged_on_disk(corpus, manifest):
+        return
+    directory = prepared_dir(corpus)
+    with _lock(directory / f".{name}.lock"):
+        manifest = _read_manifest(corpus, bundle, name)  # another process may have built it
+        if manifest is not None and _unchanged_on_disk(corpus, manifest):
+            return
+        archives: dict[str, Path] = {}
+        records: dict[str, dict[str, object]] = {}
+        for archive in bundle.archives:
+            path, digest = fetch_file(corpus, archive, URLS[corpus][archive],
+                                      SHA256[corpus].get(archive), recipe.label)
+            archives[archive] = path
+            records[archive] = {"sha256": digest, **_stat(path)}
+        if manifest is not None and all(
+            manifest["archives"][a].get("sha256") == r["sha256"] for a, r in records.items()
+        ):  # same bytes, moved or touched: keep the files, remember where the archives are
+            manifest["archives"] = records
+            atomic_write_text(_manifest_path(corpus, name), json.dumps(manifest, indent=1) + "\n")
+            return
+        _build(corpus, name, bundle, archives, records)
+
+
+def _build(corpus: str, name: str, bundle: Bundle, archives: dict[str, Path],
+           records: dict[str, dict[str, object]]) -> None:
+    recipe = RECIPES[corpus]
+    directory = prepared_dir(corpus)
+    log.info("%s: preparing %s from %s", recipe.label, ", ".join(bundle.stems),
+             ", ".join(bundle.archives))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".build", dir=directory))
+    try:
+        scratch = tmp / "scratch"
+        scratch.mkdir()
+        out = _Outputs(tmp, bundle.stems, recipe.langs)
+        try:
+            bundle.build(archives, out, scratch)
+        finally:
+            out.close()
+        files = {f"{stem}.{lang}.gz": (tmp / f"{stem}.{lang}.gz").stat().st_size
+                 for stem in bundle.stems for lang in recipe.langs}
+        manifest_path = _manifest_path(corpus, name)
+        manifest_path.unlink(missing_ok=True)  # no manifest while the files are being swapped
+        for f in files:
+            os.replace(tmp / f, directory / f)
+        manifest = {"recipe": RECIPE_VERSION, "corpus": corpus, "archives": records,
+                    "outputs": files, "lines": out.counts}
+        atomic_write_text(manifest_path, json.dumps(manifest, indent=1) + "\n")
+        log.info("%s: prepared %s", recipe.label,
+                 ", ".join(f"{s} ({n} pairs)" for s, n in out.counts.items()))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _recipe(corpus: str) -> Recipe:
+    try:
+        return RECIPES[corpus]
+    except KeyError:
+        raise CorpusError(f"no recipe for corpus {corpus!r} (known: {', '.join(RECIPES)})") from None
+
+
+def _check_split(recipe: Recipe, split: str, src_lang: str, tgt_lang: str) -> tuple[str, str]:
+    a, b = recipe.langs
+    if {src_lang, tgt_lang} != {a, b}:
+        raise CorpusError(f"{recipe.label} has the language pair {a}-{b} (either direction), "
+                          f"not {src_lang}-{tgt_lang}")
+    if split not in recipe.splits:
+        raise CorpusError(f"{recipe.label} has no split {split!r}; splits: "
+                          f"{', '.join(recipe.splits)}")
+    return recipe.splits[split]
+
+
+def split_files(corpus: str, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path, str]:
+    """(source file, target file, display name) of a prepared split, preparing it first if
+    needed (see the module docstring)."""
+    recipe = _recipe(corpus)
+    bundle, stem = _check_split(recipe, split, src_lang, tgt_lang)
+    _ensure_bundle(corpus, bundle)
+    directory = prepared_dir(corpus)
+    return (directory / f"{stem}.{src_lang}.gz", directory / f"{stem}.{tgt_lang}.gz",
+            f"{corpus}/{split}.{src_lang}-{tgt_lang}")
+
+
+def prepare(corpus: str, splits: Iterable[str] | None = None) -> dict[str, int]:
+    """Fetch and prepare ``splits`` (default: all) of ``corpus``; split -> number of pairs."""
+    recipe = _recipe(corpus)
+    wanted = list(splits) if splits is not None else list(recipe.splits)
+    counts: dict[str, int] = {}
+    for split in wanted:
+        bundle, stem = _check_split(recipe, split, *recipe.langs)
+        _ensure_bundle(corpus, bundle)
+        manifest = json.loads(_manifest_path(corpus, bundle).read_text(encoding="utf-8"))
+        counts[split] = manifest["lines"][stem]
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m nmtkit.data.recipes",
+                                description="Fetch and prepare IWSLT14 / WMT14 (see nmtkit guide).")
+    p.add_argument("corpus", choices=sorted(RECIPES))
+    p.add_argument("splits", nargs="*", help="splits to prepare (default: all)")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        counts = prepare(a.corpus, a.splits or None)
+    except CorpusError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"prepared": str(prepared_dir(a.corpus)), "pairs": counts}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
