@@ -158,3 +158,37 @@ def test_beam_of_one_equals_greedy_on_random_models(seed):
     assert [h.tokens for h in greedy] == [nb[0].tokens for nb in beam]
     for h, nb in zip(greedy, beam, strict=True):
         assert h.log_prob == pytest.approx(nb[0].log_prob, abs=1e-4)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_batched_search_with_finished_sentences_leaving_equals_one_at_a_time(seed):
+    # Sentences end at different steps and leave the batch (their rows are dropped from the
+    # model state); every sentence must still get what it gets when searched on its own.
+    torch.manual_seed(seed)
+    cfg = ModelConfig(layers=2, d_model=32, d_ff=64, heads=4, dropout=0.0, norm="pre",
+                      tie_output=False, tie_all=False, max_positions=64)
+    model = Transformer(cfg, 14, 14).eval()
+    with torch.no_grad():
+        model.generator.bias[EOS] = 1.5
+    lengths = [7, 2, 5, 1, 6, 3]
+    src = torch.randint(4, 14, (len(lengths), 7))
+    for i, n in enumerate(lengths):
+        src[i, n:] = PAD
+    mask = pad_mask(src)
+    opts = dict(max_len_a=1.5, max_len_b=2, need_attention=True)
+    greedy = greedy_search(model, src, mask, **opts)
+    beam = beam_search(model, src, mask, beam=3, alpha=0.6, n_best=3, **opts)
+    assert len({len(h.tokens) for h in greedy}) > 2  # the sentences really end apart
+    for i, n in enumerate(lengths):
+        one_src = src[i:i + 1, :n]
+        (g,) = greedy_search(model, one_src, pad_mask(one_src), **opts)
+        assert greedy[i].tokens == g.tokens
+        assert greedy[i].log_prob == pytest.approx(g.log_prob, abs=1e-4)
+        torch.testing.assert_close(greedy[i].attention[:, :n], g.attention, atol=1e-5, rtol=0)
+        assert float(greedy[i].attention[:, n:].abs().sum()) == 0.0  # padding gets nothing
+        (alone,) = beam_search(model, one_src, pad_mask(one_src), beam=3, alpha=0.6, n_best=3,
+                               **opts)
+        assert [h.tokens for h in beam[i]] == [h.tokens for h in alone]
+        for h, a in zip(beam[i], alone, strict=True):
+            assert h.score == pytest.approx(a.score, abs=1e-4)
+            torch.testing.assert_close(h.attention[:, :n], a.attention, atol=1e-5, rtol=0)

@@ -46,33 +46,44 @@ def length_penalty(length: Tensor, alpha: float) -> Tensor:
 def greedy_search(model, src: Tensor, src_mask: Tensor, max_len_a: float = 1.2,
                   max_len_b: int = 10, need_attention: bool = False,
                   max_len: int | None = None) -> list[Hypothesis]:
-    """Most probable next token at every step, for a whole batch at once."""
-    b = src.size(0)
+    """Most probable next token at every step, for a whole batch at once; a sentence that
+    has ended leaves the batch, so later steps compute only the sentences still going."""
+    b, dev = src.size(0), src.device
     caps = length_caps(src_mask, max_len_a, max_len_b, max_len)
     state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
-    prev = torch.full((b,), BOS, dtype=torch.long, device=src.device)
-    done = torch.zeros(b, dtype=torch.bool, device=src.device)
-    out, scores, attns = [], torch.zeros(b, device=src.device), []
+    prev = torch.full((b,), BOS, dtype=torch.long, device=dev)
+    alive = torch.arange(b, device=dev)  # input position of each row still decoding
+    scores = torch.zeros(b, device=dev)
+    steps: list[tuple[Tensor, Tensor, Tensor | None]] = []  # (rows' inputs, tokens, attention)
     for t in range(int(caps.max())):
         log_probs, state, attn = model.step(state, prev)
         log_probs[:, NEVER] = float("-inf")
         at_cap = (t + 1) >= caps
-        log_probs[at_cap] = log_probs[at_cap].masked_fill(
-            torch.arange(log_probs.size(1), device=src.device) != EOS, float("-inf"))
+        if bool(at_cap.any()):
+            log_probs[at_cap] = log_probs[at_cap].masked_fill(
+                torch.arange(log_probs.size(1), device=dev) != EOS, float("-inf"))
         lp, tok = log_probs.max(dim=-1)
-        tok = tok.masked_fill(done, PAD)
-        scores += lp.masked_fill(done, 0.0)
-        out.append(tok)
-        if attn is not None:
-            attns.append(attn)
-        done |= tok == EOS
-        if bool(done.all()):
-            break
+        scores.index_add_(0, alive, lp)
+        steps.append((alive, tok, attn))
+        going = tok != EOS
+        if not bool(going.all()):
+            if not bool(going.any()):
+                break
+            keep = going.nonzero().view(-1)
+            alive, caps, tok = alive[keep], caps[keep], tok[keep]
+            state = model.reorder(state, keep)
         prev = tok
-    ys = torch.stack(out, dim=1).tolist()  # (batch, steps)
-    attn_all = torch.stack(attns, dim=1) if attns else None  # (batch, steps, S)
+    # Scatter each step's tokens back to input positions: (batch, steps), PAD once ended.
+    ys = torch.full((b, len(steps)), PAD, dtype=torch.long, device=dev)
+    attn_all = None
+    for t, (rows, tok, attn) in enumerate(steps):
+        ys[rows, t] = tok
+        if attn is not None:
+            if attn_all is None:
+                attn_all = torch.zeros(b, len(steps), attn.size(-1), device=dev)
+            attn_all[rows, t] = attn
     hyps = []
-    for i, row in enumerate(ys):
+    for i, row in enumerate(ys.tolist()):
         n = row.index(EOS) if EOS in row else len(row)
         a = attn_all[i, : n + 1] if attn_all is not None else None
         hyps.append(Hypothesis(row[:n], float(scores[i]), float(scores[i]), a))
@@ -83,12 +94,19 @@ def greedy_search(model, src: Tensor, src_mask: Tensor, max_len_a: float = 1.2,
 def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: float = 0.6,
                 max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
                 need_attention: bool = False, max_len: int | None = None) -> list[list[Hypothesis]]:
-    """Batched beam search; returns the ``n_best`` hypotheses of each sentence, best first."""
+    """Batched beam search; returns the ``n_best`` hypotheses of each sentence, best first.
+
+    Each step ranks only every row's ``beam`` best next tokens (dividing a row by its length
+    penalty keeps that row's order, so a sentence's best ``beam`` extensions are among
+    them), and a sentence whose hypotheses have all ended leaves the batch at once: the
+    model then computes only the sentences still being searched.
+    """
     b, k, dev = src.size(0), beam, src.device
-    caps = length_caps(src_mask, max_len_a, max_len_b, max_len).repeat_interleave(k)  # (b*k,)
+    caps = length_caps(src_mask, max_len_a, max_len_b, max_len).repeat_interleave(k)  # (n*k,)
     memory = model.encode(src, src_mask)
     state = model.start(memory, src_mask, need_attention=need_attention)
     state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))
+    alive = list(range(b))  # input position of each sentence still searched
     scores = torch.full((b, k), float("-inf"), device=dev)
     scores[:, 0] = 0.0  # only one live hypothesis at the start
     lengths = torch.zeros(b * k, dtype=torch.long, device=dev)  # tokens incl. EOS
@@ -96,50 +114,70 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
     tokens = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     attn_hist = None
     prev = torch.full((b * k,), BOS, dtype=torch.long, device=dev)
-    base = (torch.arange(b, device=dev) * k).unsqueeze(1)  # (b, 1) row offset of each sentence
+    results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
-        log_probs, state, attn = model.step(state, prev)  # (b*k, V)
+        n = len(alive)
+        log_probs, state, attn = model.step(state, prev)  # (n*k, V)
         log_probs[:, NEVER] = float("-inf")
-        v = log_probs.size(1)
-        not_eos = torch.arange(v, device=dev) != EOS
-        # At the cap only EOS; a finished hypothesis continues with EOS at no cost.
-        log_probs = log_probs.masked_fill(((t + 1) >= caps).unsqueeze(1) & not_eos, float("-inf"))
-        log_probs = torch.where(finished.unsqueeze(1),
-                                torch.where(not_eos, float("-inf"), 0.0), log_probs)
-        cand = scores.view(b * k, 1) + log_probs  # (b*k, V) raw scores
-        cand_len = torch.where(finished, lengths, lengths + 1)  # (b*k,): the same for every token
+        top_lp, top_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (n*k, kk)
+        # At the cap a hypothesis may only end; a finished one continues with EOS at no cost.
+        for rows_, value in ((((t + 1) >= caps) & ~finished, None), (finished, 0.0)):
+            if bool(rows_.any()):
+                top_lp[rows_] = float("-inf")
+                top_lp[rows_, 0] = log_probs[rows_, EOS] if value is None else value
+                top_tok[rows_, 0] = EOS
+        kk = top_lp.size(1)
+        cand = scores.view(n * k, 1) + top_lp  # (n*k, kk) raw scores
+        cand_len = torch.where(finished, lengths, lengths + 1)  # (n*k,)
         norm = cand / length_penalty(cand_len, alpha).unsqueeze(1)
-        # Keep finished hypotheses once only (their EOS column), other columns are -inf already.
-        top_norm, top_idx = norm.view(b, k * v).topk(k, dim=1)  # (b, k)
-        origin = top_idx // v  # beam slot the candidate extends
-        tok = top_idx % v
-        rows = (base + origin).view(-1)  # (b*k,) flat row in the previous beam
-        scores = cand.view(b, k * v).gather(1, top_idx)
+        _, pick = norm.view(n, k * kk).topk(k, dim=1)  # (n, k) the sentence's best extensions
+        base = (torch.arange(n, device=dev) * k).unsqueeze(1)  # (n, 1) first row of a sentence
+        rows = (base + pick // kk).view(-1)  # (n*k,) row each new hypothesis extends
+        scores = cand.view(n, k * kk).gather(1, pick)
+        tok = top_tok.view(n, k * kk).gather(1, pick).view(-1)
         was_finished = finished[rows]
         lengths = torch.where(was_finished, lengths[rows], lengths[rows] + 1)
-        tok = tok.view(-1).masked_fill(was_finished, PAD)
+        tok = tok.masked_fill(was_finished, PAD)
         finished = was_finished | (tok == EOS)
         tokens = torch.cat([tokens[rows], tok.unsqueeze(1)], dim=1)
         if attn is not None:
-            step_attn = attn[rows].unsqueeze(1)  # (b*k, 1, S)
+            step_attn = attn[rows].unsqueeze(1)  # (n*k, 1, S)
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
-        state = model.reorder(state, rows, same_source=True)  # rows stay in their sentence
+        # A sentence is done when none of its hypotheses can still change (ended or dead).
+        settled = (finished | torch.isneginf(scores.view(-1))).view(n, k).all(dim=1)
+        if bool(settled.any()):
+            for i in settled.nonzero().view(-1).tolist():
+                part = slice(i * k, (i + 1) * k)
+                results[alive[i]] = _best(scores[i], lengths[part], finished[part], tokens[part],
+                                          None if attn_hist is None else attn_hist[part],
+                                          alpha, n_best)
+            if bool(settled.all()):
+                break
+            keep = (~settled).nonzero().view(-1)  # (n',)
+            keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=dev)).view(-1)  # (n'*k,)
+            alive = [alive[i] for i in keep.tolist()]
+            scores, caps, lengths = scores[keep], caps[keep_rows], lengths[keep_rows]
+            finished, tokens, tok = finished[keep_rows], tokens[keep_rows], tok[keep_rows]
+            attn_hist = None if attn_hist is None else attn_hist[keep_rows]
+            state = model.reorder(state, rows[keep_rows])  # across sentences: sources too
+        else:
+            state = model.reorder(state, rows, same_source=True)  # rows stay in their sentence
         prev = tok
-        if bool(finished.all()):
-            break
-        del top_norm
-    final = scores.view(-1) / length_penalty(lengths, alpha)
-    final = final.masked_fill(~finished, float("-inf")).view(b, k)
-    # Unfinished hypotheses (cap reached without EOS cannot happen: EOS is forced at the cap).
-    order = final.argsort(dim=1, descending=True)
-    tok_list = tokens.tolist()
-    results = []
-    for i in range(b):
-        hyps = []
-        for j in order[i, :n_best].tolist():
-            r = i * k + j
-            n = int(lengths[r]) - 1  # without EOS
-            a = attn_hist[r, : n + 1] if attn_hist is not None else None
-            hyps.append(Hypothesis(tok_list[r][:n], float(final[i, j]), float(scores[i, j]), a))
-        results.append(hyps)
     return results
+
+
+def _best(scores: Tensor, lengths: Tensor, finished: Tensor, tokens: Tensor,
+          attn: Tensor | None, alpha: float, n_best: int) -> list[Hypothesis]:
+    """The ``n_best`` hypotheses of one sentence's beam, by length-normalised score.
+
+    scores, lengths, finished: (k,); tokens: (k, t); attn: (k, t, S) or None.
+    """
+    final = (scores / length_penalty(lengths, alpha)).masked_fill(~finished, float("-inf"))
+    order = final.argsort(descending=True)[:n_best].tolist()
+    tok_list = tokens.tolist()
+    hyps = []
+    for j in order:
+        n = int(lengths[j]) - 1  # without EOS
+        a = attn[j, : n + 1] if attn is not None else None
+        hyps.append(Hypothesis(tok_list[j][:n], float(final[j]), float(scores[j]), a))
+    return hyps
