@@ -7,7 +7,8 @@ size. Reported: sentences per second, ratios, peak RSS of the decoding process.
 With ``--ct2`` the checkpoint is also exported to CTranslate2 (float32 and int8, into a
 temporary directory) and decoded there on the same sentences, ``--threads`` intra-op
 threads, through ``nmtkit.export.ctranslate2.CTranslate2Translator`` (tokenization
-included, as for nmtkit), with the share of outputs identical to nmtkit's.
+included, as for nmtkit), with the share of outputs identical to nmtkit's, and by
+CTranslate2 alone (pre-tokenized input, the same caps and length penalty).
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/decode_speed.py --model runs/x/best.pt [--ct2]
 """
@@ -62,7 +63,7 @@ def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, lis
     """Export to CTranslate2 (float32, int8) and time greedy/beam 5 on the same sentences."""
     import tempfile
 
-    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2, length_cap
 
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,6 +83,19 @@ def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, lis
                                               exact_caps=False)
                     best = min(best, time.perf_counter() - t0)
                 res[f"{name}_sents_per_s"] = round(len(src) / best, 1)
+                # CTranslate2 alone: pre-tokenized input, the same length cap and penalty,
+                # no detokenizing; what the wrapper adds is the difference.
+                tokens = [tr.encode_source(line)[1] for line in src]
+                steps = max(length_cap(len(t) + 1, tr.decode_cfg) - 1 for t in tokens)
+                options = dict(max_batch_size=a.batch_size, beam_size=beam,
+                               max_decoding_length=steps, max_input_length=0,
+                               length_penalty=tr.decode_cfg.length_penalty if beam > 1 else 0.0)
+                best_raw = float("inf")
+                for _ in range(a.repeats):
+                    t0 = time.perf_counter()
+                    tr.translator.translate_batch(tokens, **options)
+                    best_raw = min(best_raw, time.perf_counter() - t0)
+                res[f"{name}_ct2_alone_sents_per_s"] = round(len(src) / best_raw, 1)
                 res[f"{name}_same_output_as_nmtkit"] = round(
                     sum(h == r for h, r in zip(hyps, nmtkit_hyps[name], strict=True)) / len(src), 3)
             out[quant] = res

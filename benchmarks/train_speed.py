@@ -8,6 +8,10 @@ tokens per second, their ratio, peak RSS of each process, and the fraction of th
 measured matmul FLOP/s that nmtkit's training step reaches.
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/train_speed.py --steps 30
+
+``--compile`` times the ``torch.compile``'d training forward (``train.compile``; its
+compilation is reported apart and not counted); ``--mmap`` reads the batches from
+memory-mapped token ids (``data.mmap``, built in a temporary cache first).
 """
 
 from __future__ import annotations
@@ -78,28 +82,38 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
                   "heads": args.heads, "dropout": 0.1, "norm": "pre", "tie_all": False,
                   "tie_output": True, "output_bias": args.output_bias},
         "train": {"max_tokens": args.max_tokens, "label_smoothing": 0.1, "warmup": 300,
-                  "lr": 1.0, "threads": args.threads, "valid_bleu": False, "keep_last": 0},
+                  "lr": 1.0, "threads": args.threads, "valid_bleu": False, "keep_last": 0,
+                  "compile": args.compile},
     })
+    cfg.data.mmap = args.mmap
     with tempfile.TemporaryDirectory() as run_dir:
+        os.environ["NMTKIT_CACHE"] = run_dir  # a --mmap store is built here, then removed
+        t_setup = time.perf_counter()
         tr = Trainer(cfg, run_dir)
+        setup_s = time.perf_counter() - t_setup
         batches = tr.train_ids.batches(args.max_tokens, seed=1, epoch=0)
-        for i in range(2):  # warm-up, not counted
+        warm = 3 if args.compile else 2  # compiled: one static, then one dynamic-shape graph
+        t_warm = time.perf_counter()
+        for i in range(warm):  # warm-up, not counted
             tr.schedule.set_step(i + 1)
             tr._update([batches[i]])
+        warm_s = time.perf_counter() - t_warm
         tokens, t0 = 0, time.perf_counter()
-        for i in range(2, 2 + args.steps):
+        for i in range(warm, warm + args.steps):
             tr.schedule.set_step(i + 1)
             tokens += tr._update([batches[i]])[2]
         dt = time.perf_counter() - t0
         model = tr.model
         n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-        src_tok = int(sum(tr.train_ids.src_lens[b].sum() for b in batches[2:2 + args.steps]))
+        src_tok = int(sum(tr.train_ids.src_lens[b].sum() for b in batches[warm:warm + args.steps]))
     V = len(tr.vocabs.tgt_vocab)
     flops = transformer_train_flops(args.d_model, args.d_ff, args.layers, V, src_tok, tokens)
     return {"tgt_tokens_per_s": round(tokens / dt, 1), "steps": args.steps,
             "tokens": tokens, "seconds": round(dt, 2), "params": n_params,
             "src_vocab": len(tr.vocabs.src_vocab), "tgt_vocab": V,
             "model_gflops_per_s": round(flops / dt / 1e9, 1),
+            "compile": args.compile, "mmap": args.mmap, "setup_s": round(setup_s, 1),
+            "warmup_steps": warm, "warmup_s": round(warm_s, 1),
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)}
 
 
@@ -123,6 +137,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--output-bias", action="store_true",
                    help="bias before the softmax (off by default: as in the small recipe and fairseq)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
+    p.add_argument("--mmap", action="store_true", help="batches from memory-mapped token ids")
     p.add_argument("--out", default=None, help="also write the JSON here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--corpus", help=argparse.SUPPRESS)
@@ -136,6 +152,7 @@ def main() -> None:
         dims = ["--layers", str(a.layers), "--d-model", str(a.d_model), "--d-ff", str(a.d_ff),
                 "--heads", str(a.heads), "--threads", str(a.threads)]
         bias = ["--output-bias"] if a.output_bias else []
+        bias += ["--compile"] * a.compile + ["--mmap"] * a.mmap
         ref = run_json([sys.executable, str(SHARED / "bench" / "reference_speed.py"), *dims,
                         "--steps", str(a.ref_steps), "--decode-n", "5"])
         ours = run_json([sys.executable, __file__, "--worker", "--corpus", str(corpus), *dims,
@@ -144,7 +161,8 @@ def main() -> None:
     result = {
         "benchmark": "train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "threads": a.threads, "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff,
-                                        "heads": a.heads, "nmtkit_output_bias": a.output_bias},
+                                        "heads": a.heads, "nmtkit_output_bias": a.output_bias,
+                                        "nmtkit_compile": a.compile, "nmtkit_mmap": a.mmap},
         "reference": ref, "nmtkit": ours,
         "speedup_vs_reference": round(ours["tgt_tokens_per_s"] / ref["train_tgt_tokens_per_s"], 2),
         "cpu_matmul_peak_gflops": round(peak, 1),
