@@ -1,7 +1,8 @@
 """Decoding throughput of a trained nmtkit checkpoint beside the seed's reference, in one run.
 
 nmtkit: the first ``--n`` lines of test_2016_flickr (de), batches of ``--batch-size``
-sentences, greedy and beam 5, model load excluded. Reference: its one-sentence-at-a-time
+sentences, greedy, beam 5, and beam 5 with ``decode.early_stop`` (with the share of its
+outputs equal to plain beam 5's), model load excluded. Reference: its one-sentence-at-a-time
 ``greedy_decode`` (72 steps) from ../shared/bench/reference_speed.py with the same model
 size. Reported: sentences per second, ratios, peak RSS of the decoding process.
 With ``--ct2`` the checkpoint is also exported to CTranslate2 (float32 and int8, into a
@@ -40,9 +41,10 @@ def worker(a: argparse.Namespace) -> dict:
     torch.set_num_threads(a.threads)
     bundle = load_bundle(a.model)
     src = load_parallel(bundle.cfg.data, "test_2016_flickr").src[: a.n]
-    tr = bundle.translator()
     out, outputs = {}, {}
-    for name, beam in (("greedy", 1), ("beam5", 5)):
+    for name, beam, early in (("greedy", 1, False), ("beam5", 5, False),
+                              ("beam5_early_stop", 5, True)):
+        tr = bundle.translator(early_stop=early)
         tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)  # warm-up
         best = float("inf")
         for _ in range(a.repeats):
@@ -52,6 +54,9 @@ def worker(a: argparse.Namespace) -> dict:
         out[f"{name}_sents_per_s"] = round(len(src) / best, 1)
         out[f"{name}_mean_output_words"] = round(sum(len(h.split()) for h in hyps) / len(hyps), 2)
         outputs[name] = hyps
+    out["beam5_early_stop_same_output"] = round(sum(
+        x == y for x, y in zip(outputs["beam5"], outputs["beam5_early_stop"], strict=True))
+        / len(src), 3)
     out["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)
     out["n"] = len(src)
     if a.ct2:

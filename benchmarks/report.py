@@ -53,6 +53,11 @@ def decode_rows(path: str, r: dict) -> list[str]:
             f"{peers['fairseq']['greedy']} | {_src(path, r)} |",
             f"| decoding, beam 5 | **{ours['beam5_sents_per_s']}** sents/s | OpenNMT-py "
             f"{peers['OpenNMT-py']['beam5']}, fairseq {peers['fairseq']['beam5']} | same run |"]
+    if "beam5_early_stop_sents_per_s" in ours:
+        rows.append(f"| decoding, beam 5 with `decode.early_stop` (OpenNMT-py's stopping rule) | "
+                    f"**{ours['beam5_early_stop_sents_per_s']}** sents/s; "
+                    f"{ours['beam5_early_stop_same_output']:.0%} of outputs equal to beam 5's | "
+                    f"OpenNMT-py {peers['OpenNMT-py']['beam5']} | same run |")
     ct2 = r.get("ctranslate2")
     if ct2:
         f32, i8 = ct2["float32"], ct2["int8"]

@@ -160,8 +160,9 @@ def test_beam_of_one_equals_greedy_on_random_models(seed):
         assert h.log_prob == pytest.approx(nb[0].log_prob, abs=1e-4)
 
 
+@pytest.mark.parametrize("early_stop", [False, True])
 @pytest.mark.parametrize("seed", [4, 5])
-def test_batched_search_with_finished_sentences_leaving_equals_one_at_a_time(seed):
+def test_batched_search_with_finished_sentences_leaving_equals_one_at_a_time(seed, early_stop):
     # Sentences end at different steps and leave the batch (their rows are dropped from the
     # model state); every sentence must still get what it gets when searched on its own.
     torch.manual_seed(seed)
@@ -177,7 +178,8 @@ def test_batched_search_with_finished_sentences_leaving_equals_one_at_a_time(see
     mask = pad_mask(src)
     opts = dict(max_len_a=1.5, max_len_b=2, need_attention=True)
     greedy = greedy_search(model, src, mask, **opts)
-    beam = beam_search(model, src, mask, beam=3, alpha=0.6, n_best=3, **opts)
+    opts_b = dict(opts, early_stop=early_stop)
+    beam = beam_search(model, src, mask, beam=3, alpha=0.6, n_best=2, **opts_b)
     assert len({len(h.tokens) for h in greedy}) > 2  # the sentences really end apart
     for i, n in enumerate(lengths):
         one_src = src[i:i + 1, :n]
@@ -186,9 +188,32 @@ def test_batched_search_with_finished_sentences_leaving_equals_one_at_a_time(see
         assert greedy[i].log_prob == pytest.approx(g.log_prob, abs=1e-4)
         torch.testing.assert_close(greedy[i].attention[:, :n], g.attention, atol=1e-5, rtol=0)
         assert float(greedy[i].attention[:, n:].abs().sum()) == 0.0  # padding gets nothing
-        (alone,) = beam_search(model, one_src, pad_mask(one_src), beam=3, alpha=0.6, n_best=3,
-                               **opts)
+        (alone,) = beam_search(model, one_src, pad_mask(one_src), beam=3, alpha=0.6, n_best=2,
+                               **opts_b)
         assert [h.tokens for h in beam[i]] == [h.tokens for h in alone]
         for h, a in zip(beam[i], alone, strict=True):
             assert h.score == pytest.approx(a.score, abs=1e-4)
             torch.testing.assert_close(h.attention[:, :n], a.attention, atol=1e-5, rtol=0)
+
+
+def test_early_stop_ends_a_sentence_once_its_best_hypotheses_have_ended():
+    # BOS -> 5 -> EOS is by far the best translation; the other hypotheses wander among
+    # 6/7/8 (never ending before the cap). Exhaustive search runs them to the cap; with
+    # early_stop the sentence ends as soon as its n_best best-ranked hypotheses have ended.
+    table = {BOS: {5: 0.6, 6: 0.2, 7: 0.2}, 5: {EOS: 0.95},
+             6: {6: 0.3, 7: 0.3, 8: 0.3, 9: 0.1}, 7: {6: 0.3, 7: 0.3, 8: 0.3, 9: 0.1},
+             8: {6: 0.3, 7: 0.3, 8: 0.3, 9: 0.1}, 9: {6: 0.3, 7: 0.3, 8: 0.3, 9: 0.1}}
+    src, mask = src_batch([6])
+    runs = {}
+    for early in (False, True):
+        model = BigramModel(table, floor=1e-6)
+        calls = []
+        step = model.step
+        model.step = lambda state, prev, step=step, calls=calls: (calls.append(1),
+                                                                   step(state, prev))[1]
+        (hyps,) = beam_search(model, src, mask, beam=3, alpha=0.6, max_len_a=2.0, max_len_b=4,
+                              early_stop=early)
+        runs[early] = (hyps, len(calls))
+    assert runs[False][0][0].tokens == runs[True][0][0].tokens == [5]
+    assert runs[True][0][0].score == pytest.approx(runs[False][0][0].score)
+    assert runs[True][1] == 2 < runs[False][1] == 16  # BOS->5, 5->EOS; the cap is 2*6+4

@@ -54,13 +54,18 @@ def _one_line(text: str) -> str:
     return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
 
+def _search_overrides(a: argparse.Namespace) -> dict:
+    """Decode-config values a translate/evaluate flag changes from the checkpoint's."""
+    return {"early_stop": True} if a.early_stop else {}
+
+
 def cmd_translate(a: argparse.Namespace) -> int:
     from .io import atomic_write_text
     from .train.checkpoint import load_bundle
 
     bundle = load_bundle(a.model, a.device)
     lines = _read_input(a.input)
-    tr = bundle.translator()
+    tr = bundle.translator(**_search_overrides(a))
     results = tr.translate(lines, beam=a.beam, batch_size=a.batch_size, n_best=a.n_best)
     if a.n_best > 1:
         out = "".join(f"{i}\t{h.score:.4f}\t{_one_line(h.text)}\n"
@@ -91,7 +96,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
                              f"{len(ref)}")
     else:
         raise SystemExit("nmtkit: error: evaluate needs --split NAME or --src FILE --ref FILE")
-    hyps = bundle.translator().translate_lines(src, beam=a.beam, batch_size=a.batch_size)
+    hyps = bundle.translator(**_search_overrides(a)).translate_lines(src, beam=a.beam,
+                                                                      batch_size=a.batch_size)
     if a.output:
         atomic_write_text(a.output, "".join(h + "\n" for h in hyps))
     result = score(hyps, ref)
@@ -178,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--model", required=True, help="checkpoint (.pt)")
         q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
         q.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+        q.add_argument("--early-stop", action="store_true",
+                       help="beam search: stop a sentence once its best hypotheses have ended")
         q.add_argument("--device", default="cpu")
 
     tr = sub.add_parser("translate", help="translate lines (stdin/stdout by default)")

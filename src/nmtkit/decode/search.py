@@ -93,8 +93,13 @@ def greedy_search(model, src: Tensor, src_mask: Tensor, max_len_a: float = 1.2,
 @torch.no_grad()
 def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: float = 0.6,
                 max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
-                need_attention: bool = False, max_len: int | None = None) -> list[list[Hypothesis]]:
+                need_attention: bool = False, max_len: int | None = None,
+                early_stop: bool = False) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``n_best`` hypotheses of each sentence, best first.
+
+    A sentence is searched until every hypothesis in its beam has ended, or, with
+    ``early_stop``, until its ``n_best`` best-ranked hypotheses have (the slots are ranked
+    by length-normalised score at every step), as OpenNMT-py does.
 
     Each step ranks only every row's ``beam`` best next tokens (dividing a row by its length
     penalty keeps that row's order, so a sentence's best ``beam`` extensions are among
@@ -145,6 +150,8 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
         # A sentence is done when none of its hypotheses can still change (ended or dead).
         settled = (finished | torch.isneginf(scores.view(-1))).view(n, k).all(dim=1)
+        if early_stop:  # slots are sorted by normalised score: the first n_best lead
+            settled |= finished.view(n, k)[:, :n_best].all(dim=1)
         if bool(settled.any()):
             for i in settled.nonzero().view(-1).tolist():
                 part = slice(i * k, (i + 1) * k)

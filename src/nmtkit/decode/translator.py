@@ -85,7 +85,7 @@ class Translator:
             else:
                 hyps = beam_search(self.model, src, src_mask, beam, cfg.length_penalty,
                                    cfg.max_len_a, cfg.max_len_b, n_best, need_attention,
-                                   max_length)
+                                   max_length, cfg.early_stop)
             for i, hs in zip(chunk, hyps, strict=True):
                 results[i] = [self._finish(h, encoded[i][0]) for h in hs]
         return results  # type: ignore[return-value]
