@@ -63,7 +63,7 @@ def decode_rows(path: str, r: dict) -> list[str]:
         f32, i8 = ct2["float32"], ct2["int8"]
         alone = ""
         if "greedy_ct2_alone_sents_per_s" in f32:
-            alone = (f"; CTranslate2 alone on the same model (pre-tokenized, its defaults): "
+            alone = (f"; CTranslate2 alone on the same model (pre-tokenized, same caps): "
                      f"greedy {f32['greedy_ct2_alone_sents_per_s']} / beam 5 "
                      f"{f32['beam5_ct2_alone_sents_per_s']} (int8 "
                      f"{i8['greedy_ct2_alone_sents_per_s']} / {i8['beam5_ct2_alone_sents_per_s']})")
