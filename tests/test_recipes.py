@@ -279,8 +279,8 @@ def test_mismatched_line_counts_are_named(monkeypatch, tmp_path):
         recipes.split_files("iwslt14", "train", "de", "en")
     msg = str(e.value)
     assert "line counts differ" in msg
-    assert "de-en.tgz:de-en/train.tags.de-en.de has 52" in msg
-    assert "de-en.tgz:de-en/train.tags.de-en.en has 53" in msg
+    assert "de-en.tgz:de-en/train.tags.de-en.de has 54" in msg  # with <speaker>, <reviewer>
+    assert "de-en.tgz:de-en/train.tags.de-en.en has 55" in msg
 
 
 def test_malformed_segment_names_member_and_line(monkeypatch, tmp_path):
@@ -443,3 +443,23 @@ def test_training_on_synthetic_iwslt14(iwslt_mirror, tmp_path):
     result = Trainer(cfg, tmp_path / "run").run()
     assert result["step"] == 2
     assert (tmp_path / "run" / "last.pt").exists()
+
+
+def test_iwslt14_a_sentence_starting_with_a_bracket_on_one_side_drops_only_its_pair(
+        monkeypatch, tmp_path):
+    de = list(TRAIN_DE)
+    de[5] = "<3 ist ein Herz"  # looks like metadata on the German side only
+    archive = make_tgz(tmp_path / "mirror" / "iwslt14" / "de-en.tgz",
+                       iwslt_members(**{"de-en/train.tags.de-en.de": train_tags(de, "de")}))
+    monkeypatch.setitem(recipes.SHA256["iwslt14"], "de-en.tgz", sha(archive))
+    monkeypatch.setenv("NMTKIT_DATA", str(tmp_path / "mirror"))
+    pairs = split_pairs("train") + split_pairs("valid")
+    assert (TRAIN_DE[5], TRAIN_EN[5]) not in pairs and not any(d == de[5] for d, _ in pairs)
+    for d, e in zip(TRAIN_DE, TRAIN_EN, strict=True):  # every other pair still aligned
+        if d.strip() and e.strip() and d != TRAIN_DE[5]:
+            assert (d, e) in pairs
+
+
+def test_unescape_xml_keeps_what_is_not_a_character():
+    assert recipes.unescape_xml("a &#xD800; b &#0; c &#x110000; d &#228;") == \
+        "a &#xD800; b &#0; c &#x110000; d ä"

@@ -35,10 +35,10 @@ IWSLT14 (``de-en.tgz``, the 2014-01 TED release; splits as in fairseq):
 
 * ``train.tags.de-en.{de,en}``: lines with ``<url>``, ``<talkid>`` or
   ``<keywords>`` are dropped and the ``<title>``/``<description>`` tags removed
-  (their text kept), as fairseq's grep/sed do; any other line that starts with
-  ``<`` (talk metadata) is dropped as well.  Pairs with an empty side are
-  dropped, then every 23rd pair (23, 46, ...) goes to ``valid`` and the rest
-  to ``train`` (fairseq's ``NR % 23``).
+  (their text kept), as fairseq's grep/sed do; a pair is also dropped when
+  either side starts with ``<`` (other talk metadata) or is empty, then every
+  23rd pair (23, 46, ...) goes to ``valid`` and the rest to ``train``
+  (fairseq's ``NR % 23``).
 * dev/test ``*.xml``: the text of each ``<seg id=...>...</seg>``, XML entities
   unescaped (fairseq also maps U+2019 to ``'`` there; we keep the raw text).
   Each set is a split of its own (``dev2010``, ``dev2012`` (TEDX), ``tst2010``,
@@ -52,7 +52,9 @@ WMT14 (en-de, the ``--icml17`` variant of fairseq's recipe: news-commentary v9):
   (alias ``test``) from ``test-full.tgz``: the ``<seg>`` text of the sgm files,
   entities unescaped.  English comes from the ``-src.en`` file and German from
   the ``-ref.de`` file (the en->de pair, as fairseq); the same two files serve
-  the de->en direction.
+  the de->en direction.  Unlike fairseq's script, which holds out every 100th
+  training pair as its validation set, newstest2013 is the validation set here
+  (as in Vaswani et al. 2017) and every training pair is kept for training.
 
 Run ``python -m nmtkit.data.recipes iwslt14`` (or ``wmt14``) to fetch and prepare
 ahead of training.
@@ -256,22 +258,21 @@ def unescape_xml(text: str) -> str:
         if m.group(3):
             return _NAMED[m.group(3)]
         code = int(m.group(1)) if m.group(1) else int(m.group(2), 16)
-        return chr(code) if 0 < code <= 0x10FFFF else m.group(0)
+        valid = 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF  # no lone surrogates
+        return chr(code) if valid else m.group(0)
 
     return _ENTITY.sub(sub, text)
 
 
 def clean_iwslt_train(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
-    """``train.tags.*``: drop ``<url>``/``<talkid>``/``<keywords>`` lines, strip the
-    ``<title>``/``<description>`` tags (prepare-iwslt14.sh's grep -v and sed), and drop
-    every other line that starts with ``<`` (talk metadata, not a sentence)."""
+    """``train.tags.*``: drop ``<url>``/``<talkid>``/``<keywords>`` lines and strip the
+    ``<title>``/``<description>`` tags (prepare-iwslt14.sh's grep -v and sed). Other lines
+    that start with ``<`` (talk metadata) are kept here, so both sides stay aligned, and
+    the pair is dropped when either side is one (:func:`_build_iwslt14`)."""
     for _, line in lines:
         if any(tag in line for tag in _IWSLT_DROP):
             continue
-        text = _IWSLT_UNTAG.sub("", line).strip()
-        if text.startswith("<"):
-            continue
-        yield text
+        yield _IWSLT_UNTAG.sub("", line).strip()
 
 
 def clean_segments(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
@@ -367,13 +368,13 @@ def _build_iwslt14(archives: dict[str, Path], out: _Outputs, scratch: Path) -> N
 
     kept = skipped = 0
     for de, en in _pairs(member("de-en/train.tags.de-en.de"), member("de-en/train.tags.de-en.en")):
-        if not (de and en):
+        if not (de and en) or de.startswith("<") or en.startswith("<"):  # empty or metadata
             skipped += 1
             continue
         kept += 1
         out.write("valid" if kept % IWSLT14_VALID_EVERY == 0 else "train", {"de": de, "en": en})
     if skipped:
-        log.info("iwslt14: dropped %d training pair(s) with an empty side", skipped)
+        log.info("iwslt14: dropped %d training pair(s) with an empty or metadata side", skipped)
     for split, stem in IWSLT14_SETS.items():
         for de, en in _pairs(member(f"de-en/{stem}.de-en.de.xml"),
                              member(f"de-en/{stem}.de-en.en.xml")):
