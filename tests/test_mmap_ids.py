@@ -1,7 +1,10 @@
 """Streaming corpora and memory-mapped token-id stores (data.mmap)."""
 
 import gzip
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -228,3 +231,71 @@ def test_training_on_memory_maps_equals_training_in_memory(tmp_path, monkeypatch
     assert resumed.progress.step == 12 and isinstance(resumed.train_ids.src_tokens, np.memmap)
     resumed.run()
     assert resumed.progress.step == 16
+
+
+def _prepare_in_child(prefix: str, cache: str) -> list[int]:
+    os.environ["NMTKIT_CACHE"] = cache
+    build = mmap_ids.build_vocabularies
+
+    def counted(*args, **kwargs):  # one line per build, appended by whoever builds
+        with open(Path(cache).parent / "builds.txt", "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return build(*args, **kwargs)
+
+    mmap_ids.build_vocabularies = counted
+    _, ids = mmap_ids.prepare_training_ids(parallel_cfg(Path(prefix), mmap=True))
+    return np.asarray(ids.src_tokens).tolist()
+
+
+def test_processes_preparing_the_same_store_at_once_take_turns(tmp_path, monkeypatch):
+    write_corpus(tmp_path / "c", n=2000)
+    cache = tmp_path / "cache"
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(3, mp_context=ctx) as pool:
+        results = list(pool.map(_prepare_in_child, [str(tmp_path / "c")] * 3,
+                                [str(cache)] * 3))
+    assert results[0] == results[1] == results[2]
+    assert len((tmp_path / "builds.txt").read_text().split()) == 1  # built once, mapped thrice
+    monkeypatch.setenv("NMTKIT_CACHE", str(cache))
+    root = mmap_ids.prepared_dir(parallel_cfg(tmp_path / "c", mmap=True))
+    assert len(list(root.glob("train-*/meta.json"))) == 1
+    assert not list(root.glob(".*"))  # no temporary left over
+
+
+def test_stale_temporaries_are_removed_and_a_complete_store_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("NMTKIT_CACHE", str(tmp_path / "cache"))
+    write_corpus(tmp_path / "c")
+    cfg = parallel_cfg(tmp_path / "c", mmap=True)
+    root = mmap_ids.prepared_dir(cfg)
+    (root / ".train-x.123.tmp").mkdir(parents=True)  # a build killed half-way
+    (root / ".vocab.pt.456.tmp").write_bytes(b"half")
+    _, ids = mmap_ids.prepare_training_ids(cfg)
+    assert not list(root.glob(".*.tmp"))
+    store = next(root.glob("train-*"))
+    before = (store / "src.tokens").stat().st_mtime_ns
+    pairs = [(ids.source(i), ids.target(i)) for i in range(len(ids))]
+    mmap_ids.write_ids(store, iter(pairs[:3]), 100, 100)  # racing a finished build: no-op
+    assert (store / "src.tokens").stat().st_mtime_ns == before
+    assert len(mmap_ids.open_ids(store)) == len(ids)
+    assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []
+
+
+def test_empty_targets_and_the_two_byte_boundary(tmp_path):
+    mmap_ids.write_ids(tmp_path / "e", iter([(np.array([4, EOS]), np.array([], dtype=np.int64))]
+                                            * 3), 10, 10)
+    empty = mmap_ids.open_ids(tmp_path / "e")
+    b = empty.collate(np.array([0, 2]))
+    assert b.tgt_in.tolist() == [[BOS], [BOS]] and b.tgt_out.tolist() == [[EOS], [EOS]]
+    assert mmap_ids.token_dtype(65_536) == np.uint16 and mmap_ids.token_dtype(65_537) == np.int32
+    mmap_ids.write_ids(tmp_path / "w", iter([(np.array([65_535, EOS]), np.array([65_536]))]),
+                       65_536, 65_537)
+    wide = mmap_ids.open_ids(tmp_path / "w")
+    assert wide.source(0).tolist() == [65_535, EOS] and wide.target(0).tolist() == [65_536]
+
+
+def test_a_meta_file_missing_a_field_is_a_clear_error(tmp_path):
+    mmap_ids.write_ids(tmp_path / "s", iter([(np.array([4, EOS]), np.array([5]))]), 9, 9)
+    meta = tmp_path / "s" / "meta.json"
+    meta.write_text(meta.read_text().replace('"dtypes"', '"kinds"'), encoding="utf-8")
+    with pytest.raises(CorpusError, match="meta.json: not a token-id store"):
+        mmap_ids.open_ids(tmp_path / "s")

@@ -5,6 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+
+try:  # advisory locks: POSIX only; elsewhere builds simply are not serialised
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
@@ -45,3 +50,19 @@ def atomic_save(path: str | Path, writer: Callable[[IO], None]) -> None:
     """Call ``writer(fileobj)`` on a temporary file, then rename it into place."""
     with atomic_open(path, "wb") as f:
         writer(f)
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created if needed) while in the block:
+    processes building the same thing take turns, and each finds the other's result."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        if fcntl is not None:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)

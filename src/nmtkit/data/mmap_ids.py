@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 
 from ..config import DataConfig
-from ..io import atomic_save
+from ..io import atomic_save, atomic_write_text, file_lock
 from .batching import ParallelIds
 from .corpora import CorpusError, cache_dir, iter_parallel, split_files
 from .prepare import Vocabularies, build_vocabularies, encode_pairs, vocab_from_state, vocab_state
@@ -64,10 +65,22 @@ def training_inputs(cfg: DataConfig) -> list[list]:
     return out
 
 
+def _versions() -> dict[str, str | None]:
+    """Versions of the libraries that segment text: a new spaCy may split words differently."""
+    out: dict[str, str | None] = {}
+    for dist in ("sentencepiece", "spacy"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
 def data_key(cfg: DataConfig) -> str:
     """Hash of what the training ids depend on (not the valid/test split names)."""
     data = {k: v for k, v in asdict(cfg).items() if k not in ("valid", "test")}
-    return _digest({"format": FORMAT, "data": data, "inputs": training_inputs(cfg)})
+    return _digest({"format": FORMAT, "data": data, "inputs": training_inputs(cfg),
+                    "versions": _versions()})
 
 
 def vocab_key(v: Vocabularies) -> str:
@@ -132,8 +145,11 @@ def write_ids(directory: str | Path, pairs, src_vocab_size: int, tgt_vocab_size:
             raise CorpusError(f"{directory}: no training pairs left to store")
         meta = {"format": FORMAT, "pairs": n, "tokens": ends,
                 "dtypes": {name: dtypes[name].str for name in ARRAYS}}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        if directory.exists():  # a store left by an older format or a concurrent build
+        atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1) + "\n")  # fsynced
+        if (directory / "meta.json").exists():  # built meanwhile by a process not holding
+            shutil.rmtree(tmp)                  # the lock: keep the complete store as it is
+            return n
+        if directory.exists():  # an incomplete store: replaced
             shutil.rmtree(directory)
         os.replace(tmp, directory)
         return n
@@ -148,16 +164,18 @@ def open_ids(directory: str | Path) -> ParallelIds:
     meta_path = directory / "meta.json"
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        n, dtypes, tokens = int(meta["pairs"]), meta["dtypes"], meta["tokens"]
         if meta.get("format") != FORMAT:
             raise CorpusError(f"{meta_path}: format {meta.get('format')}, expected {FORMAT}")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        n = int(meta["pairs"])
+        shapes = {name: (np.dtype(meta["dtypes"][name]),
+                         n + 1 if name.endswith("offsets") else int(meta["tokens"][name[:3]]))
+                  for name in ARRAYS}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CorpusError(f"{meta_path}: not a token-id store: {e}") from None
     arrays = {}
     for name in ARRAYS:
         path = directory / name
-        dtype = np.dtype(dtypes[name])
-        count = n + 1 if name.endswith("offsets") else int(tokens[name.split(".")[0]])
+        dtype, count = shapes[name]
         size = path.stat().st_size if path.exists() else -1
         if size != count * dtype.itemsize:
             raise CorpusError(f"{path}: {size} bytes, expected {count * dtype.itemsize} "
@@ -188,6 +206,19 @@ def prepare_training_ids(cfg: DataConfig,
     def pairs():
         return iter_parallel(cfg, cfg.train)
 
+    # Processes preparing the same store (the ranks of a torchrun job, runs of a sweep)
+    # take turns: the first builds, the others wait here and then map what it wrote.
+    with file_lock(root.parent / f".{root.name}.lock"):
+        for stale in root.glob(".*.tmp"):  # cut short by a kill: no live writer under the lock
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink(missing_ok=True)
+        return _prepare_locked(cfg, root, pairs, vocabs)
+
+
+def _prepare_locked(cfg: DataConfig, root: Path, pairs,
+                    vocabs: Vocabularies | None) -> tuple[Vocabularies, ParallelIds]:
     if vocabs is None:
         vocab_file = root / "vocab.pt"
         if vocab_file.exists():

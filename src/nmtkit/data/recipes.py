@@ -63,7 +63,6 @@ ahead of training.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import json
 import logging
@@ -80,12 +79,7 @@ from pathlib import Path
 from typing import IO
 
 from nmtkit.data.corpora import CorpusError, cache_dir, fetch_file
-from nmtkit.io import atomic_write_text
-
-try:  # POSIX: serialise two processes preparing the same corpus
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+from nmtkit.io import atomic_write_text, file_lock
 
 log = logging.getLogger("nmtkit.data.recipes")  # the same name under python -m
 
@@ -549,19 +543,6 @@ def _unchanged_on_disk(corpus: str, manifest: dict) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as f:
-        if fcntl is not None:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
 def _ensure_bundle(corpus: str, name: str) -> None:
     recipe = RECIPES[corpus]
     bundle = recipe.bundles[name]
@@ -569,7 +550,7 @@ def _ensure_bundle(corpus: str, name: str) -> None:
     if manifest is not None and _unchanged_on_disk(corpus, manifest):
         return
     directory = prepared_dir(corpus)
-    with _lock(directory / f".{name}.lock"):
+    with file_lock(directory / f".{name}.lock"):
         manifest = _read_manifest(corpus, bundle, name)  # another process may have built it
         if manifest is not None and _unchanged_on_disk(corpus, manifest):
             return

@@ -163,15 +163,12 @@ class Trainer:
         return build_vocabularies(self.cfg.data, pairs_of(load_split(self.cfg.data, "train")))
 
     def _prepared_ids(self, ckpt: dict | None) -> tuple[Vocabularies, ParallelIds]:
-        """``data.mmap``: memory-mapped training ids, built once; with several processes
-        rank 0 builds them while the others wait, then every rank maps the same files."""
+        """``data.mmap``: memory-mapped training ids, built once. With several processes
+        the first to take the store's file lock builds them while the others wait on the
+        lock (not on a collective, which would time out during a long first build), then
+        every rank maps the same files."""
         given = vocab_from_state(ckpt) if ckpt is not None else None
-        if self.world > 1 and self.rank != 0:
-            torch.distributed.barrier()
-        out = prepare_training_ids(self.cfg.data, given)
-        if self.world > 1 and self.rank == 0:
-            torch.distributed.barrier()
-        return out
+        return prepare_training_ids(self.cfg.data, given)
 
     # --- checkpoints --------------------------------------------------------------------------
 
