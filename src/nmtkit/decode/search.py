@@ -2,8 +2,9 @@
 
 Both stop each sentence at EOS and cap its length at ``max_len_a * src_len + max_len_b``
 (EOS is forced at the cap). Beam search keeps ``beam`` hypotheses per sentence as one
-flat batch of ``batch * beam`` rows; finished hypotheses stay in their slot with a frozen
-score, and hypotheses are ranked by the GNMT length-normalised score
+flat batch of ``batch * beam`` rows; a finished hypothesis keeps a frozen score and competes
+for the ``beam`` slots with the live extensions (better-ranked extensions can push it out),
+and hypotheses are ranked by the GNMT length-normalised score
 (Wu et al. 2016): ``log P(y) / ((5 + |y|) / 6) ** alpha``.
 """
 
