@@ -463,3 +463,10 @@ def test_iwslt14_a_sentence_starting_with_a_bracket_on_one_side_drops_only_its_p
 def test_unescape_xml_keeps_what_is_not_a_character():
     assert recipes.unescape_xml("a &#xD800; b &#0; c &#x110000; d &#228;") == \
         "a &#xD800; b &#0; c &#x110000; d ä"
+
+
+def test_a_build_killed_half_way_leaves_nothing_after_the_next_one(iwslt_mirror):
+    prepared = recipes.prepared_dir("iwslt14")
+    (prepared / ".iwslt14.killed.build" / "scratch").mkdir(parents=True)
+    recipes.split_files("iwslt14", "train", "de", "en")
+    assert not list(prepared.glob(".*.build"))

@@ -576,6 +576,8 @@ def _build(corpus: str, name: str, bundle: Bundle, archives: dict[str, Path],
     directory = prepared_dir(corpus)
     log.info("%s: preparing %s from %s", recipe.label, ", ".join(bundle.stems),
              ", ".join(bundle.archives))
+    for stale in directory.glob(f".{name}.*.build"):  # a build killed half-way (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".build", dir=directory))
     try:
         scratch = tmp / "scratch"
