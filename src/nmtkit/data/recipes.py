@@ -184,7 +184,8 @@ def _extract(archive: Path, label: str, wanted: dict[str, tuple[Cleaner, bool]],
         with tarfile.open(archive, mode="r|*") as tar:
             for info in tar:
                 name = _normalise(info.name)
-                seen.append(name)
+                if not info.isdir():
+                    seen.append(name)
                 if name not in wanted or name in found:
                     continue
                 where = f"{label}:{name}"
@@ -197,7 +198,11 @@ def _extract(archive: Path, label: str, wanted: dict[str, tuple[Cleaner, bool]],
                 count = 0
                 with f, gzip.open(out, "wt", encoding="utf-8", compresslevel=1) as w:
                     for line in cleaner(_lines_of(f, where, strict), where):
-                        w.write(line + "\n")
+                        try:
+                            w.write(line + "\n")
+                        except OSError as e:  # the cache's disk, not the archive
+                            raise CorpusError(f"{out}: cannot write the prepared text of "
+                                              f"{where}: {e}") from None
                         count += 1
                 found[name] = _Scratch(out, count, where)
                 log.info("%s: %d lines", where, count)
