@@ -5,7 +5,8 @@ the table can be rerun. Peer figures are those of ../shared/bench/PEERS.md, meas
 same machine kind (the benchmark JSON carries them too).
 
     python benchmarks/report.py --train benchmarks/results/train_speed_cpu_X.json \\
-        --decode benchmarks/results/decode_speed_cpu_X.json [--compile ...] [--corpus ...]
+        --decode benchmarks/results/decode_speed_cpu_X.json [--peers ...] [--compile ...]
+        [--corpus ...]
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ def train_row(path: str, r: dict) -> str:
             f"{ours['peak_rss_gb']:.2f} GB (reference {ref['peak_rss_gb_children_max']:.2f}) "
             f"| fairseq {peers['fairseq']:,}, OpenNMT-py {peers['OpenNMT-py']:,}, JoeyNMT "
             f"{peers['JoeyNMT']:,}; peak RSS fairseq 1.62, OpenNMT-py 2.94 GB | {_src(path, r)} |")
+
+
+def peers_row(path: str, r: dict) -> str:
+    ref = r["reference"]
+    parts = [f"{name} {p['version'].get(name, p['version'].get(name.lower(), ''))}: "
+             f"{p['tgt_tokens_per_s']:,.0f} tok/s = **{p['ratio_to_reference']}x** its "
+             f"reference ({ref['train_tgt_tokens_per_s']}), peak RSS {p['peak_rss_gb']:.2f} GB"
+             for name, p in r["peers"].items()]
+    skipped = "; ".join(f"{k}: {v}" for k, v in r.get("not_measured", {}).items())
+    return (f"| peers re-measured here, training (throwaway venvs, reference in the same run) | - "
+            f"| {'; '.join(parts)}{'; not measured: ' + skipped if skipped else ''} "
+            f"| {_src(path, r)} |")
 
 
 def compile_row(path: str, r: dict) -> str:
@@ -94,10 +107,13 @@ def main() -> None:
     p.add_argument("--decode", required=True)
     p.add_argument("--compile", help="a train_speed.py --compile result")
     p.add_argument("--corpus", help="a corpus_memory.py result")
+    p.add_argument("--peers", help="a peers.py result")
     a = p.parse_args()
     train, decode = _load(a.train), _load(a.decode)
     lines = ["| what | nmtkit | peers, same machine kind (PEERS.md) | file: command |",
              "|---|---|---|---|", train_row(a.train, train)]
+    if a.peers:
+        lines.append(peers_row(a.peers, _load(a.peers)))
     if a.compile:
         lines.append(compile_row(a.compile, _load(a.compile)))
     lines += decode_rows(a.decode, decode)
