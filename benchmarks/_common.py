@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -31,3 +32,14 @@ def transformer_train_flops(d: int, d_ff: int, layers: int, vocab: int,
     enc = layers * (4 * d * d + 2 * d * d_ff)
     dec = layers * (8 * d * d + 2 * d * d_ff) + d * vocab
     return 3 * 2 * (enc * src_tokens + dec * tgt_tokens)
+
+
+def add_peer_setup_args(p: argparse.ArgumentParser) -> None:
+    """The model and batch of ../shared/bench/PEERS.md (3+3 layers, d_model 256, 4 heads,
+    d_ff 1024, 4096-token batches, 2 threads): one place for the comparison's defaults."""
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--d-ff", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=2)

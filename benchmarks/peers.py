@@ -49,7 +49,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from _common import emit  # benchmarks/ is the script's directory
+from _common import add_peer_setup_args, emit  # benchmarks/ is the script's directory
 from train_speed import regex_tokenized_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,12 +274,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=12, help="timed optimizer updates per peer")
     p.add_argument("--warmup", type=int, default=3, help="untimed updates before them")
     p.add_argument("--ref-steps", type=int, default=8)
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--d-ff", type=int, default=1024)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--max-tokens", type=int, default=4096)
-    p.add_argument("--threads", type=int, default=2)
+    add_peer_setup_args(p)
     p.add_argument("--python", default="python3.11", help="interpreter for the peers' venvs")
     p.add_argument("--torch", default="2.13.0", help="torch version installed first (CPU wheel)")
     p.add_argument("--onmt-version", default="3.5.1")

@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import emit, transformer_train_flops  # benchmarks/ is the script's directory
+# benchmarks/ is the script's directory
+from _common import add_peer_setup_args, emit, transformer_train_flops
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -129,12 +130,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--ref-steps", type=int, default=10)
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--d-ff", type=int, default=1024)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--max-tokens", type=int, default=4096)
-    p.add_argument("--threads", type=int, default=2)
+    add_peer_setup_args(p)
     p.add_argument("--output-bias", action="store_true",
                    help="bias before the softmax (off by default: as in the small recipe and fairseq)")
     p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
