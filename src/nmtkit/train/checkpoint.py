@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from ..config import Config, ConfigError
-from ..data.tokenizers import Tokenizer, tokenizer_from_state
+from ..data.prepare import vocab_from_state
+from ..data.tokenizers import Tokenizer
 from ..data.vocab import Vocab
 from ..io import atomic_save
 from ..models import build_model
@@ -92,10 +93,8 @@ def bundle_from_checkpoint(ckpt: dict, path: str | Path | None = None,
     except ConfigError as e:
         raise CheckpointError(f"{where}: stored config is invalid: {e}") from None
     try:
-        src_tok = tokenizer_from_state(ckpt["tokenizers"]["src"])
-        tgt_tok = tokenizer_from_state(ckpt["tokenizers"]["tgt"])
-        src_vocab = Vocab.from_dict(ckpt["vocab"]["src"])
-        tgt_vocab = Vocab.from_dict(ckpt["vocab"]["tgt"])
+        v = vocab_from_state(ckpt)
+        src_tok, tgt_tok, src_vocab, tgt_vocab = v.src_tok, v.tgt_tok, v.src_vocab, v.tgt_vocab
     except (KeyError, TypeError, ValueError) as e:  # e.g. a corrupted SentencePiece model
         raise CheckpointError(f"{where}: stored tokenizer or vocabulary is unreadable: {e}") from None
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))

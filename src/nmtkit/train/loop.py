@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from ..config import Config
 from ..data.batching import ParallelIds
+from ..data.corpora import Parallel
 from ..data.mmap_ids import prepare_training_ids
 from ..data.prepare import (
     Vocabularies,
@@ -113,8 +114,8 @@ class Trainer:
         if cfg.data.mmap:
             self.vocabs, self.train_ids = self._prepared_ids(ckpt)
         else:
-            self.vocabs = self._vocabularies(ckpt)
-            train_par = load_split(cfg.data, "train")
+            train_par = load_split(cfg.data, "train")  # read once: vocabulary and ids
+            self.vocabs = self._vocabularies(ckpt, train_par)
             self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
         self.valid_text = load_split(cfg.data, "valid")
         self.valid_ids = encode_parallel(cfg.data, self.valid_text, self.vocabs, drop_long=False)
@@ -157,10 +158,10 @@ class Trainer:
         np.random.seed(seed % 2**32)
         torch.manual_seed(seed)
 
-    def _vocabularies(self, ckpt: dict | None) -> Vocabularies:
+    def _vocabularies(self, ckpt: dict | None, train: Parallel) -> Vocabularies:
         if ckpt is not None:  # the same segmentation and ids as before the interruption
             return vocab_from_state(ckpt)
-        return build_vocabularies(self.cfg.data, pairs_of(load_split(self.cfg.data, "train")))
+        return build_vocabularies(self.cfg.data, pairs_of(train))
 
     def _prepared_ids(self, ckpt: dict | None) -> tuple[Vocabularies, ParallelIds]:
         """``data.mmap``: memory-mapped training ids, built once. With several processes
