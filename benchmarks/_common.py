@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -43,3 +44,31 @@ def add_peer_setup_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--threads", type=int, default=2)
+
+
+def median_round(rounds: list[tuple]) -> tuple:
+    """The round whose ratio (its first item) is the median; the upper one of an even count.
+
+    Reference and nmtkit alternate in rounds on this shared CPU, so each round's ratio
+    compares the two under the same load; the median keeps one noisy round from deciding.
+    """
+    return sorted(rounds, key=lambda r: r[0])[len(rounds) // 2]
+
+
+def add_source_arg(p: argparse.ArgumentParser) -> None:
+    """``--src``: time another nmtkit tree in the worker (the reference is unchanged)."""
+    p.add_argument("--src", default=None,
+                   help="import nmtkit from DIR/src in the timed worker instead of the installed "
+                        "one, e.g. a `git worktree add DIR <older commit>`: two runs of the "
+                        "benchmark, one with --src, measure a change beside the reference")
+
+
+def worker_env(src: str | None) -> dict:
+    """The environment of the timed worker: nmtkit imported from ``src``/src if given."""
+    env = dict(os.environ)
+    if src:
+        path = str(Path(src).resolve() / "src")
+        if not (Path(path) / "nmtkit" / "__init__.py").exists():
+            raise SystemExit(f"--src {src}: no src/nmtkit/__init__.py there")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, env.get("PYTHONPATH")]))
+    return env

@@ -27,9 +27,12 @@ def _src(path: str, result: dict) -> str:
 def train_row(path: str, r: dict) -> str:
     ours, ref = r["nmtkit"], r["reference"]
     peers = r["peers_tgt_tokens_per_s_same_machine_kind"]
+    rounds = r.get("rounds")
+    spread = (f" (median of {len(rounds)} alternating rounds: "
+              f"{min(x['ratio'] for x in rounds)}-{max(x['ratio'] for x in rounds)}x)" if rounds else "")
     return (f"| training, target tokens/s | **{ours['tgt_tokens_per_s']:,.0f}** = "
             f"**{r['speedup_vs_reference']}x** the reference ({ref['train_tgt_tokens_per_s']}) "
-            f"in the same run; {r['mfu_of_measured_matmul_peak']:.0%} of this CPU's measured "
+            f"in the same run{spread}; {r['mfu_of_measured_matmul_peak']:.0%} of this CPU's measured "
             f"matmul rate ({r['cpu_matmul_peak_gflops']} GFLOP/s); peak RSS "
             f"{ours['peak_rss_gb']:.2f} GB (reference {ref['peak_rss_gb_children_max']:.2f}) "
             f"| fairseq {peers['fairseq']:,}, OpenNMT-py {peers['OpenNMT-py']:,}, JoeyNMT "
@@ -59,9 +62,14 @@ def compile_row(path: str, r: dict) -> str:
 def decode_rows(path: str, r: dict) -> list[str]:
     ours = r["nmtkit"]
     peers = r["peers_same_machine_kind"]
+    greedy = r.get("nmtkit_greedy_sents_per_s_beside_reference", ours["greedy_sents_per_s"])
+    rounds = r.get("greedy_rounds")
+    spread = (f" (median of {len(rounds)} alternating rounds: "
+              f"{min(x['ratio'] for x in rounds)}-{max(x['ratio'] for x in rounds)}x)" if rounds else "")
     rows = [f"| decoding {ours['n']} test sentences, batch {r['batch_size']}, greedy | "
-            f"**{ours['greedy_sents_per_s']}** sents/s = **{r['greedy_speedup_vs_reference']}x** "
-            f"the reference's one-at-a-time greedy in the same run; peak RSS "
+            f"**{greedy}** sents/s = **{r['greedy_speedup_vs_reference']}x** "
+            f"the reference's one-at-a-time greedy ({r['reference_one_at_a_time_greedy_sents_per_s']})"
+            f" in the same run{spread}; peak RSS "
             f"{ours['peak_rss_gb']:.2f} GB | OpenNMT-py {peers['OpenNMT-py']['greedy']}, fairseq "
             f"{peers['fairseq']['greedy']} | {_src(path, r)} |",
             f"| decoding, beam 5 | **{ours['beam5_sents_per_s']}** sents/s | OpenNMT-py "

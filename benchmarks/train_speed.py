@@ -4,8 +4,10 @@ Both train the same model (3+3 layers, d_model 256, 4 heads, d_ff 1024 by defaul
 Multi30k de->en tokenized with the same regex (``\\w+|[^\\w\\s]``, vocabulary min_freq 2),
 as in ../shared/bench/PEERS.md. The reference uses its own recipe (fixed padding, batches
 of 32 sentences); nmtkit uses 4096-token length-bucketed batches. Reported: real target
-tokens per second, their ratio, peak RSS of each process, and the fraction of this CPU's
-measured matmul FLOP/s that nmtkit's training step reaches.
+tokens per second and their ratio (the two alternate for ``--rounds`` rounds, a fresh
+process each; the median round is reported, and every round's ratio), peak RSS of each
+process, and the fraction of this CPU's measured matmul FLOP/s that nmtkit's training
+step reaches.
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/train_speed.py --steps 30
 
@@ -30,7 +32,14 @@ import time
 from pathlib import Path
 
 # benchmarks/ is the script's directory
-from _common import add_peer_setup_args, emit, transformer_train_flops
+from _common import (
+    add_peer_setup_args,
+    add_source_arg,
+    emit,
+    median_round,
+    transformer_train_flops,
+    worker_env,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -93,7 +102,10 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         tr = Trainer(cfg, run_dir)
         setup_s = time.perf_counter() - t_setup
         batches = tr.train_ids.batches(args.max_tokens, seed=1, epoch=0)
-        warm = 3 if args.compile else 2  # compiled: one static, then one dynamic-shape graph
+        # Steady state, as a run of thousands of steps sees it: the first steps grow the heap
+        # that nmtkit.heap keeps (to the largest batch so far: they page-fault), and a
+        # compiled forward builds one static, then one dynamic-shape graph.
+        warm = max(args.warmup_steps, 3 if args.compile else 1)
         t_warm = time.perf_counter()
         for i in range(warm):  # warm-up, not counted
             tr.schedule.set_step(i + 1)
@@ -118,8 +130,8 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)}
 
 
-def run_json(cmd: list[str]) -> dict:
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+def run_json(cmd: list[str], env: dict | None = None) -> dict:
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res.setdefault("peak_rss_gb_children_max", round(rss, 3))
@@ -130,12 +142,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--ref-steps", type=int, default=10)
+    p.add_argument("--warmup-steps", type=int, default=10,
+                   help="nmtkit steps before the timed ones (the reference's recipe has fixed "
+                        "shapes and takes 1)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="reference and nmtkit alternate this many times (median ratio reported)")
     add_peer_setup_args(p)
     p.add_argument("--output-bias", action="store_true",
                    help="bias before the softmax (off by default: as in the small recipe and fairseq)")
     p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
     p.add_argument("--mmap", action="store_true", help="batches from memory-mapped token ids")
     p.add_argument("--out", default=None, help="also write the JSON here")
+    add_source_arg(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--corpus", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -143,24 +161,36 @@ def main() -> None:
         print(json.dumps(nmtkit_worker(a)))
         return
     data = Path(os.environ.get("NMTKIT_DATA", SHARED / "data"))
+    rounds = []
     with tempfile.TemporaryDirectory() as tmp:
         corpus = regex_tokenized_corpus(data, Path(tmp) / "regex")
         dims = ["--layers", str(a.layers), "--d-model", str(a.d_model), "--d-ff", str(a.d_ff),
                 "--heads", str(a.heads), "--threads", str(a.threads)]
         bias = ["--output-bias"] if a.output_bias else []
         bias += ["--compile"] * a.compile + ["--mmap"] * a.mmap
-        ref = run_json([sys.executable, str(SHARED / "bench" / "reference_speed.py"), *dims,
-                        "--steps", str(a.ref_steps), "--decode-n", "5"])
-        ours = run_json([sys.executable, __file__, "--worker", "--corpus", str(corpus), *dims,
-                         "--steps", str(a.steps), "--max-tokens", str(a.max_tokens), *bias])
+        bias += ["--warmup-steps", str(a.warmup_steps)]
+        # The two alternate, a fresh process each, so that both see the same drift of this
+        # shared CPU; every round gives one ratio, and the median round is reported.
+        for _ in range(a.rounds):
+            ref = run_json([sys.executable, str(SHARED / "bench" / "reference_speed.py"), *dims,
+                            "--steps", str(a.ref_steps), "--decode-n", "5"])
+            ours = run_json([sys.executable, __file__, "--worker", "--corpus", str(corpus), *dims,
+                             "--steps", str(a.steps), "--max-tokens", str(a.max_tokens), *bias],
+                            env=worker_env(a.src))
+            rounds.append((ours["tgt_tokens_per_s"] / ref["train_tgt_tokens_per_s"], ref, ours))
+    ratio, ref, ours = median_round(rounds)
     peak = matmul_peak_gflops(a.threads)
     result = {
         "benchmark": "train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
-        "threads": a.threads, "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff,
-                                        "heads": a.heads, "nmtkit_output_bias": a.output_bias,
-                                        "nmtkit_compile": a.compile, "nmtkit_mmap": a.mmap},
+        "threads": a.threads, "nmtkit_src": a.src,
+        "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
+                  "nmtkit_output_bias": a.output_bias, "nmtkit_compile": a.compile,
+                  "nmtkit_mmap": a.mmap},
         "reference": ref, "nmtkit": ours,
-        "speedup_vs_reference": round(ours["tgt_tokens_per_s"] / ref["train_tgt_tokens_per_s"], 2),
+        "speedup_vs_reference": round(ratio, 2),
+        "rounds": [{"reference_tgt_tokens_per_s": r["train_tgt_tokens_per_s"],
+                    "nmtkit_tgt_tokens_per_s": o["tgt_tokens_per_s"], "ratio": round(x, 2)}
+                   for x, r, o in rounds],
         "cpu_matmul_peak_gflops": round(peak, 1),
         "mfu_of_measured_matmul_peak": round(ours["model_gflops_per_s"] / peak, 3),
         "peers_tgt_tokens_per_s_same_machine_kind": {"fairseq": 2244, "OpenNMT-py": 2217,

@@ -2,7 +2,7 @@
 
 import torch
 
-from nmtkit.models.dropout import _LEVELS, Dropout, dropout
+from nmtkit.models.dropout import _LEVELS, Dropout, dropout, keep_mask
 
 
 def test_drop_rate_and_scale_keep_the_expectation():
@@ -49,3 +49,20 @@ def test_rejects_bad_probability():
 
     with pytest.raises(ValueError, match="dropout probability"):
         Dropout(1.5)
+
+
+def test_every_lane_of_a_draw_is_an_independent_fair_mask():
+    """Four mask entries come from one 64-bit draw: each of the four positions must drop at
+    the rate asked for, and neighbours must not agree more often than chance."""
+    torch.manual_seed(2)
+    keep, scale = keep_mask(torch.Size([4 * 100_000]), 0.3, torch.device("cpu"))
+    lanes = keep.view(-1, 4).float()  # (draws, lane)
+    rate = 1 - round(0.3 * _LEVELS) / _LEVELS
+    assert torch.allclose(lanes.mean(0), torch.full((4,), rate), atol=6e-3)
+    for a in range(4):
+        for b in range(a + 1, 4):
+            both = (lanes[:, a] * lanes[:, b]).mean().item()
+            assert abs(both - rate * rate) < 6e-3
+    assert scale == _LEVELS / (_LEVELS - round(0.3 * _LEVELS))
+    odd = dropout(torch.ones(7, 3), 0.5, training=True)  # a size that is not a multiple of 4
+    assert odd.shape == (7, 3) and set(odd.unique().tolist()) <= {0.0, 2.0}

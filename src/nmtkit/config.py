@@ -177,6 +177,10 @@ class TrainConfig:
     """bf16 autocast on CUDA."""
     compile: bool = False
     """``torch.compile`` the training forward (dynamic shapes; pays off on GPUs)."""
+    retain_freed_memory: bool = True
+    """Keep memory freed by one step in the process for the next (glibc malloc, see
+    ``nmtkit.heap``): no page faults on the step's large tensors. Off: freed memory goes
+    back to the system at once."""
     max_nonfinite: int = 5
     """Stop after this many consecutive steps with a NaN/inf loss (each is skipped)."""
 

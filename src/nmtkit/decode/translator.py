@@ -12,6 +12,7 @@ import torch
 from ..config import DecodeConfig
 from ..data.batching import pad_batch
 from ..data.vocab import EOS, PAD
+from ..models.prepack import pack_for_inference
 from .search import Hypothesis, beam_search, greedy_search
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class Translator:
         self.reverse_source = reverse_source
         self.max_src_len = max_src_len
         self.device = next(model.parameters()).device
+        pack_for_inference(self.model)  # CPU: weights in the GEMM library's layout, once
 
     def encode_source(self, line: str) -> tuple[list[str], np.ndarray]:
         toks = self.src_tok.encode(line.strip())

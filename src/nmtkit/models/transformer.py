@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig, dec_layers, enc_layers
 from ..data.vocab import PAD
+from . import prepack
 from .attention import MultiHeadAttention
 from .dropout import Dropout
 
@@ -74,8 +75,13 @@ class PositionwiseFeedForward(nn.Module):
         self.w_2 = nn.Linear(d_ff, d_model)
         self.dropout = Dropout(dropout)
 
+    def packable(self) -> dict[str, tuple[Tensor, Tensor | None]]:
+        """W1 and W2, packed for decoding (:mod:`nmtkit.models.prepack`)."""
+        return {"w_1": (self.w_1.weight, self.w_1.bias), "w_2": (self.w_2.weight, self.w_2.bias)}
+
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+        h = F.relu(prepack.linear(self, "w_1", x, self.w_1.weight, self.w_1.bias))
+        return prepack.linear(self, "w_2", self.dropout(h), self.w_2.weight, self.w_2.bias)
 
 
 class SublayerConnection(nn.Module):
@@ -312,7 +318,8 @@ class Transformer(nn.Module):
             attn = src_w
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        log_probs = F.log_softmax(self.generator(x[:, 0]), dim=-1)
+        g = self.generator
+        log_probs = F.log_softmax(prepack.linear(self, "generator", x[:, 0], g.weight, g.bias), dim=-1)
         state.self_kv, state.pos = new_kv, state.pos + 1
         if attn is not None:
             attn = attn[:, :, 0].mean(dim=1)  # last layer, averaged over heads: (batch, S)
@@ -345,6 +352,10 @@ class Transformer(nn.Module):
         _, dec_w = self.decode(memory, src_mask, tgt_in, None, need_weights=True)
         return {"encoder": enc_w, "decoder_self": [w[0] for w in dec_w],
                 "decoder_src": [w[1] for w in dec_w]}
+
+    def packable(self) -> dict[str, tuple[Tensor, Tensor | None]]:
+        """The output projection, the largest product of a decoding step (:mod:`.prepack`)."""
+        return {"generator": (self.generator.weight, self.generator.bias)}
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())

@@ -44,6 +44,7 @@ from ..data.prepare import (
     vocab_state,
 )
 from ..evaluate import perplexity, score
+from ..heap import retain_freed_memory
 from ..io import atomic_write_text
 from ..models import build_model
 from . import distributed
@@ -97,6 +98,8 @@ class Trainer:
             torch.set_num_threads(t.threads)
         self.rank, self.world, local_rank = distributed.world_info()
         self.device = pick_device(t.device)
+        if t.retain_freed_memory:
+            retain_freed_memory()
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", local_rank)
         if self.world > 1:

@@ -1,0 +1,114 @@
+"""Weights packed for CPU inference: same outputs, used only while they are the weights' value."""
+
+import pytest
+import torch
+
+from nmtkit.models import prepack
+from nmtkit.models.prepack import pack_for_inference, unpack
+
+from .test_transformer import make_model, padded_batch
+
+pytestmark = pytest.mark.skipif(not prepack.available(), reason="PyTorch built without oneDNN")
+
+
+def packed_calls(monkeypatch) -> list:
+    """Count the products that went through a packed weight."""
+    calls = []
+    real = prepack.torch.ops.mkldnn._linear_pointwise
+
+    class Ops:  # torch.ops.mkldnn with the packed product wrapped
+        _reorder_linear_weight = prepack.torch.ops.mkldnn._reorder_linear_weight
+
+        @staticmethod
+        def _linear_pointwise(*args):
+            calls.append(args[1].shape)
+            return real(*args)
+
+    monkeypatch.setattr(prepack.torch.ops, "mkldnn", Ops)
+    return calls
+
+
+def decode(model, steps=4):
+    src, src_mask, tgt = padded_batch()
+    with torch.no_grad():
+        state = model.start(model.encode(src, src_mask), src_mask)
+        out = []
+        for t in range(steps):
+            lp, state, _ = model.step(state, tgt[:, t])
+            out.append(lp)
+    return torch.stack(out, 1)
+
+
+def test_packed_decoding_equals_plain(monkeypatch):
+    model = make_model()
+    plain = decode(model)
+    # qkv, q, out of 2 encoder + 4 decoder attentions, w_1/w_2 of 4 FFNs, the generator
+    assert pack_for_inference(model) == 6 * 3 + 4 * 2 + 1
+    assert pack_for_inference(model) == 0  # idempotent: everything is current
+    calls = packed_calls(monkeypatch)
+    packed = decode(model)
+    assert torch.allclose(packed, plain, atol=1e-5)
+    assert len(calls) > 0 and torch.Size([11, 32]) in calls  # the generator: (V_TGT, D)
+    unpack(model)
+    calls.clear()
+    assert torch.allclose(decode(model), plain, atol=1e-6) and calls == []
+
+
+def test_not_used_while_recording_gradients(monkeypatch):
+    model = make_model()
+    pack_for_inference(model)
+    calls = packed_calls(monkeypatch)
+    src, src_mask, tgt = padded_batch()
+    model(src, src_mask, tgt).sum().backward()
+    assert calls == []
+    assert model.generator.weight.grad is not None
+
+
+@pytest.mark.parametrize("change", ["optimizer", "load_state_dict", "in_place"])
+def test_stale_packs_are_never_used(change, monkeypatch):
+    """After the weights change, decoding equals a fresh model with the new weights."""
+    model = make_model()
+    pack_for_inference(model)
+    new = make_model(seed=3)
+    if change == "optimizer":  # fused Adam updates in place without bumping version counters
+        opt = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
+        model.train()
+        src, src_mask, tgt = padded_batch()
+        model(src, src_mask, tgt).sum().backward()
+        opt.step()
+        model.eval()
+        assert all("_packed" not in m.__dict__ for m in model.modules())
+        new.load_state_dict(model.state_dict())
+    elif change == "load_state_dict":
+        model.load_state_dict(new.state_dict())
+    else:
+        with torch.no_grad():
+            for p, q in zip(model.parameters(), new.parameters(), strict=True):
+                p.copy_(q)
+    calls = packed_calls(monkeypatch)
+    assert torch.allclose(decode(model), decode(new), atol=1e-6)
+    assert calls == []  # every pack was stale: plain products
+    assert pack_for_inference(model) > 0  # and they are packed again on request
+    assert torch.allclose(decode(model), decode(new), atol=1e-5) and calls
+
+
+def test_translator_packs_and_translations_are_unchanged(monkeypatch):
+    from nmtkit.config import DecodeConfig
+    from nmtkit.data.tokenizers import WhitespaceTokenizer
+    from nmtkit.data.vocab import Vocab
+    from nmtkit.decode.translator import Translator
+
+    src_vocab = Vocab.build([["a", "b", "c", "d", "e", "f", "g", "h", "i"]])
+    tgt_vocab = Vocab.build([["u", "v", "w", "x", "y", "z", "q"]])
+    model = make_model(vocab=(len(src_vocab), len(tgt_vocab)))
+    tok = WhitespaceTokenizer()
+    lines = ["a b c", "d e f g h", "i", "c c a b"]
+    monkeypatch.setattr(prepack, "available", lambda: False)
+    plain = Translator(model, tok, tok, src_vocab, tgt_vocab, DecodeConfig()).translate(lines, beam=3)
+    assert all("_packed" not in m.__dict__ for m in model.modules())
+    monkeypatch.undo()
+    tr = Translator(model, tok, tok, src_vocab, tgt_vocab, DecodeConfig())
+    assert any("_packed" in m.__dict__ for m in model.modules())
+    packed = tr.translate(lines, beam=3)
+    for a, b in zip(plain, packed, strict=True):
+        assert a[0].text == b[0].text and a[0].score == pytest.approx(b[0].score, abs=1e-4)
