@@ -112,3 +112,24 @@ def test_translator_packs_and_translations_are_unchanged(monkeypatch):
     packed = tr.translate(lines, beam=3)
     for a, b in zip(plain, packed, strict=True):
         assert a[0].text == b[0].text and a[0].score == pytest.approx(b[0].score, abs=1e-4)
+
+
+def test_row_buckets_pad_and_slice_back(monkeypatch):
+    """Products are padded to a few row counts (one oneDNN kernel each); results are exact rows."""
+    from nmtkit.models.prepack import MAX_ROWS, row_bucket
+
+    assert [row_bucket(r) for r in (1, 4, 5, 16, 17, 64, 65, 160)] == [1, 4, 16, 16, 32, 64, 96, 160]
+    assert all(row_bucket(r) >= r for r in range(1, MAX_ROWS + 1))
+    assert len({row_bucket(r) for r in range(1, MAX_ROWS + 1)}) <= 16
+    model = make_model()
+    ffn = model.decoder_layers[0].feed_forward
+    pack_for_inference(model)
+    calls = packed_calls(monkeypatch)
+    torch.manual_seed(9)
+    for shape in ((5, 1, 32), (7, 3, 32), (1, 32), (MAX_ROWS + 1, 32)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            got = prepack.linear(ffn, "w_1", x, ffn.w_1.weight, ffn.w_1.bias)
+        assert got.shape == (*shape[:-1], 64)
+        assert torch.allclose(got, torch.nn.functional.linear(x, ffn.w_1.weight, ffn.w_1.bias), atol=1e-5)
+    assert len(calls) == 3  # the product above MAX_ROWS rows went to F.linear

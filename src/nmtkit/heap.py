@@ -6,7 +6,7 @@ kernel when the block is freed, and it trims the top of its heap the same way. A
 step allocates and frees the same large tensors every time (the (tokens, vocab) logits
 alone are 90 MB for a 4096-token batch), so every step page-faults them in again, and the
 kernel zeroes each page first: ~290 MB of fresh pages per step of the small Transformer
-here, ~10% of the step's time (``benchmarks/train_speed.py``; guide, section 15).
+here, ~10% of the step's time (``benchmarks/train_speed.py``; guide, section 18).
 
 :func:`retain_freed_memory` asks glibc to serve every block from its heap (``M_MMAP_MAX``
 = 0) and never to trim it (``M_TRIM_THRESHOLD`` = max), so a freed block stays mapped and

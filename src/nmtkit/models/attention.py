@@ -9,7 +9,7 @@ they are. Both compute the same function.
 One exception: training on a CPU takes the readable path too. PyTorch's fused CPU kernel
 (flash attention, blocked for long sequences) is slower forward and backward for
 sentence-length inputs: 15-31 ms against 9-11 ms per call at 150 sentences x 27 tokens,
-4 heads of 64 (guide, section 15); at inference it is as fast or faster, and kept.
+4 heads of 64 (guide, section 18); at inference it is as fast or faster, and kept.
 """
 
 from __future__ import annotations
