@@ -33,6 +33,7 @@ from _common import add_source_arg, emit, median_round, worker_env  # benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+SEARCHES = ("greedy", "beam5", "beam5_early_stop")
 
 
 def worker(a: argparse.Namespace) -> dict:
@@ -46,7 +47,7 @@ def worker(a: argparse.Namespace) -> dict:
     src = load_parallel(bundle.cfg.data, "test_2016_flickr").src[: a.n]
     out, outputs = {}, {}
     runs = (("greedy", 1, False), ("beam5", 5, False), ("beam5_early_stop", 5, True))
-    for name, beam, early in runs[:2] if a.round_only else runs:
+    for name, beam, early in runs:
         tr = bundle.translator(early_stop=early)
         tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)  # warm-up
         best = float("inf")
@@ -122,8 +123,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--ref-decode-n", type=int, default=10)
     p.add_argument("--rounds", type=int, default=7,
-                   help="the reference's greedy and nmtkit's greedy and beam 5 (one timed pass "
-                        "each) alternate this many times; the median ratios are reported")
+                   help="the reference's greedy and nmtkit's greedy, beam 5 and beam 5 with early "
+                        "stop (one timed pass each) alternate this many times; the median ratios "
+                        "are reported")
     p.add_argument("--ct2", action="store_true",
                    help="also export to CTranslate2 (needs [export]) and time it, fp32 and int8")
     p.add_argument("--out", default=None)
@@ -156,12 +158,12 @@ def main() -> None:
                          .stdout.strip().splitlines()[-1])["decode_sents_per_s"]
         ours_round = worker_json("--round-only", "--repeats", "1")
         rounds.append({"reference_sents_per_s": ref,
-                       **{f"nmtkit_{k}_sents_per_s": ours_round[f"{k}_sents_per_s"]
-                          for k in ("greedy", "beam5")},
+                       **{f"nmtkit_{k}_sents_per_s": ours_round[f"{k}_sents_per_s"] for k in SEARCHES},
                        **{f"{k}_ratio": round(ours_round[f"{k}_sents_per_s"] / ref, 1)
-                          for k in ("greedy", "beam5")}})
+                          for k in SEARCHES}})
     med = median_round([(r["greedy_ratio"], r) for r in rounds])[1]
     beam_ratio = median_round([(r["beam5_ratio"], r) for r in rounds])[0]
+    early_ratio = median_round([(r["beam5_early_stop_ratio"], r) for r in rounds])[0]
     ours = worker_json("--repeats", str(a.repeats), *(["--ct2"] if a.ct2 else []))
     ct2 = ours.pop("ctranslate2", None)
     result = {
@@ -173,6 +175,7 @@ def main() -> None:
         "nmtkit_greedy_sents_per_s_beside_reference": med["nmtkit_greedy_sents_per_s"],
         "greedy_speedup_vs_reference": med["greedy_ratio"],
         "beam5_speed_vs_reference_greedy": beam_ratio,
+        "beam5_early_stop_speed_vs_reference_greedy": early_ratio,
         "rounds": rounds,
         # The same ratios for the peers, from PEERS.md's figures (reference greedy: 1.92).
         "peers_ratio_to_reference_greedy_PEERS_md": {

@@ -89,7 +89,14 @@ def decode_rows(path: str, r: dict) -> list[str]:
     rows = [f"| decoding {ours['n']} test sentences, batch {r['batch_size']}, greedy | {greedy_cell} "
             f"| {greedy_peers} | {_src(path, r)} |",
             f"| decoding, beam 5 | {beam_cell} | {beam_peers} | same run |"]
-    if "beam5_early_stop_sents_per_s" in ours:
+    if rounds and "beam5_early_stop_ratio" in rounds[0]:
+        e = [x["beam5_early_stop_ratio"] for x in rounds]
+        rows.append(f"| decoding, beam 5 with `decode.early_stop` (OpenNMT-py's stopping rule) | "
+                    f"**{r['beam5_early_stop_speed_vs_reference_greedy']}x** the reference's greedy "
+                    f"(median, {min(e)}-{max(e)}x); best pass {ours['beam5_early_stop_sents_per_s']} "
+                    f"sents/s; {ours['beam5_early_stop_same_output']:.0%} of outputs equal to beam "
+                    f"5's | {beam_peers} (OpenNMT-py's own rule) | same run |")
+    elif "beam5_early_stop_sents_per_s" in ours:
         rows.append(f"| decoding, beam 5 with `decode.early_stop` (OpenNMT-py's stopping rule) | "
                     f"**{ours['beam5_early_stop_sents_per_s']}** sents/s; "
                     f"{ours['beam5_early_stop_same_output']:.0%} of outputs equal to beam 5's | "
