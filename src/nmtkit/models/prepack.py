@@ -1,4 +1,4 @@
-"""Weights packed once for CPU inference: the decoder's small matrix products, 1.3-2.5x faster.
+"""Weights packed once for CPU inference: the decoder's small matrix products, 1.2-3x faster.
 
 Every decoding step multiplies a few rows (the sentences or hypotheses still searched:
 at most 32 for greedy, 160 for beam 5, at batch 32) by each weight matrix of the decoder
@@ -9,7 +9,7 @@ projection of an 8k vocabulary it is an 8 MB copy per step). oneDNN can reorder 
 into that layout once (``torch.ops.mkldnn._reorder_linear_weight``) and multiply by the
 reordered copy (``torch.ops.mkldnn._linear_pointwise``), as ``torch.compile``'s CPU
 "freezing" does. Measured on the small Transformer (guide, section 18): greedy decoding
-1.45x and beam 5 1.5x as fast, every translation of test_2016_flickr identical.
+1.2-1.6x as fast, every translation of test_2016_flickr identical (greedy and beam 5).
 
 A module that has such weights lists them in ``packable()`` (name -> (weight, bias)) and
 multiplies through :func:`linear`, which uses the packed copy only when it is still the
