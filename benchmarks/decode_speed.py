@@ -4,10 +4,11 @@ nmtkit: the first ``--n`` lines of test_2016_flickr (de), batches of ``--batch-s
 sentences, greedy, beam 5, and beam 5 with ``decode.early_stop`` (with the share of its
 outputs equal to plain beam 5's), model load excluded. Reference: its one-sentence-at-a-time
 ``greedy_decode`` (72 steps) from ../shared/bench/reference_speed.py with the same model
-size. The greedy ratio comes from ``--rounds`` rounds in which the reference and nmtkit
-(one timed pass each, a fresh process each) alternate: the median round is reported, with
-every round's figures. Beam search and the rest are the best of ``--repeats`` passes in one
-more process. Reported: sentences per second, ratios, peak RSS of the decoding process.
+size. The ratios come from ``--rounds`` rounds in which the reference and nmtkit (a fresh
+process each; nmtkit one timed pass of greedy, beam 5 and beam 5 with early stop)
+alternate: the median of each ratio is reported, with every round's figures. The best of
+``--repeats`` passes, the outputs compared and CTranslate2 come from one more process.
+Reported: sentences per second, ratios, peak RSS of the decoding process.
 With ``--ct2`` the checkpoint is also exported to CTranslate2 (float32 and int8, into a
 temporary directory) and decoded there on the same sentences, ``--threads`` intra-op
 threads, through ``nmtkit.export.ctranslate2.CTranslate2Translator`` (tokenization
@@ -29,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from _common import add_source_arg, emit, median_round, worker_env  # benchmarks/ is the script's directory
+# benchmarks/ is the script's directory
+from _common import add_source_arg, emit, median_round, worker_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

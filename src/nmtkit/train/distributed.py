@@ -23,11 +23,26 @@ def world_info() -> tuple[int, int, int]:
             int(os.environ.get("LOCAL_RANK", 0)))
 
 
+_joined_here = False  # the group was made by init() (a caller's own group is left alone)
+
+
 def init(device: torch.device) -> None:
     """Join the process group once (backend by device)."""
+    global _joined_here
     if dist.is_initialized():
         return
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    _joined_here = True
+
+
+def shutdown() -> None:
+    """Leave the process group. A process that exits without this can abort at interpreter
+    shutdown ("terminate called without an active exception": gloo's threads still hold
+    work), so the training entry point calls it however training ends."""
+    global _joined_here
+    if _joined_here and dist.is_initialized():
+        dist.destroy_process_group()
+    _joined_here = False
 
 
 def all_reduce_grads(params: list[torch.nn.Parameter], extras: list[float]) -> list[float]:

@@ -423,4 +423,8 @@ class Trainer:
 
 
 def train(cfg: Config, run_dir: str | Path, resume: bool = False) -> dict:
-    return Trainer(cfg, run_dir, resume).run()
+    """Build a :class:`Trainer` and run it; under torchrun, leave the process group after."""
+    try:
+        return Trainer(cfg, run_dir, resume).run()
+    finally:
+        distributed.shutdown()
