@@ -133,3 +133,16 @@ def test_row_buckets_pad_and_slice_back(monkeypatch):
         assert got.shape == (*shape[:-1], 64)
         assert torch.allclose(got, torch.nn.functional.linear(x, ffn.w_1.weight, ffn.w_1.bias), atol=1e-5)
     assert len(calls) == 3  # the product above MAX_ROWS rows went to F.linear
+
+
+def test_switching_onednn_off_falls_back_to_plain_products(monkeypatch):
+    model = make_model()
+    pack_for_inference(model)
+    calls = packed_calls(monkeypatch)
+    plain = decode(model)
+    assert calls
+    calls.clear()
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert not prepack.available()
+        assert torch.allclose(decode(model), plain, atol=1e-5)
+    assert calls == []

@@ -72,7 +72,8 @@ def linear(owner: nn.Module, name: str, x: Tensor, weight: Tensor,
     packs = owner.__dict__.get("_packed")
     p = packs.get(name) if packs else None
     rows = x.numel() // max(x.size(-1), 1)
-    if p is None or rows > MAX_ROWS or not p.matches(x, weight, bias):
+    if (p is None or rows > MAX_ROWS or not p.matches(x, weight, bias)
+            or not torch.backends.mkldnn.enabled):
         return F.linear(x, weight, bias)
     flat = x.reshape(rows, x.size(-1))  # (rows, in)
     padded = row_bucket(rows)
@@ -83,8 +84,9 @@ def linear(owner: nn.Module, name: str, x: Tensor, weight: Tensor,
 
 
 def available() -> bool:
-    """oneDNN (MKL-DNN) is built in and offers the reorder and the packed product."""
-    return (torch.backends.mkldnn.is_available()
+    """oneDNN (MKL-DNN) is built in, not switched off (``torch.backends.mkldnn.flags``), and
+    offers the reorder and the packed product."""
+    return (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
             and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 
