@@ -36,6 +36,11 @@ from _common import add_source_arg, emit, median_round, worker_env
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 SEARCHES = ("greedy", "beam5", "beam5_early_stop")
+# ../shared/bench/PEERS.md: decoding sents/s on this machine kind, and the reference's greedy.
+PEERS_DECODE = {"OpenNMT-py": {"greedy": "172-223", "beam5": "74-79"},
+                "fairseq": {"greedy": "82-88", "beam5": "69-71"},
+                "CTranslate2 fp32": {"greedy": "530-575", "beam5": "134-140"}}
+PEERS_REFERENCE_GREEDY = 1.92
 
 
 def worker(a: argparse.Namespace) -> dict:
@@ -179,14 +184,12 @@ def main() -> None:
         "beam5_speed_vs_reference_greedy": beam_ratio,
         "beam5_early_stop_speed_vs_reference_greedy": early_ratio,
         "rounds": rounds,
-        # The same ratios for the peers, from PEERS.md's figures (reference greedy: 1.92).
+        # The same ratios for the peers, from PEERS.md's figures.
         "peers_ratio_to_reference_greedy_PEERS_md": {
-            "OpenNMT-py": {"greedy": "89.6-116.1", "beam5": "38.5-41.1"},
-            "fairseq": {"greedy": "42.7-45.8", "beam5": "35.9-37.0"}},
-        "peers_same_machine_kind": {"OpenNMT-py": {"greedy": "172-223", "beam5": "74-79"},
-                                    "fairseq": {"greedy": "82-88", "beam5": "69-71"},
-                                    "CTranslate2 fp32": {"greedy": "530-575", "beam5": "134-140"},
-                                    "source": "shared/bench/PEERS.md"},
+            name: {k: "-".join(f"{float(x) / PEERS_REFERENCE_GREEDY:.1f}" for x in v.split("-"))
+                   for k, v in PEERS_DECODE[name].items()}
+            for name in ("OpenNMT-py", "fairseq")},
+        "peers_same_machine_kind": {**PEERS_DECODE, "source": "shared/bench/PEERS.md"},
     }
     if ct2 is not None:
         ct2["float32_greedy_speedup_vs_nmtkit"] = round(
