@@ -8,6 +8,8 @@ import torch
 
 from nmtkit.compat.annotated import from_reference
 
+pytestmark = pytest.mark.numerics
+
 REF_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / \
     "annotated_reference.py"
 if not REF_PATH.exists():

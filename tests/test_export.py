@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 ct2 = pytest.importorskip("ctranslate2")
+pytestmark = pytest.mark.numerics
 
 from nmtkit.cli import main as cli_main  # noqa: E402
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig  # noqa: E402
@@ -306,16 +307,26 @@ def test_sentencepiece_export_translates_like_nmtkit(spm_checkpoint, tmp_path):
 
 
 def test_int8_export_loads_and_translates(copy_export, tmp_path):
+    """int8 weights approximate the model: its token log-probabilities stay near nmtkit's
+    (a broken export, e.g. a transposed matrix, is off by nats), and it translates within
+    the caps. Outputs are not compared one by one: on these tiny models int8 rounding flips
+    near-ties, and which ones differs between CPUs (AVX2 vs AVX-512 kernels)."""
     ckpt, fp32 = copy_export
     out = export_ctranslate2(ckpt, tmp_path / "int8", quantization="int8")
     assert json.loads((out / "nmtkit.json").read_text())["quantization"] == "int8"
     assert (out / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size
     tr = CTranslate2Translator(out, intra_threads=1)
+    bundle = load_bundle(ckpt)
+    src = sentences(24, seed=3)
+    diffs = [np.abs(np.asarray(got) - nmtkit_log_prob(bundle, s, s.split()).numpy())
+             for s, got in zip(src, tr.score(src, src), strict=True)]
+    assert float(np.concatenate(diffs).mean()) < 0.8  # measured 0.26-0.52 nats (4 variants)
     lines = sentences(12, seed=5)
-    for line, hyps in zip(lines, tr.translate(lines, beam=4), strict=True):
-        n = len(line.split())
-        assert 1 <= len(hyps[0].tokens) <= length_cap(n + 1, tr.decode_cfg) - 1
+    results = tr.translate(lines, beam=4)
+    for line, hyps in zip(lines, results, strict=True):
+        assert len(hyps[0].tokens) <= length_cap(len(line.split()) + 1, tr.decode_cfg) - 1
         assert all(t in VOCAB for t in hyps[0].tokens)
+    assert sum(bool(h[0].tokens) for h in results) >= 0.75 * len(lines)
 
 
 def test_rnn_checkpoint_is_refused(tmp_path):
