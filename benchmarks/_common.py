@@ -72,3 +72,13 @@ def worker_env(src: str | None) -> dict:
             raise SystemExit(f"--src {src}: no src/nmtkit/__init__.py there")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, env.get("PYTHONPATH")]))
     return env
+
+
+def nmtkit_checkpoint_module():
+    """``nmtkit.checkpoint`` (``nmtkit.train.checkpoint`` before the "readable core" layout),
+    so that ``--src`` can time a tree from before that change."""
+    try:
+        from nmtkit import checkpoint
+    except ImportError:
+        from nmtkit.train import checkpoint  # type: ignore[no-redef]
+    return checkpoint

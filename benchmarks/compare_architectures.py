@@ -46,7 +46,9 @@ def one(arch: str, minutes: float, runs: Path, valid_every: int, beam: int) -> d
     ev = json.loads(nmtkit("evaluate", "--model", str(run / "best.pt"), "--split",
                            "test_2016_flickr", "--beam", str(beam)))
     decode_s = time.perf_counter() - t0
-    from nmtkit.train.checkpoint import load_bundle
+    from _common import nmtkit_checkpoint_module
+
+    load_bundle = nmtkit_checkpoint_module().load_bundle
 
     model = load_bundle(run / "best.pt").model
     params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

@@ -45,9 +45,11 @@ PEERS_REFERENCE_GREEDY = 1.92
 
 def worker(a: argparse.Namespace) -> dict:
     import torch
+    from _common import nmtkit_checkpoint_module
 
     from nmtkit.data.corpora import load_parallel
-    from nmtkit.train.checkpoint import load_bundle
+
+    load_bundle = nmtkit_checkpoint_module().load_bundle
 
     torch.set_num_threads(a.threads)
     bundle = load_bundle(a.model)
@@ -143,7 +145,9 @@ def main() -> None:
     if a.worker:
         print(json.dumps(worker(a)))
         return
-    from nmtkit.train.checkpoint import load_checkpoint
+    from _common import nmtkit_checkpoint_module
+
+    load_checkpoint = nmtkit_checkpoint_module().load_checkpoint
 
     m = load_checkpoint(a.model)["config"]["model"]
     layers = m["enc_layers"] or m["layers"]

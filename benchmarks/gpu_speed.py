@@ -79,8 +79,11 @@ def train_speed(a: argparse.Namespace, torch) -> dict:
 
 
 def decode_speed(a: argparse.Namespace, torch) -> dict:
+    from _common import nmtkit_checkpoint_module
+
     from nmtkit.data.corpora import load_parallel
-    from nmtkit.train.checkpoint import load_bundle
+
+    load_bundle = nmtkit_checkpoint_module().load_bundle
 
     bundle = load_bundle(a.model, "cuda")
     src = load_parallel(bundle.cfg.data, "test_2016_flickr").src

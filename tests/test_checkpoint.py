@@ -4,9 +4,9 @@ import pickle
 import pytest
 import torch
 
+from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint
 from nmtkit.config import load
 from nmtkit.train.average import average_checkpoints
-from nmtkit.train.checkpoint import CheckpointError, load_bundle, load_checkpoint
 from nmtkit.train.loop import Trainer
 
 from .conftest import ROOT, tiny_copy_overrides

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from nmtkit.train.checkpoint import load_checkpoint
+from nmtkit.checkpoint import load_checkpoint
 
 from .conftest import ROOT, tiny_copy_overrides
 

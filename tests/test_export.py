@@ -22,6 +22,7 @@ import torch.nn.functional as F
 ct2 = pytest.importorskip("ctranslate2")
 pytestmark = pytest.mark.numerics
 
+from nmtkit.checkpoint import load_bundle, save_checkpoint  # noqa: E402
 from nmtkit.cli import main as cli_main  # noqa: E402
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig  # noqa: E402
 from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  # noqa: E402
@@ -34,7 +35,6 @@ from nmtkit.export.ctranslate2 import (  # noqa: E402
     length_cap,
 )
 from nmtkit.models import build_model  # noqa: E402
-from nmtkit.train.checkpoint import load_bundle, save_checkpoint  # noqa: E402
 
 from .conftest import ROOT  # noqa: E402
 

@@ -16,11 +16,11 @@ import time
 import pytest
 import torch
 
+from nmtkit.checkpoint import Bundle, CheckpointError, load_bundle, load_checkpoint
 from nmtkit.config import ModelConfig, load
 from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import Vocab
 from nmtkit.models import build_model
-from nmtkit.train.checkpoint import Bundle, CheckpointError, load_bundle, load_checkpoint
 from nmtkit.train.loop import Trainer, TrainingError
 
 from .conftest import ROOT, tiny_copy_overrides
@@ -147,7 +147,7 @@ def test_hostile_lines_give_one_output_each_in_order(bundle, beam, caplog):
 
 
 def test_cli_translate_keeps_line_count_with_odd_separators(tmp_path, bundle):
-    from nmtkit.train.checkpoint import save_checkpoint
+    from nmtkit.checkpoint import save_checkpoint
 
     b = bundle
     save_checkpoint(tmp_path / "m.pt", {
@@ -167,7 +167,7 @@ def test_cli_translate_keeps_line_count_with_odd_separators(tmp_path, bundle):
 
 
 def test_wrong_architecture_or_vocabulary_in_a_checkpoint_is_a_clear_error(tmp_path, bundle):
-    from nmtkit.train.checkpoint import save_checkpoint
+    from nmtkit.checkpoint import save_checkpoint
 
     b = bundle
     base = {"config": b.cfg.to_dict(),

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from nmtkit.checkpoint import load_bundle
 from nmtkit.config import ConfigError, ModelConfig, load
 from nmtkit.data.vocab import BOS, PAD
 from nmtkit.decode.search import beam_search, greedy_search
@@ -20,7 +21,6 @@ from nmtkit.models.attention import (
 )
 from nmtkit.models.rnn import RNNSeq2Seq
 from nmtkit.models.seq2seq import pad_mask
-from nmtkit.train.checkpoint import load_bundle
 from nmtkit.train.loop import Trainer
 
 from .conftest import ROOT

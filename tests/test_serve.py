@@ -46,7 +46,7 @@ def copy_run(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def copy_bundle(copy_run):
-    from nmtkit.train.checkpoint import load_bundle
+    from nmtkit.checkpoint import load_bundle
 
     return load_bundle(copy_run / "last.pt")
 

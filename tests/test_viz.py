@@ -16,11 +16,11 @@ pytest.importorskip("matplotlib")
 from matplotlib.image import imread  # noqa: E402
 
 from nmtkit import viz  # noqa: E402
+from nmtkit.checkpoint import load_bundle  # noqa: E402
 from nmtkit.cli import main  # noqa: E402
 from nmtkit.config import ModelConfig, load  # noqa: E402
 from nmtkit.data.vocab import BOS, EOS  # noqa: E402
 from nmtkit.models import build_model  # noqa: E402
-from nmtkit.train.checkpoint import load_bundle  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
 from .conftest import ROOT, tiny_copy_overrides  # noqa: E402

@@ -60,8 +60,8 @@ def _search_overrides(a: argparse.Namespace) -> dict:
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
+    from .checkpoint import load_bundle
     from .io import atomic_write_text
-    from .train.checkpoint import load_bundle
 
     bundle = load_bundle(a.model, a.device)
     lines = _read_input(a.input)
@@ -80,10 +80,10 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
+    from .checkpoint import load_bundle
     from .data.corpora import load_parallel, read_lines
     from .evaluate import score
     from .io import atomic_write_text
-    from .train.checkpoint import load_bundle
 
     bundle = load_bundle(a.model, a.device)
     if a.split:
@@ -126,7 +126,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
                          f"(pip install 'nmtkit[serve]'): {e}") from None
     import torch
 
-    from .train.checkpoint import load_bundle
+    from .checkpoint import load_bundle
 
     limits = ServeLimits(max_texts=a.max_texts, max_chars=a.max_chars, max_beam=a.max_beam,
                          max_length=a.max_length, max_body_bytes=a.max_body_bytes,
@@ -272,9 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
+    from .checkpoint import CheckpointError
     from .config import ConfigError
     from .data.corpora import CorpusError
-    from .train.checkpoint import CheckpointError
 
     if getattr(args, "beam", None) is not None and args.beam < 1:
         print(f"nmtkit: error: --beam must be >= 1, got {args.beam}", file=sys.stderr)

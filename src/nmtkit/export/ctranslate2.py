@@ -51,12 +51,12 @@ from ctranslate2.specs import common_spec, transformer_spec
 from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
 from .. import __version__
+from ..checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
 from ..config import DecodeConfig, dec_layers, enc_layers
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
 from ..decode.translator import Translation
 from ..io import atomic_write_bytes, atomic_write_text
-from ..train.checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
 from . import ExportError
 
 log = logging.getLogger(__name__)

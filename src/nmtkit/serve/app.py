@@ -198,7 +198,7 @@ def attention_for(bundle, translator, text: str, beam: int, max_length: int | No
 # --- the app -----------------------------------------------------------------------------------
 
 def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> FastAPI:
-    """A FastAPI app serving ``bundle`` (see :func:`nmtkit.train.checkpoint.load_bundle`)."""
+    """A FastAPI app serving ``bundle`` (see :func:`nmtkit.checkpoint.load_bundle`)."""
     limits = limits or ServeLimits()
     translator = translator or bundle.translator()
     cfg = bundle.cfg

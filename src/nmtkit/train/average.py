@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 
 def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
 from ..config import Config
 from ..data.batching import ParallelIds
 from ..data.corpora import Parallel
@@ -48,7 +49,6 @@ from ..heap import retain_freed_memory
 from ..io import atomic_write_text
 from ..models import build_model
 from . import distributed
-from .checkpoint import Bundle, load_checkpoint, save_checkpoint
 from .loss import label_smoothed_cross_entropy
 from .schedule import Schedule, build_optimizer
 

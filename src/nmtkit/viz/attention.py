@@ -122,7 +122,7 @@ def compute_attention(model: torch.nn.Module, src_ids: Sequence[int],
 
 
 def attention_for_text(bundle, text: str, beam: int | None = None) -> AttentionMaps:
-    """Translate ``text`` with ``bundle`` (a :class:`nmtkit.train.checkpoint.Bundle`) and
+    """Translate ``text`` with ``bundle`` (a :class:`nmtkit.checkpoint.Bundle`) and
     collect all its attention maps for that translation."""
     tr = bundle.translator()
     src_toks, src_ids = tr.encode_source(text)

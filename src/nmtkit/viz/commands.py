@@ -54,7 +54,7 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
         run_dir = run_path.parent if run_path.is_file() else run_path
         written.append(write_curves(run_dir, output or out / "curves.png", dpi=dpi))
     if figure == "attention" or (figure == "all" and model is not None):
-        from ..train.checkpoint import load_bundle
+        from ..checkpoint import load_bundle
         from .attention import attention_for_text, write_attention
 
         att = attention_for_text(load_bundle(model, device), text, beam)

@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from ..config import Config, ConfigError
-from ..data.prepare import vocab_from_state
-from ..data.tokenizers import Tokenizer
-from ..data.vocab import Vocab
-from ..io import atomic_save
-from ..models import build_model
+from .config import Config, ConfigError
+from .data.prepare import vocab_from_state
+from .data.tokenizers import Tokenizer
+from .data.vocab import Vocab
+from .io import atomic_save
+from .models import build_model
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class Bundle:
     def translator(self, **decode_overrides):
         from dataclasses import replace
 
-        from ..decode.translator import Translator
+        from .decode.translator import Translator
 
         dec = replace(self.cfg.decode, **decode_overrides)
         return Translator(self.model, self.src_tok, self.tgt_tok, self.src_vocab, self.tgt_vocab,
