@@ -22,7 +22,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 
     cfg = load(a.config, a.set)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
-    result = train(cfg, run_dir, resume=a.resume)
+    result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite)
     from .train.distributed import world_info
 
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
@@ -177,7 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (repeatable)")
     t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
-    t.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
+    mode = t.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
+    mode.add_argument("--overwrite", action="store_true",
+                      help="start afresh in a RUN_DIR that holds an earlier run (its checkpoints "
+                      "and metrics are removed)")
     t.set_defaults(func=cmd_train)
 
     def decode_args(q: argparse.ArgumentParser) -> None:
@@ -273,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     from .checkpoint import CheckpointError
+    from .train.loop import TrainingError
     from .config import ConfigError
     from .data.corpora import CorpusError
 
@@ -281,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except (ConfigError, CorpusError, CheckpointError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, CorpusError, CheckpointError, TrainingError, FileNotFoundError,
+            ValueError) as e:
         print(f"nmtkit: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -320,6 +320,7 @@ class Parallel:
     src: list[str]
     tgt: list[str]
     name: str
+    skipped_empty: int = 0  # training pairs dropped because a side was empty
 
     def __post_init__(self) -> None:
         if len(self.src) != len(self.tgt):
@@ -426,6 +427,7 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
 
     src = [s.strip() for s in src]
     tgt = [t.strip() for t in tgt]
+    skipped = 0
     if split == cfg.train:
         keep = [i for i, (s, t) in enumerate(zip(src, tgt, strict=True)) if s and t]
         skipped = len(src) - len(keep)
@@ -433,7 +435,7 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
             log.warning("%s: skipped %d training pair(s) with an empty side", name, skipped)
             src = [src[i] for i in keep]
             tgt = [tgt[i] for i in keep]
-    return Parallel(src=src, tgt=tgt, name=name)
+    return Parallel(src=src, tgt=tgt, name=name, skipped_empty=skipped)
 
 
 def iter_parallel(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:

@@ -88,11 +88,9 @@ def pick_device(name: str) -> torch.device:
 class Trainer:
     """Builds data, model and optimizer from a :class:`Config` and runs the loop."""
 
-    def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False):
+    def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False,
+                 overwrite: bool = False):
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.run_dir.glob(".*.tmp"):  # a write cut short by a kill: never renamed
-            stale.unlink(missing_ok=True)
         t = cfg.train
         if t.threads:
             torch.set_num_threads(t.threads)
@@ -113,16 +111,29 @@ class Trainer:
                 raise FileNotFoundError(f"{last}: nothing to resume")
             ckpt = load_checkpoint(last)
             self._check_resumable(ckpt)
+        else:
+            self._check_fresh(overwrite)
         self._seed(t.seed)
+        # The data first: a corpus error leaves no run directory behind.
         if cfg.data.mmap:
             self.vocabs, self.train_ids = self._prepared_ids(ckpt)
+            blank = None
         else:
             train_par = load_split(cfg.data, "train")  # read once: vocabulary and ids
+            blank = train_par.skipped_empty
             self.vocabs = self._vocabularies(ckpt, train_par)
             self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
+        if len(self.train_ids) == 0:
+            raise TrainingError(self._no_pairs_message(blank))
         self.valid_text = load_split(cfg.data, "valid")
         self.valid_ids = encode_parallel(cfg.data, self.valid_text, self.vocabs, drop_long=False)
         log.info("train %d pairs, valid %d pairs", len(self.train_ids), len(self.valid_ids))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.run_dir.glob(".*.tmp"):  # a write cut short by a kill: never renamed
+            stale.unlink(missing_ok=True)
+        if not resume and overwrite and self.rank == 0:
+            for old in self._run_files():
+                old.unlink(missing_ok=True)
         self.model = build_model(cfg.model, len(self.vocabs.src_vocab),
                                  len(self.vocabs.tgt_vocab)).to(self.device)
         # The training forward, compiled on request; checkpoints and decoding use self.model.
@@ -146,6 +157,28 @@ class Trainer:
         self.n_params = n_params
 
     # --- set-up -------------------------------------------------------------------------------
+
+    def _run_files(self) -> list[Path]:
+        """What a run writes into its directory (and a fresh run would mix with)."""
+        names = ["last.pt", "best.pt", "metrics.csv", "curves.png"]
+        return [*(self.run_dir / n for n in names if (self.run_dir / n).exists()),
+                *sorted(self.run_dir.glob("step_*.pt"))]
+
+    def _check_fresh(self, overwrite: bool) -> None:
+        """A new run never silently mixes with an earlier run's checkpoints and metrics."""
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise ValueError(f"{self.run_dir}: run directory is a file")
+        if self.run_dir.is_dir() and not overwrite and self._run_files():
+            raise ValueError(f"{self.run_dir}: holds an earlier run ({self._run_files()[0].name}); "
+                             "continue it with --resume, or pass --overwrite to start afresh")
+
+    def _no_pairs_message(self, blank: int | None) -> str:
+        d = self.cfg.data
+        if blank is None:
+            why = f"pairs with an empty side or longer than data.max_len={d.max_len} are skipped"
+        else:
+            why = f"{blank} with an empty side, the rest longer than data.max_len={d.max_len}"
+        return f"{d.corpus} split {d.train!r}: no training pairs left after filtering ({why})"
 
     def _check_resumable(self, ckpt: dict) -> None:
         stored = ckpt["config"]
@@ -297,6 +330,9 @@ class Trainer:
         def elapsed() -> float:
             return elapsed_before + time.perf_counter() - session_start
 
+        if p.step >= t.max_steps:  # resuming a finished run: nothing left to do
+            stop_reason = f"max_steps={t.max_steps}"
+            last_metrics = dict(p.history[-1]) if p.history else {}
         try:
             while stop_reason is None:
                 if t.max_epochs and p.epoch >= t.max_epochs:
@@ -304,12 +340,17 @@ class Trainer:
                     break
                 batches = self.train_ids.batches(t.max_tokens, t.seed, p.epoch,
                                                  rank=self.rank, world=self.world)
+                if not batches:  # (never loop over epochs without a batch)
+                    raise TrainingError(f"epoch {p.epoch} has no training batch on rank "
+                                        f"{self.rank} of {self.world}")
                 while p.batch_in_epoch < len(batches):
                     group = batches[p.batch_in_epoch:p.batch_in_epoch + t.accum]
-                    p.batch_in_epoch += len(group)
                     lr = self.schedule.set_step(p.step + 1)
                     self.model.set_train_step(p.step)
                     loss_val, nll_val, n_tok = self._update(group)
+                    # Counted once consumed: a Ctrl-C inside the update saves the position
+                    # before it, so --resume repeats that update exactly.
+                    p.batch_in_epoch += len(group)
                     if not math.isfinite(loss_val):
                         nonfinite += 1
                         log.warning("step %d: non-finite loss (%s); update skipped (%d in a row)",
@@ -422,9 +463,9 @@ class Trainer:
         return row
 
 
-def train(cfg: Config, run_dir: str | Path, resume: bool = False) -> dict:
+def train(cfg: Config, run_dir: str | Path, resume: bool = False, overwrite: bool = False) -> dict:
     """Build a :class:`Trainer` and run it; under torchrun, leave the process group after."""
     try:
-        return Trainer(cfg, run_dir, resume).run()
+        return Trainer(cfg, run_dir, resume, overwrite).run()
     finally:
         distributed.shutdown()
