@@ -277,9 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     from .checkpoint import CheckpointError
-    from .train.loop import TrainingError
     from .config import ConfigError
     from .data.corpora import CorpusError
+    from .train.loop import TrainingError
 
     if getattr(args, "beam", None) is not None and args.beam < 1:
         print(f"nmtkit: error: --beam must be >= 1, got {args.beam}", file=sys.stderr)
