@@ -8,6 +8,7 @@ that names the file.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import pickle
 import zipfile
@@ -34,21 +35,61 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used; the message names the file and the problem."""
 
 
+# Bounds on what a stored config may ask for before anything is allocated (a hostile or
+# corrupted file must not make the loader try to allocate tens of GB).
+MAX_POSITIONS = 1 << 16
+MAX_BEAM = 1024
+
+
+def weights_digest(state: dict[str, torch.Tensor]) -> str:
+    """sha256 over the weights (names, dtypes, shapes and bytes, in name order)."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` atomically, with the format marker and a checksum of the weights."""
     payload = {"format": FORMAT, "version": VERSION, **payload}
+    if isinstance(payload.get("model"), dict):
+        payload["weights_sha256"] = weights_digest(payload["model"])
     atomic_save(path, lambda f: torch.save(payload, f))
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint safely (no pickled code) and check its format."""
+def _check_weights(where: str, state: Any, verify: bool, digest: Any) -> None:
+    """The ``model`` entry is a state dict of finite floating-point tensors (and, unless
+    ``verify`` is off, the one whose checksum was stored)."""
+    if not isinstance(state, dict) or not state or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise CheckpointError(f"{where}: the 'model' entry is not a state dict of named tensors")
+    for name, t in state.items():
+        if not t.is_floating_point():
+            raise CheckpointError(f"{where}: weight {name} has dtype {t.dtype}, not floating point")
+        if not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{where}: weight {name} holds NaN or infinite values")
+    if verify and digest is not None and weights_digest(state) != digest:
+        raise CheckpointError(f"{where}: the weights do not match their stored checksum (the file "
+                              "was corrupted or altered); --no-verify loads it anyway")
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
+                    verify: bool = True) -> dict[str, Any]:
+    """Read a checkpoint safely (no pickled code) and check its format and weights.
+
+    ``verify``: compare the weights with their stored sha256 (checkpoints written before the
+    checksum was introduced have none and load without the comparison).
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise CheckpointError(f"{path}: refused: the file is not a plain nmtkit checkpoint "
-                              f"(it carries objects that would run code when loaded): {e}") from None
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"{path}: refused: not a plain nmtkit checkpoint (it carries "
+                              "pickled objects that could run code when loaded)") from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
         raise CheckpointError(f"{path}: truncated or corrupted checkpoint: {e}") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
@@ -59,6 +100,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     for key in ("config", "tokenizers", "vocab", "model"):
         if key not in ckpt:
             raise CheckpointError(f"{path}: checkpoint lacks '{key}'")
+    _check_weights(str(path), ckpt["model"], verify, ckpt.get("weights_sha256"))
     return ckpt
 
 
@@ -97,6 +139,7 @@ def bundle_from_checkpoint(ckpt: dict, path: str | Path | None = None,
         src_tok, tgt_tok, src_vocab, tgt_vocab = v.src_tok, v.tgt_tok, v.src_vocab, v.tgt_vocab
     except (KeyError, TypeError, ValueError) as e:  # e.g. a corrupted SentencePiece model
         raise CheckpointError(f"{where}: stored tokenizer or vocabulary is unreadable: {e}") from None
+    _check_bounds(where, cfg, ckpt["model"], len(src_vocab), len(tgt_vocab))
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     try:
         model.load_state_dict(ckpt["model"])
@@ -109,5 +152,32 @@ def bundle_from_checkpoint(ckpt: dict, path: str | Path | None = None,
                   Path(path) if path is not None else None)
 
 
-def load_bundle(path: str | Path, device: str | torch.device = "cpu") -> Bundle:
-    return bundle_from_checkpoint(load_checkpoint(path), path, device)
+def _check_bounds(where: str, cfg: Config, state: dict, src_vocab: int, tgt_vocab: int) -> None:
+    """Refuse a stored config that asks for more than the file holds, before allocating it:
+    the model is built on the ``meta`` device (shapes only) and compared with the weights."""
+    if cfg.model.max_positions > MAX_POSITIONS:
+        raise CheckpointError(f"{where}: stored model.max_positions={cfg.model.max_positions} "
+                              f"exceeds nmtkit's bound of {MAX_POSITIONS}")
+    if cfg.decode.beam > MAX_BEAM:
+        raise CheckpointError(f"{where}: stored decode.beam={cfg.decode.beam} exceeds nmtkit's "
+                              f"bound of {MAX_BEAM}")
+    try:
+        with torch.device("meta"):
+            shapes = {k: tuple(v.shape) for k, v in
+                      build_model(cfg.model, src_vocab, tgt_vocab).state_dict().items()}
+    except (ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{where}: stored config does not describe a model: {e}") from None
+    stored = {k: tuple(v.shape) for k, v in state.items()}
+    for name in sorted(set(shapes) | set(stored)):
+        if shapes.get(name) != stored.get(name):
+            raise CheckpointError(
+                f"{where}: weights do not fit the stored architecture/vocabulary "
+                f"({cfg.model.arch}, src {src_vocab}, tgt {tgt_vocab}): {name} is "
+                f"{stored.get(name, 'missing')} in the file, {shapes.get(name, 'not expected')} "
+                "by the config")
+
+
+def load_bundle(path: str | Path, device: str | torch.device = "cpu", verify: bool = True) -> Bundle:
+    """The one door for readers: checkpoint -> config, model (weights loaded), tokenizers,
+    vocabularies."""
+    return bundle_from_checkpoint(load_checkpoint(path, verify=verify), path, device)

@@ -63,7 +63,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from .checkpoint import load_bundle
     from .io import atomic_write_text
 
-    bundle = load_bundle(a.model, a.device)
+    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
     lines = _read_input(a.input)
     tr = bundle.translator(**_search_overrides(a))
     results = tr.translate(lines, beam=a.beam, batch_size=a.batch_size, n_best=a.n_best)
@@ -85,7 +85,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from .evaluate import score
     from .io import atomic_write_text
 
-    bundle = load_bundle(a.model, a.device)
+    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
     if a.split:
         par = load_parallel(bundle.cfg.data, a.split)
         src, ref, name = par.src, par.tgt, a.split
@@ -133,7 +133,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
                          timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms)
     if a.threads:
         torch.set_num_threads(a.threads)
-    bundle = load_bundle(a.model, a.device)
+    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("nmtkit.serve").warning(
             "listening on %s: the service is reachable from other machines", a.host)
@@ -191,6 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--early-stop", action="store_true",
                        help="beam search: stop a sentence once its best hypotheses have ended")
         q.add_argument("--device", default="cpu")
+        q.add_argument("--no-verify", action="store_true",
+                       help="load a checkpoint whose weights do not match their stored checksum")
+
+    def port(text: str) -> int:
+        value = int(text)
+        if not 0 <= value <= 65535:
+            raise argparse.ArgumentTypeError(f"port must be in 0..65535, got {value}")
+        return value
 
     tr = sub.add_parser("translate", help="translate lines (stdin/stdout by default)")
     decode_args(tr)
@@ -217,8 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="HTTP API and web page for a checkpoint (needs [serve])")
     sv.add_argument("--model", required=True, help="checkpoint (.pt)")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--port", type=port, default=8000)
     sv.add_argument("--device", default="cpu")
+    sv.add_argument("--no-verify", action="store_true",
+                    help="load a checkpoint whose weights do not match their stored checksum")
     sv.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     sv.add_argument("--max-texts", type=int, default=L.max_texts, help="texts per request")
     sv.add_argument("--max-chars", type=int, default=L.max_chars, help="characters per text")

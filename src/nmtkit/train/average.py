@@ -31,6 +31,9 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
         if set(ck["model"]) != set(total):
             raise CheckpointError(f"{path}: parameter names differ from {paths[0]}")
         for k, v in ck["model"].items():
+            if v.shape != total[k].shape:
+                raise CheckpointError(f"{path}: {k} has shape {tuple(v.shape)}, "
+                                      f"{tuple(total[k].shape)} in {paths[0]}")
             if v.is_floating_point():
                 total[k] += v.double()
     assert ref is not None and total is not None

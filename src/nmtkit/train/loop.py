@@ -110,6 +110,10 @@ class Trainer:
             if not last.exists():
                 raise FileNotFoundError(f"{last}: nothing to resume")
             ckpt = load_checkpoint(last)
+            missing = [k for k in ("optimizer", "schedule", "progress", "rng") if k not in ckpt]
+            if missing:
+                raise ValueError(f"{last}: cannot resume: it holds weights only (no "
+                                 f"{', '.join(missing)}; an averaged or exported checkpoint?)")
             self._check_resumable(ckpt)
         else:
             self._check_fresh(overwrite)

@@ -1,0 +1,100 @@
+"""Untrusted checkpoints (issue "Reliability II", item 6, and the checkpoint parts of item 3):
+flipped bytes are caught by the weights' checksum, a stored config cannot make the loader
+allocate more than the file holds, bad weights and bad entries are one-line errors."""
+
+import pytest
+import torch
+
+from nmtkit.checkpoint import (
+    CheckpointError,
+    load_bundle,
+    load_checkpoint,
+    save_checkpoint,
+    weights_digest,
+)
+from nmtkit.cli import main as cli_main
+from nmtkit.train.average import average_checkpoints
+from nmtkit.train.loop import Trainer
+
+from .test_checkpoint import make_cfg
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run = tmp_path_factory.mktemp("trust")
+    Trainer(make_cfg(4), run).run()
+    return run / "last.pt"
+
+
+def rewrite(src, dst, change):
+    ck = torch.load(src, weights_only=True)
+    change(ck)
+    torch.save(ck, dst)  # plain torch.save: the stored checksum is not renewed
+    return dst
+
+
+def test_checksum_is_stored_and_flipped_weights_are_refused(trained, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("1 2 3\n")
+    ck = load_checkpoint(trained)
+    assert ck["weights_sha256"] == weights_digest(ck["model"])
+
+    def flip(c):
+        w = next(v for v in c["model"].values() if v.numel() > 64)
+        w.view(-1)[:64] += 0.5
+    bad = rewrite(trained, tmp_path / "flipped.pt", flip)
+    with pytest.raises(CheckpointError, match="do not match their stored checksum"):
+        load_bundle(bad)
+    assert load_bundle(bad, verify=False) is not None
+    assert cli_main(["translate", "--model", str(bad), "-i", str(tmp_path / "in.txt")]) == 2
+    assert "checksum" in capsys.readouterr().err
+    assert cli_main(["translate", "--model", str(bad), "-i", str(tmp_path / "in.txt"), "--no-verify"]) == 0
+
+
+@pytest.mark.parametrize("what,change,message", [
+    ("nan", lambda c: next(iter(c["model"].values())).view(-1).__setitem__(0, float("nan")),
+     "NaN or infinite"),
+    ("int", lambda c: c["model"].update({k: v.long() for k, v in list(c["model"].items())[:1]}),
+     "not floating point"),
+    ("not a dict", lambda c: c.update(model=[1, 2, 3]), "not a state dict"),
+    ("huge d_model", lambda c: c["config"]["model"].update(d_model=65536, heads=1),
+     "weights do not fit"),
+    ("huge positions", lambda c: c["config"]["model"].update(max_positions=10**9),
+     "max_positions=1000000000 exceeds"),
+    ("huge beam", lambda c: c["config"]["decode"].update(beam=10**6), "decode.beam=1000000 exceeds"),
+])
+def test_bad_weights_and_greedy_configs_are_refused(trained, tmp_path, what, change, message):
+    bad = rewrite(trained, tmp_path / "bad.pt", lambda c: (change(c), c.pop("weights_sha256")))
+    with pytest.raises(CheckpointError, match=message) as e:
+        load_bundle(bad)
+    assert "\n" not in str(e.value) and "weights_only" not in str(e.value)
+
+
+def test_average_of_different_shapes_is_refused(trained, tmp_path):
+    def grow(c):
+        k = next(k for k, v in c["model"].items() if v.dim() == 2)
+        c["model"][k] = torch.zeros(c["model"][k].shape[0] + 1, c["model"][k].shape[1])
+    other = rewrite(trained, tmp_path / "other.pt", lambda c: (grow(c), c.pop("weights_sha256")))
+    with pytest.raises(CheckpointError, match="has shape"):
+        average_checkpoints([trained, other], tmp_path / "avg.pt")
+    assert not (tmp_path / "avg.pt").exists()
+
+
+def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(trained, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    average_checkpoints([trained, trained], run / "last.pt")
+    with pytest.raises(ValueError, match="cannot resume: it holds weights only"):
+        Trainer(make_cfg(4), run, resume=True)
+
+
+def test_serve_port_out_of_range_is_a_usage_error(trained, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli_main(["serve", "--model", str(trained), "--port", "99999"])
+    assert e.value.code == 2
+    assert "port must be in 0..65535" in capsys.readouterr().err
+
+
+def test_saved_checkpoints_verify(trained, tmp_path):
+    ck = load_checkpoint(trained)
+    save_checkpoint(tmp_path / "copy.pt", {k: v for k, v in ck.items() if k != "weights_sha256"})
+    assert load_checkpoint(tmp_path / "copy.pt")["weights_sha256"] == ck["weights_sha256"]
