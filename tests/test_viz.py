@@ -153,7 +153,7 @@ def copy_run(tmp_path_factory) -> Path:
     """A copy-task run of a few steps: checkpoints, metrics.csv and curves.png."""
     run = tmp_path_factory.mktemp("copy_run")
     cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps=20))
-    Trainer(cfg, run).run()
+    Trainer(cfg, run, on_validation=viz.curves.redraw_curves).run()
     return run
 
 
@@ -165,15 +165,26 @@ def test_training_draws_the_curves(copy_run):
 
 
 def test_a_failed_plot_does_not_stop_training(tmp_path, caplog, monkeypatch):
-    trainer = SimpleNamespace(rank=0, run_dir=tmp_path)  # all that Trainer.write_curves reads
-    Trainer.write_curves(trainer)  # no metrics.csv yet: a warning, not an exception
+    viz.curves.redraw_curves(tmp_path)  # no metrics.csv yet: a warning, not an exception
     assert "curves.png not written" in caplog.text
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # matplotlib not installed: silence
+    caplog.clear()
+    trainer = SimpleNamespace(rank=0, run_dir=tmp_path, on_validation=lambda d: 1 / 0)
+    Trainer.after_validation(trainer)  # any failing callback: a warning
+    assert "after-validation callback failed" in caplog.text
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # matplotlib not installed: no callback
     for name in [m for m in sys.modules if m == "nmtkit.viz" or m.startswith("nmtkit.viz.")]:
         monkeypatch.delitem(sys.modules, name)
-    caplog.clear()
-    Trainer.write_curves(trainer)
-    assert caplog.text == ""
+    from nmtkit.cli import _curves_callback
+
+    assert _curves_callback() is None
+
+
+def test_training_does_not_import_the_figures():
+    import subprocess
+
+    code = ("import sys, nmtkit.train.loop; "
+            "sys.exit(any(m.startswith('nmtkit.viz') or m == 'matplotlib' for m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_curves_tolerate_missing_bleu(tmp_path):

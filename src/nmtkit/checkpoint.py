@@ -117,13 +117,10 @@ class Bundle:
     path: Path | None = None
 
     def translator(self, **decode_overrides):
-        from dataclasses import replace
-
+        """Shorthand for :meth:`nmtkit.decode.translator.Translator.from_bundle`."""
         from .decode.translator import Translator
 
-        dec = replace(self.cfg.decode, **decode_overrides)
-        return Translator(self.model, self.src_tok, self.tgt_tok, self.src_vocab, self.tgt_vocab,
-                          dec, self.cfg.data.reverse_source, self.cfg.model.max_positions)
+        return Translator.from_bundle(self, **decode_overrides)
 
 
 def bundle_from_checkpoint(ckpt: dict, path: str | Path | None = None,

@@ -11,6 +11,32 @@ from pathlib import Path
 from . import __version__
 
 
+class InputError(ValueError):
+    """Input text that cannot be read (the message names where)."""
+
+
+def _write_output(path: str, text: str, what: str) -> None:
+    """Write a finished result to ``path``; if that fails, keep it in a temporary file and say
+    where, so that a long translation is never lost to a mistyped or unwritable path."""
+    from .io import atomic_write_text
+
+    try:
+        atomic_write_text(path, text)
+    except OSError as e:
+        import tempfile
+
+        fd, kept = tempfile.mkstemp(prefix="nmtkit-", suffix=".txt")
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        reason = e.strerror or str(e)
+        raise OutputError(f"{path}: cannot write the {what} ({reason}); they were kept in "
+                          f"{kept}") from None
+
+
+class OutputError(OSError):
+    """An output that could not be written where asked (the message says where it went)."""
+
+
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -22,12 +48,22 @@ def cmd_train(a: argparse.Namespace) -> int:
 
     cfg = load(a.config, a.set)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
-    result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite)
+    result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
+                   on_validation=_curves_callback())
     from .train.distributed import world_info
 
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
         print(json.dumps({"run_dir": str(run_dir), **result}))
     return 0
+
+
+def _curves_callback():
+    """``curves.png`` redrawn after each validation when matplotlib is installed, else None."""
+    try:
+        from .viz.curves import redraw_curves
+    except ImportError:
+        return None
+    return redraw_curves
 
 
 def _read_input(path: str | None) -> list[str]:
@@ -40,7 +76,7 @@ def _read_input(path: str | None) -> list[str]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise SystemExit(f"nmtkit: error: <stdin>:{line}: invalid UTF-8") from None
+        raise InputError(f"<stdin>:{line}: invalid UTF-8") from None
     # Split on "\n" only: str.splitlines() would also break at \x1c, \x85, \u2028 and friends,
     # and one input line must always give exactly one output line.
     lines = text.split("\n")
@@ -61,19 +97,18 @@ def _search_overrides(a: argparse.Namespace) -> dict:
 
 def cmd_translate(a: argparse.Namespace) -> int:
     from .checkpoint import load_bundle
-    from .io import atomic_write_text
 
     bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
     lines = _read_input(a.input)
     tr = bundle.translator(**_search_overrides(a))
     results = tr.translate(lines, beam=a.beam, batch_size=a.batch_size, n_best=a.n_best)
-    if a.n_best > 1:
+    if any(len(hs) > 1 for hs in results) or (a.n_best or 1) > 1:
         out = "".join(f"{i}\t{h.score:.4f}\t{_one_line(h.text)}\n"
                       for i, hs in enumerate(results) for h in hs)
     else:
         out = "".join(_one_line(hs[0].text) + "\n" for hs in results)
     if a.output:
-        atomic_write_text(a.output, out)
+        _write_output(a.output, out, "translations")
     else:
         sys.stdout.write(out)
     return 0
@@ -83,7 +118,6 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from .checkpoint import load_bundle
     from .data.corpora import load_parallel, read_lines
     from .evaluate import score
-    from .io import atomic_write_text
 
     bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
     if a.split:
@@ -99,7 +133,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     hyps = bundle.translator(**_search_overrides(a)).translate_lines(src, beam=a.beam,
                                                                       batch_size=a.batch_size)
     if a.output:
-        atomic_write_text(a.output, "".join(h + "\n" for h in hyps))
+        _write_output(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
     result = score(hyps, ref)
     result.update({"split": name, "beam": a.beam or bundle.cfg.decode.beam, "model": a.model})
     print(json.dumps(result))
@@ -204,7 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     decode_args(tr)
     tr.add_argument("-i", "--input", help="input file (default stdin)")
     tr.add_argument("-o", "--output", help="output file (default stdout)")
-    tr.add_argument("--n-best", type=int, default=1, help="print N best as 'i<TAB>score<TAB>text'")
+    tr.add_argument("--n-best", type=int, default=None,
+                    help="print N best as 'i<TAB>score<TAB>text' (default: the checkpoint's "
+                    "decode.n_best, 1 unless set)")
     tr.set_defaults(func=cmd_translate)
 
     ev = sub.add_parser("evaluate", help="translate a test set and print sacreBLEU JSON")
@@ -297,8 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, CorpusError, CheckpointError, TrainingError, FileNotFoundError,
-            ValueError) as e:
+            ValueError, OutputError) as e:
         print(f"nmtkit: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an unwritable output, run directory or export directory
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"nmtkit: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

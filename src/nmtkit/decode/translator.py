@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -27,8 +27,28 @@ class Translation:
     attention: torch.Tensor | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
 
 
+def decode_options(cfg: DecodeConfig, **overrides) -> DecodeConfig:
+    """``cfg`` with the given options replaced; ``None`` means "not given, keep the default".
+
+    The one way the command line, the server and the Python API turn optional arguments
+    into a :class:`~nmtkit.config.DecodeConfig` (defaults live only in ``config.py``).
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return replace(cfg, **given) if given else cfg
+
+
 class Translator:
     """Wraps a model with its tokenizers and vocabularies (everything a checkpoint holds)."""
+
+    @classmethod
+    def from_bundle(cls, bundle, **decode_overrides) -> Translator:
+        """A translator for a loaded checkpoint (:func:`nmtkit.checkpoint.load_bundle`) with
+        the stored decoding options, ``decode_overrides`` replacing some (see
+        :func:`decode_options`)."""
+        cfg = bundle.cfg
+        return cls(bundle.model, bundle.src_tok, bundle.tgt_tok, bundle.src_vocab,
+                   bundle.tgt_vocab, decode_options(cfg.decode, **decode_overrides),
+                   cfg.data.reverse_source, cfg.model.max_positions)
 
     def __init__(self, model, src_tok, tgt_tok, src_vocab, tgt_vocab, decode: DecodeConfig,
                  reverse_source: bool = False, max_src_len: int | None = None):
@@ -52,8 +72,10 @@ class Translator:
     @torch.no_grad()
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, need_attention: bool = False,
-                  n_best: int = 1, max_length: int | None = None) -> list[list[Translation]]:
-        """One list of ``n_best`` translations per input line, in input order.
+                  n_best: int | None = None,
+                  max_length: int | None = None) -> list[list[Translation]]:
+        """One list of ``n_best`` translations per input line, in input order (``None``:
+        the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``).
 
         ``max_length`` caps every output at that many tokens (EOS not counted) on top of the
         configured ``max_len_a * src_len + max_len_b``.
@@ -61,6 +83,7 @@ class Translator:
         cfg = self.decode_cfg
         beam = cfg.beam if beam is None else beam
         batch_size = batch_size or cfg.batch_size
+        n_best = min(cfg.n_best, beam) if n_best is None else n_best
         if beam < 1:
             raise ValueError(f"beam must be >= 1, got {beam}")
         if max_length is not None and max_length < 1:

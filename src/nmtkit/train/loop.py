@@ -23,6 +23,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,8 +90,11 @@ class Trainer:
     """Builds data, model and optimizer from a :class:`Config` and runs the loop."""
 
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False,
-                 overwrite: bool = False):
+                 overwrite: bool = False, on_validation: Callable[[Path], None] | None = None):
+        """``on_validation(run_dir)``: called after each validation has written metrics.csv
+        (the command line passes :func:`nmtkit.viz.curves.redraw_curves`)."""
         self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.on_validation = on_validation
         t = cfg.train
         if t.threads:
             torch.set_num_threads(t.threads)
@@ -253,24 +257,15 @@ class Trainer:
             w.writerow({k: row.get(k, "") for k in METRIC_FIELDS})
         atomic_write_text(self.run_dir / "metrics.csv", buf.getvalue())
 
-    def write_curves(self) -> None:
-        """Redraw ``curves.png`` from ``metrics.csv``, so a long run can be watched.
-
-        Optional: without matplotlib nothing happens; a failed plot is only a warning.
-        """
-        if getattr(self, "rank", 0) != 0:
+    def after_validation(self) -> None:
+        """Call ``on_validation(run_dir)`` (e.g. the CLI's curves.png redraw); a failing
+        callback is a warning, never the end of training."""
+        if self.rank != 0 or self.on_validation is None:
             return
         try:
-            from ..viz.curves import write_curves
-        except ImportError as e:
-            if (e.name or "").startswith("matplotlib"):
-                return
-            log.warning("curves.png not written: %s", e)
-            return
-        try:
-            write_curves(self.run_dir)
-        except Exception as e:  # a figure must never stop training
-            log.warning("curves.png not written: %s", e)
+            self.on_validation(self.run_dir)
+        except Exception as e:  # noqa: BLE001 (a figure must never stop training)
+            log.warning("after-validation callback failed: %s", e)
 
     # --- validation ---------------------------------------------------------------------------
 
@@ -461,15 +456,16 @@ class Trainer:
         p.elapsed_s = elapsed_s
         self.save(best=improved)
         self.write_metrics()
-        self.write_curves()
+        self.after_validation()
         log.info("step %d: valid loss %.4f ppl %.2f bleu %s%s", p.step, metrics["valid_loss"],
                  metrics["valid_ppl"], metrics.get("valid_bleu", "-"), " (best)" if improved else "")
         return row
 
 
-def train(cfg: Config, run_dir: str | Path, resume: bool = False, overwrite: bool = False) -> dict:
+def train(cfg: Config, run_dir: str | Path, resume: bool = False, overwrite: bool = False,
+          on_validation: Callable[[Path], None] | None = None) -> dict:
     """Build a :class:`Trainer` and run it; under torchrun, leave the process group after."""
     try:
-        return Trainer(cfg, run_dir, resume, overwrite).run()
+        return Trainer(cfg, run_dir, resume, overwrite, on_validation).run()
     finally:
         distributed.shutdown()

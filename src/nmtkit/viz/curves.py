@@ -9,6 +9,7 @@ follows a long run.
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from pathlib import Path
 
@@ -111,3 +112,12 @@ def write_curves(run_dir: str | Path, out: str | Path | None = None, dpi: int = 
     metrics = read_metrics(run_dir)
     fig = curves_figure(metrics, title=f"{run_dir.resolve().name}: {_progress(metrics)}")
     return save_figure(fig, out or run_dir / CURVES_PNG, dpi=dpi)
+
+
+def redraw_curves(run_dir: str | Path) -> None:
+    """Training callback: redraw ``curves.png`` after a validation, so a long run can be
+    watched; a failed plot is only a warning."""
+    try:
+        write_curves(run_dir)
+    except Exception as e:  # noqa: BLE001 (a figure must never stop training)
+        logging.getLogger(__name__).warning("curves.png not written: %s", e)
