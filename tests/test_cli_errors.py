@@ -52,3 +52,27 @@ def test_unwritable_evaluate_output_and_run_dir(model, tmp_path, capsys):
     assert cli_main(["train", str(ROOT / "configs" / "copy_task.yaml"), "--run-dir",
                      str(tmp_path / "file" / "run"), "--set", "train.max_steps=1"]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_server_checks_host_and_sends_security_headers(model):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.serve.app import create_app
+    from nmtkit.serve.security import default_allowed_hosts, host_name
+
+    assert host_name("[::1]:8000") == "::1" and host_name("LocalHost:80") == "localhost"
+    app = create_app(load_bundle(model), allowed_hosts=default_allowed_hosts("127.0.0.1"))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        page = c.get("/")
+        assert page.status_code == 200
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["x-frame-options"] == "DENY"
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert c.get("/docs").status_code == 404  # no CDN scripts
+        assert c.get("/openapi.json").status_code == 200
+        rebound = c.get("/health", headers={"host": "attacker.example:8000"})
+        assert rebound.status_code == 400 and "Host" in rebound.json()["detail"]
+        ok = c.post("/v1/translate", json={"texts": ["1 2"]}, headers={"host": "localhost:8000"})
+        assert ok.status_code == 200

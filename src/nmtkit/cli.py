@@ -171,8 +171,12 @@ def cmd_serve(a: argparse.Namespace) -> int:
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("nmtkit.serve").warning(
             "listening on %s: the service is reachable from other machines", a.host)
-    uvicorn.run(create_app(bundle, limits), host=a.host, port=a.port,
-                log_level="debug" if a.verbose else "info")
+    from .serve.security import default_allowed_hosts
+
+    hosts = a.allowed_hosts.split(",") if a.allowed_hosts else default_allowed_hosts(a.host)
+    uvicorn.run(create_app(bundle, limits, allowed_hosts=hosts), host=a.host, port=a.port,
+                log_level="debug" if a.verbose else "info",
+                timeout_keep_alive=a.timeout_keep_alive)
     return 0
 
 
@@ -276,6 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds per request before a 503")
     sv.add_argument("--max-batch", type=int, default=L.max_batch,
                     help="sentences merged into one model call")
+    sv.add_argument("--allowed-hosts", metavar="H1,H2",
+                    help="Host header names accepted, comma-separated ('*' = any; default: the "
+                    "bind address, 127.0.0.1, localhost, ::1)")
+    sv.add_argument("--timeout-keep-alive", type=float, default=5.0,
+                    help="seconds an idle keep-alive connection is held open (default 5)")
     sv.add_argument("--max-wait-ms", type=float, default=L.max_wait_ms,
                     help="how long a request waits for others to batch with")
     sv.set_defaults(func=cmd_serve)

@@ -32,6 +32,7 @@ from .. import __version__
 from ..data.vocab import BOS, EOS_TOKEN
 from .batcher import MicroBatcher, QueueFull
 from .limits import ServeLimits
+from .security import HostAllowList
 
 log = logging.getLogger(__name__)
 
@@ -197,8 +198,15 @@ def attention_for(bundle, translator, text: str, beam: int, max_length: int | No
 
 # --- the app -----------------------------------------------------------------------------------
 
-def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> FastAPI:
-    """A FastAPI app serving ``bundle`` (see :func:`nmtkit.checkpoint.load_bundle`)."""
+def create_app(bundle, limits: ServeLimits | None = None, translator=None,
+               allowed_hosts: list[str] | None = None) -> FastAPI:
+    """A FastAPI app serving ``bundle`` (see :func:`nmtkit.checkpoint.load_bundle`).
+
+    ``allowed_hosts``: the ``Host`` names accepted (:mod:`nmtkit.serve.security`); ``None``
+    accepts any (the command line passes the bind address and the loopback names).
+    Interactive docs (``/docs``) are off: they would load scripts from a CDN; the schema
+    is at ``/openapi.json``.
+    """
     limits = limits or ServeLimits()
     translator = translator or bundle.translator()
     cfg = bundle.cfg
@@ -261,12 +269,14 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None) -> Fa
         await batcher.stop()
         batcher.close()
 
-    app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan, docs_url=None,
+                  redoc_url=None,
                   description=f"Translation service for {model_name} "
                               f"({cfg.data.src_lang} -> {cfg.data.tgt_lang}).")
     app.state.batcher = batcher
     app.state.limits = limits
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(HostAllowList, allowed_hosts=allowed_hosts)  # outermost: runs first
     errors = {400: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
               422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}}
 
