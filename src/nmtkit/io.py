@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 
 try:  # advisory locks: POSIX only; elsewhere builds simply are not serialised
@@ -15,20 +17,55 @@ from pathlib import Path
 from typing import IO
 
 
+def _is_special(path: Path) -> bool:
+    """An existing path that is not a regular file: a device (``/dev/null``, ``/dev/full``, a
+    terminal), a FIFO, a socket, or ``/dev/stdout`` (a link to whatever fd 1 is)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _new_file_mode(existing: Path) -> int:
+    """Permissions for the written file: an existing file's own, or what ``open()`` gives a
+    new one (0o666 less the umask), never ``mkstemp``'s private 0o600."""
+    try:
+        return stat.S_IMODE(os.stat(existing).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO]:
     """Open a temporary file beside ``path``; on success fsync and rename it over ``path``.
 
-    On any exception the temporary file is removed and ``path`` is untouched.
+    On any exception the temporary file is removed and ``path`` is untouched. The rename
+    applies to regular files and new paths only:
+
+    - a symbolic link is followed, so its target is replaced and the link stays a link;
+    - a device, FIFO or socket (``-o /dev/stdout``, ``/dev/null``, a named pipe) is written
+      straight through, never replaced (as root a rename would turn ``/dev/null`` into a
+      regular file); a write error there (``/dev/full``) is raised as it is.
     """
-    path = Path(path)
+    if _is_special(Path(path)):  # checked before resolving: /dev/stdout -> pipe:[...]
+        with open(path, mode, encoding=encoding) as f:
+            yield f
+        return
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    perms = _new_file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
+            os.fchmod(f.fileno(), perms)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
