@@ -266,7 +266,7 @@ def _build(cls: type, raw: Any, source: str, prefix: str) -> Any:
         raise ConfigError(f"{source}: {prefix or 'top level'}: expected a mapping, got {raw!r}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - names)
+    unknown = sorted(str(k) for k in set(raw) - names)
     if unknown:
         raise ConfigError(
             f"{source}: unknown key(s) {', '.join(prefix + k for k in unknown)}; "
@@ -287,9 +287,45 @@ def _check(cond: bool, source: str, msg: str) -> None:
         raise ConfigError(f"{source}: {msg}")
 
 
+def _check_finite(cfg: Config, source: str) -> None:
+    """Every float field is a finite number (NaN and inf are never a meaningful setting)."""
+    import math
+
+    for section in (cfg.data, cfg.model, cfg.train, cfg.decode):
+        name = type(section).__name__.removesuffix("Config").lower()
+        for f in dataclasses.fields(section):
+            value = getattr(section, f.name)
+            values = value if isinstance(value, tuple) else (value,)
+            for v in values:
+                _check(not isinstance(v, float) or math.isfinite(v), source,
+                       f"{name}.{f.name} must be a finite number, got {value!r}")
+
+
 def validate(cfg: Config, source: str = "<config>") -> None:
     """Reject impossible values before any work starts."""
     d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.decode
+    _check_finite(cfg, source)
+    _check(d.copy_len >= 1 and d.copy_vocab >= 2, source,
+           f"data.copy_len must be >= 1 and data.copy_vocab >= 2, got {d.copy_len}, {d.copy_vocab}")
+    _check(d.copy_train_size >= 1 and d.copy_valid_size >= 1, source,
+           "data.copy_train_size and data.copy_valid_size must be >= 1")
+    _check(m.layer_norm_eps > 0, source, f"model.layer_norm_eps must be > 0, got {m.layer_norm_eps}")
+    _check(m.max_positions >= 2, source, f"model.max_positions must be >= 2, got {m.max_positions}")
+    _check(t.max_epochs >= 0, source, f"train.max_epochs must be >= 0 (0 = no limit), got {t.max_epochs}")
+    _check(t.log_every >= 1, source, f"train.log_every must be >= 1, got {t.log_every}")
+    _check(t.seed >= 0, source, f"train.seed must be >= 0, got {t.seed}")
+    _check(t.max_nonfinite >= 1, source, f"train.max_nonfinite must be >= 1, got {t.max_nonfinite}")
+    _check(t.valid_max_sents >= 0, source,
+           f"train.valid_max_sents must be >= 0 (0 = all), got {t.valid_max_sents}")
+    _check(t.threads >= 0, source, f"train.threads must be >= 0 (0 = PyTorch's default), got {t.threads}")
+    _check(all(0.0 <= b < 1.0 for b in t.adam_betas), source,
+           f"train.adam_betas must each be in [0, 1), got {t.adam_betas}")
+    _check(t.adam_eps > 0, source, f"train.adam_eps must be > 0, got {t.adam_eps}")
+    _check(t.weight_decay >= 0, source, f"train.weight_decay must be >= 0, got {t.weight_decay}")
+    _check(t.clip_norm >= 0, source, f"train.clip_norm must be >= 0 (0 = off), got {t.clip_norm}")
+    _check(t.patience >= 0, source, f"train.patience must be >= 0, got {t.patience}")
+    _check(t.warmup >= 0, source, f"train.warmup must be >= 0, got {t.warmup}")
+    _check(s.length_penalty >= 0, source, f"decode.length_penalty must be >= 0, got {s.length_penalty}")
     _check(d.corpus in ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy"), source,
            f"data.corpus must be multi30k|iwslt14|wmt14|parallel|tsv|copy, got {d.corpus!r}")
     _check(d.tokenizer in ("sentencepiece", "word", "whitespace"), source,
@@ -363,7 +399,15 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected section.key=value")
     key, value = item.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(value) if value != "" else ""
+    path = key.strip().split(".")
+    if not all(p.strip() for p in path):
+        raise ConfigError(f"--set {item!r}: expected section.key=value")
+    try:
+        parsed = yaml.safe_load(value) if value != "" else ""
+    except yaml.YAMLError as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"--set {item!r}: the value is not valid YAML ({first})") from None
+    return path, parsed
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -371,7 +415,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         path, value = parse_override(item)
         node = raw
         for p in path[:-1]:
-            node = node.setdefault(p, {})
+            if node.get(p) is None:  # absent, or an empty section in YAML (``train:``)
+                node[p] = {}
+            node = node[p]
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {item!r}: {p} is not a section")
         node[path[-1]] = value
@@ -385,10 +431,17 @@ def load(path: str | Path, overrides: list[str] | None = None) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a UTF-8 text file (a YAML recipe was expected)") from None
+    except OSError as e:  # a directory, no permission
+        raise ConfigError(f"{path}: cannot read the config file: {e.strerror or e}") from None
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: invalid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections (data, model, "
+                          f"train, decode), got a {type(raw).__name__}")
     raw = apply_overrides(raw, overrides or [])
     if "name" not in raw:
         raw["name"] = path.stem
