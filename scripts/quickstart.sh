@@ -9,7 +9,7 @@ if [ -z "${NMTKIT_DATA:-}" ] && [ -d ../shared/data/multi30k ]; then
 fi
 MINUTES=${MINUTES:-10}
 RUN=${RUN:-runs/quickstart}
-.venv/bin/nmtkit train configs/multi30k_transformer_small.yaml --run-dir "$RUN" \
+.venv/bin/nmtkit train configs/multi30k_transformer_small.yaml --run-dir "$RUN" --overwrite \
   --set train.max_minutes="$MINUTES" --set train.valid_every=200
 .venv/bin/nmtkit evaluate --model "$RUN/best.pt" --split test_2016_flickr --beam 5 \
   -o "$RUN/test_2016_flickr.hyp.en"
