@@ -301,31 +301,34 @@ def _check_finite(cfg: Config, source: str) -> None:
                        f"{name}.{f.name} must be a finite number, got {value!r}")
 
 
+LOWER_BOUNDS = [  # (key, smallest allowed value); 0 means "none"/"all"/"off" where allowed
+    ("data.copy_len", 1), ("data.copy_vocab", 2), ("data.copy_train_size", 1),
+    ("data.copy_valid_size", 1), ("model.max_positions", 2), ("train.max_epochs", 0),
+    ("train.log_every", 1), ("train.seed", 0), ("train.max_nonfinite", 1),
+    ("train.valid_max_sents", 0), ("train.threads", 0), ("train.weight_decay", 0),
+    ("train.clip_norm", 0), ("train.patience", 0), ("train.warmup", 0),
+    ("decode.length_penalty", 0),
+]
+POSITIVE = ["model.layer_norm_eps", "train.adam_eps"]
+
+
+def _value(cfg: Config, key: str) -> Any:
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
 def validate(cfg: Config, source: str = "<config>") -> None:
     """Reject impossible values before any work starts."""
     d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.decode
     _check_finite(cfg, source)
-    _check(d.copy_len >= 1 and d.copy_vocab >= 2, source,
-           f"data.copy_len must be >= 1 and data.copy_vocab >= 2, got {d.copy_len}, {d.copy_vocab}")
-    _check(d.copy_train_size >= 1 and d.copy_valid_size >= 1, source,
-           "data.copy_train_size and data.copy_valid_size must be >= 1")
-    _check(m.layer_norm_eps > 0, source, f"model.layer_norm_eps must be > 0, got {m.layer_norm_eps}")
-    _check(m.max_positions >= 2, source, f"model.max_positions must be >= 2, got {m.max_positions}")
-    _check(t.max_epochs >= 0, source, f"train.max_epochs must be >= 0 (0 = no limit), got {t.max_epochs}")
-    _check(t.log_every >= 1, source, f"train.log_every must be >= 1, got {t.log_every}")
-    _check(t.seed >= 0, source, f"train.seed must be >= 0, got {t.seed}")
-    _check(t.max_nonfinite >= 1, source, f"train.max_nonfinite must be >= 1, got {t.max_nonfinite}")
-    _check(t.valid_max_sents >= 0, source,
-           f"train.valid_max_sents must be >= 0 (0 = all), got {t.valid_max_sents}")
-    _check(t.threads >= 0, source, f"train.threads must be >= 0 (0 = PyTorch's default), got {t.threads}")
+    for key, low in LOWER_BOUNDS:
+        value = _value(cfg, key)
+        _check(value >= low, source, f"{key} must be >= {low}, got {value}")
+    for key in POSITIVE:
+        value = _value(cfg, key)
+        _check(value > 0, source, f"{key} must be > 0, got {value}")
     _check(all(0.0 <= b < 1.0 for b in t.adam_betas), source,
            f"train.adam_betas must each be in [0, 1), got {t.adam_betas}")
-    _check(t.adam_eps > 0, source, f"train.adam_eps must be > 0, got {t.adam_eps}")
-    _check(t.weight_decay >= 0, source, f"train.weight_decay must be >= 0, got {t.weight_decay}")
-    _check(t.clip_norm >= 0, source, f"train.clip_norm must be >= 0 (0 = off), got {t.clip_norm}")
-    _check(t.patience >= 0, source, f"train.patience must be >= 0, got {t.patience}")
-    _check(t.warmup >= 0, source, f"train.warmup must be >= 0, got {t.warmup}")
-    _check(s.length_penalty >= 0, source, f"decode.length_penalty must be >= 0, got {s.length_penalty}")
     _check(d.corpus in ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy"), source,
            f"data.corpus must be multi30k|iwslt14|wmt14|parallel|tsv|copy, got {d.corpus!r}")
     _check(d.tokenizer in ("sentencepiece", "word", "whitespace"), source,
