@@ -470,3 +470,13 @@ def test_a_build_killed_half_way_leaves_nothing_after_the_next_one(iwslt_mirror)
     (prepared / ".iwslt14.killed.build" / "scratch").mkdir(parents=True)
     recipes.split_files("iwslt14", "train", "de", "en")
     assert not list(prepared.glob(".*.build"))
+
+
+def test_nmtkit_prepare_command(iwslt_mirror, capsys):
+    from nmtkit.cli import main as cli_main
+
+    assert cli_main(["prepare", "iwslt14", "train", "valid"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["pairs"] == {"train": len(expected_iwslt_train()[0]), "valid": 2}
+    assert recipes.main(["iwslt14", "valid"]) == 0  # the module entry point is the same command
+    assert cli_main(["prepare", "iwslt14", "nope"]) == 2

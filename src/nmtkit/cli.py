@@ -1,4 +1,4 @@
-"""Command line: ``nmtkit train|translate|evaluate|average|plot|serve``."""
+"""nmtkit: attention-based neural machine translation (prepare, train, translate, evaluate, average, plot, serve, export)."""
 
 from __future__ import annotations
 
@@ -140,6 +140,14 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(a: argparse.Namespace) -> int:
+    from .data.recipes import prepare, prepared_dir
+
+    counts = prepare(a.corpus, a.splits or None)
+    print(json.dumps({"prepared": str(prepared_dir(a.corpus)), "pairs": counts}))
+    return 0
+
+
 def cmd_average(a: argparse.Namespace) -> int:
     from .train.average import average_checkpoints
 
@@ -209,6 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"nmtkit {__version__}")
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
+
+    from .data.recipes import RECIPES
+
+    pr = sub.add_parser("prepare", help="fetch and prepare a corpus recipe (IWSLT14, WMT14); "
+                        "training does it on first use",
+                        description="Downloads (sha256-checked, or from the NMTKIT_DATA mirror) and "
+                        "prepares the named splits once into $NMTKIT_CACHE; prints the pair counts.")
+    pr.add_argument("corpus", choices=sorted(RECIPES))
+    pr.add_argument("splits", nargs="*", help="splits to prepare (default: all)")
+    pr.set_defaults(func=cmd_prepare)
 
     t = sub.add_parser("train", help="train a model from a YAML recipe")
     t.add_argument("config")

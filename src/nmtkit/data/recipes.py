@@ -62,7 +62,6 @@ ahead of training.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import logging
@@ -650,20 +649,10 @@ def prepare(corpus: str, splits: Iterable[str] | None = None) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nmtkit.data.recipes",
-                                description="Fetch and prepare IWSLT14 / WMT14 (see nmtkit guide).")
-    p.add_argument("corpus", choices=sorted(RECIPES))
-    p.add_argument("splits", nargs="*", help="splits to prepare (default: all)")
-    a = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
-    try:
-        counts = prepare(a.corpus, a.splits or None)
-    except CorpusError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps({"prepared": str(prepared_dir(a.corpus)), "pairs": counts}))
-    return 0
+    """``python -m nmtkit.data.recipes CORPUS [SPLIT...]``: the same as ``nmtkit prepare``."""
+    from ..cli import main as cli_main
+
+    return cli_main(["prepare", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
