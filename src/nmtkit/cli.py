@@ -1,4 +1,7 @@
-"""nmtkit: attention-based neural machine translation (prepare, train, translate, evaluate, average, plot, serve, export)."""
+"""nmtkit: attention-based neural machine translation.
+
+Commands: prepare, train, translate, evaluate, average, plot, serve, export.
+"""
 
 from __future__ import annotations
 
