@@ -37,8 +37,9 @@ def nmtkit(*args: str) -> str:
 
 def one(arch: str, minutes: float, runs: Path, valid_every: int, beam: int) -> dict:
     run = runs / f"{arch}_{minutes:g}min"
-    nmtkit("train", RECIPES[arch], "--run-dir", str(run), "--overwrite", "--set", f"train.max_minutes={minutes}",
-           "--set", f"train.valid_every={valid_every}", "--set", "train.patience=0")
+    nmtkit("train", RECIPES[arch], "--run-dir", str(run), "--overwrite",
+           "--set", f"train.max_minutes={minutes}", "--set", f"train.valid_every={valid_every}",
+           "--set", "train.patience=0")
     with open(run / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     last = rows[-1]
