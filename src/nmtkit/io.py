@@ -33,9 +33,11 @@ def _new_file_mode(existing: Path) -> int:
     try:
         return stat.S_IMODE(os.stat(existing).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        umask = os.umask(0)  # the only way to read the umask is to set it; put it back at once
+        try:
+            return 0o666 & ~umask
+        finally:
+            os.umask(umask)
 
 
 @contextlib.contextmanager
@@ -48,7 +50,10 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
     - a symbolic link is followed, so its target is replaced and the link stays a link;
     - a device, FIFO or socket (``-o /dev/stdout``, ``/dev/null``, a named pipe) is written
       straight through, never replaced (as root a rename would turn ``/dev/null`` into a
-      regular file); a write error there (``/dev/full``) is raised as it is.
+      regular file); a write error there (``/dev/full``) is raised as it is. Such a target
+      is not fsynced (a pipe or terminal has nothing to sync) and not atomic;
+    - the file written gets the permissions described in ``_new_file_mode``;
+    - missing parent directories are created; a parent that is a file raises ``OSError``.
     """
     if _is_special(Path(path)):  # checked before resolving: /dev/stdout -> pipe:[...]
         with open(path, mode, encoding=encoding) as f:
@@ -64,8 +69,8 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
             f.flush()
+            os.fchmod(f.fileno(), perms)  # before fsync, so the mode is durable with the data
             os.fsync(f.fileno())
-            os.fchmod(f.fileno(), perms)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -74,17 +79,20 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` by the rules of ``atomic_open``."""
     with atomic_open(path, "wb") as f:
         f.write(data)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` as UTF-8 to ``path`` by the rules of ``atomic_open``."""
     with atomic_open(path, "w", encoding="utf-8") as f:
         f.write(text)
 
 
 def atomic_save(path: str | Path, writer: Callable[[IO], None]) -> None:
-    """Call ``writer(fileobj)`` on a temporary file, then rename it into place."""
+    """Call ``writer(fileobj)`` on a temporary file, then rename it into place (or write
+    straight through to a device or FIFO, as ``atomic_open`` does)."""
     with atomic_open(path, "wb") as f:
         writer(f)
 
