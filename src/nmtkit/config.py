@@ -177,10 +177,15 @@ class TrainConfig:
     """bf16 autocast on CUDA."""
     compile: bool = False
     """``torch.compile`` the training forward (dynamic shapes; pays off on GPUs)."""
+    fast: bool = True
+    """Apply :mod:`nmtkit.fast` to the built model for training: CPU kernels for dropout and
+    attention, and (with ``retain_freed_memory``) the allocator setting. Off: the model of
+    :mod:`nmtkit.models` runs as written (same numbers within float tolerance; the dropout
+    masks are drawn differently)."""
     retain_freed_memory: bool = True
-    """Keep memory freed by one step in the process for the next (glibc malloc, see
-    ``nmtkit.heap``): no page faults on the step's large tensors. Off: freed memory goes
-    back to the system at once."""
+    """With ``fast``: keep memory freed by one step in the process for the next (glibc
+    malloc, see :mod:`nmtkit.fast.allocator`): no page faults on the step's large tensors.
+    Off: freed memory goes back to the system at once."""
     max_nonfinite: int = 5
     """Stop after this many consecutive steps with a NaN/inf loss (each is skipped)."""
 
@@ -202,6 +207,9 @@ class DecodeConfig:
     """Beam search: a sentence stops once its ``n_best`` best-ranked hypotheses have ended
     (OpenNMT-py's rule; ~1.3x faster, now and then a different output). Off: it goes on
     until every hypothesis in its beam has ended."""
+    fast: bool = True
+    """Apply :mod:`nmtkit.fast` to the model for decoding (CPU: weights packed once in the
+    GEMM library's layout). Off: the readable model as written; same translations."""
 
 
 @dataclass
