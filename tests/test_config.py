@@ -1,6 +1,32 @@
+import dataclasses
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
-from nmtkit.config import Config, ConfigError, load
+from nmtkit import config
+from nmtkit.config import (
+    ARCHS,
+    CORPORA,
+    DEVICES,
+    EARLY_STOP_METRICS,
+    LR_SCHEDULES,
+    NORMS,
+    RNN_ATTENTIONS,
+    RNN_INITS,
+    SPM_MODEL_TYPES,
+    TOKENIZERS,
+    Config,
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    TrainConfig,
+    load,
+    validate,
+)
+
+SHARED = Path("/work/shared/data")
 
 
 def write(tmp_path, text):
@@ -42,59 +68,243 @@ def test_bad_yaml_and_missing_file(tmp_path):
         load(write(tmp_path, "{}"), ["train.bogus=1"])
 
 
-# Every check of config.validate: the override that breaks it and the key its message names.
+# Every check of config.validate, one case each: the raw values that break it and the key its
+# message starts with (after the source file). The first check a config fails is the one
+# reported, so a message that starts with the key shows that this case reached that check.
+RNN = {"arch": "rnn"}
 EVERY_CHECK = [
-    ("data.corpus=nope", "data.corpus"), ("data.tokenizer=nope", "data.tokenizer"),
-    ("data.spm_model_type=nope", "data.spm_model_type"), ("data.vocab_size=8", "data.vocab_size"),
-    ("data.min_freq=0", "data.min_freq"), ("data.max_len=0", "data.max_len"),
-    ("data.tokenizer_sample=-1", "data.tokenizer_sample"), ("data.copy_len=0", "data.copy_len"),
-    ("data.copy_vocab=1", "data.copy_vocab"), ("data.copy_train_size=0", "data.copy_train_size"),
-    ("model.arch=nope", "model.arch"), ("model.norm=mid", "model.norm"),
-    ("model.d_model=0", "model.d_model"), ("model.heads=3", "model.heads"),
-    ("model.layers=0", "layers"), ("model.dropout=1.0", "model.dropout"),
-    ("model.attention_dropout=-0.1", "model.attention_dropout"),
-    ("model.relu_dropout=2", "model.relu_dropout"), ("model.layer_norm_eps=0", "model.layer_norm_eps"),
-    ("model.max_positions=0", "model.max_positions"), ("model.emb_dim=0", "model.emb_dim"),
-    ("model.rnn_hidden=7", "model.rnn_hidden"), ("model.attention=nope", "model.attention"),
-    ("model.attention_dim=-1", "model.attention_dim"),
-    ("model.attention_temperature=0", "model.attention_temperature"),
-    ("model.teacher_forcing=0.5", "model.teacher_forcing"), ("model.init=uniform", "model.init"),
-    ("model.init_range=0", "model.init_range"),
-    ("train.max_tokens=0", "train.max_tokens"), ("train.accum=0", "train.accum"),
-    ("train.max_steps=0", "train.max_steps"), ("train.max_epochs=-1", "train.max_epochs"),
-    ("train.max_minutes=-1", "train.max_minutes"), ("train.lr_schedule=nope", "train.lr_schedule"),
-    ("train.lr=0", "train.lr"), ("train.lr=.inf", "train.lr"), ("train.warmup=0", "train.warmup"),
-    ("train.label_smoothing=1", "train.label_smoothing"),
-    ("train.plateau_factor=1", "train.plateau_factor"),
-    ("train.plateau_patience=-1", "train.plateau_patience"),
-    ("train.valid_every=0", "train.valid_every"),
-    ("train.early_stop_metric=nope", "train.early_stop_metric"),
-    ("train.keep_last=-1", "train.keep_last"), ("train.device=tpu", "train.device"),
-    ("train.log_every=0", "train.log_every"), ("train.seed=-1", "train.seed"),
-    ("train.max_nonfinite=0", "train.max_nonfinite"),
-    ("train.valid_max_sents=-1", "train.valid_max_sents"), ("train.threads=-2", "train.threads"),
-    ("train.adam_betas=[0.9, 1.0]", "train.adam_betas"), ("train.adam_eps=0", "train.adam_eps"),
-    ("train.weight_decay=-0.1", "train.weight_decay"), ("train.clip_norm=-1", "train.clip_norm"),
-    ("train.patience=-1", "train.patience"),
-    ("decode.beam=0", "decode.beam"), ("decode.n_best=6", "decode.n_best"),
-    ("decode.batch_size=0", "decode.batch_size"), ("decode.max_len_a=-1", "decode.max_len_a"),
-    ("decode.length_penalty=.nan", "decode.length_penalty"),
-    ("decode.length_penalty=-1", "decode.length_penalty"),
-    ("decode.max_len_a=.inf", "decode.max_len_a"),
+    # data
+    ({"data": {"corpus": "nope"}}, "data.corpus"),
+    ({"data": {"tokenizer": "nope"}}, "data.tokenizer"),
+    ({"data": {"spm_model_type": "nope"}}, "data.spm_model_type"),
+    ({"data": {"vocab_size": 8}}, "data.vocab_size"),
+    ({"data": {"min_freq": 0}}, "data.min_freq"),
+    ({"data": {"max_len": 0}}, "data.max_len"),
+    ({"data": {"copy_len": 0}}, "data.copy_len"),
+    ({"data": {"copy_train_size": 0}}, "data.copy_train_size"),
+    ({"data": {"copy_valid_size": 0}}, "data.copy_valid_size"),
+    ({"data": {"copy_vocab": 1}}, "data.copy_vocab"),
+    ({"data": {"tokenizer_sample": -1}}, "data.tokenizer_sample"),
+    # model
+    ({"model": {"dropout": float("nan")}}, "model.dropout"),
+    ({"model": {"arch": "nope"}}, "model.arch"),
+    ({"model": {"norm": "mid"}}, "model.norm"),
+    ({"model": {"d_model": 0}}, "model.d_model"),
+    ({"model": {"heads": 0}}, "model.heads"),
+    ({"model": {"d_ff": 0}}, "model.d_ff"),
+    ({"model": {"layer_norm_eps": 0}}, "model.layer_norm_eps"),
+    ({"model": {"d_model": 100, "heads": 8}}, "model.d_model"),
+    ({"model": {"layers": 0}}, "model.layers"),
+    ({"model": {"enc_layers": -1}}, "model.enc_layers"),
+    ({"model": {"dec_layers": -1}}, "model.dec_layers"),
+    ({"model": {"max_positions": 1}}, "model.max_positions"),
+    ({"model": {"dropout": 1.0}}, "model.dropout"),
+    ({"model": {"attention_dropout": -0.1}}, "model.attention_dropout"),
+    ({"model": {"relu_dropout": 2}}, "model.relu_dropout"),
+    ({"model": {"emb_dim": 0}}, "model.emb_dim"),
+    ({"model": {"rnn_hidden": 0}}, "model.rnn_hidden"),
+    ({"model": {"attention_temperature": 0}}, "model.attention_temperature"),
+    ({"model": {"init_range": 0}}, "model.init_range"),
+    ({"model": {**RNN, "rnn_hidden": 7}}, "model.rnn_hidden"),
+    ({"model": {"attention": "nope"}}, "model.attention"),
+    ({"model": {"init": "nope"}}, "model.init"),
+    ({"model": {"attention_dim": -1}}, "model.attention_dim"),
+    ({"model": {"teacher_forcing_anneal_steps": -1}}, "model.teacher_forcing_anneal_steps"),
+    ({"model": {**RNN, "teacher_forcing": 1.5}}, "model.teacher_forcing"),
+    ({"model": {**RNN, "teacher_forcing_min": -0.5}}, "model.teacher_forcing_min"),
+    ({"model": {**RNN, "teacher_forcing": 0.5, "teacher_forcing_min": 0.8,
+                "teacher_forcing_anneal_steps": 10}}, "model.teacher_forcing_min"),
+    ({"model": {"teacher_forcing": 0.5}}, "model.teacher_forcing"),
+    ({"model": {"teacher_forcing_anneal_steps": 10}}, "model.teacher_forcing_anneal_steps"),
+    ({"model": {"init": "uniform"}}, "model.init"),
+    # train
+    ({"train": {"adam_betas": [0.9, float("nan")]}}, "train.adam_betas"),
+    ({"train": {"lr_schedule": "nope"}}, "train.lr_schedule"),
+    ({"train": {"early_stop_metric": "nope"}}, "train.early_stop_metric"),
+    ({"train": {"device": "tpu"}}, "train.device"),
+    ({"train": {"max_tokens": 0}}, "train.max_tokens"),
+    ({"train": {"lr": 0}}, "train.lr"),
+    ({"train": {"adam_eps": 0}}, "train.adam_eps"),
+    ({"train": {"accum": 0}}, "train.accum"),
+    ({"train": {"max_steps": 0}}, "train.max_steps"),
+    ({"train": {"valid_every": 0}}, "train.valid_every"),
+    ({"train": {"log_every": 0}}, "train.log_every"),
+    ({"train": {"max_nonfinite": 0}}, "train.max_nonfinite"),
+    ({"train": {"seed": -1}}, "train.seed"),
+    ({"train": {"max_epochs": -1}}, "train.max_epochs"),
+    ({"train": {"max_minutes": -1}}, "train.max_minutes"),
+    ({"train": {"warmup": -1}}, "train.warmup"),
+    ({"train": {"weight_decay": -0.1}}, "train.weight_decay"),
+    ({"train": {"clip_norm": -1}}, "train.clip_norm"),
+    ({"train": {"patience": -1}}, "train.patience"),
+    ({"train": {"plateau_patience": -1}}, "train.plateau_patience"),
+    ({"train": {"keep_last": -1}}, "train.keep_last"),
+    ({"train": {"valid_max_sents": -1}}, "train.valid_max_sents"),
+    ({"train": {"threads": -2}}, "train.threads"),
+    ({"train": {"warmup": 0}}, "train.warmup"),
+    ({"train": {"label_smoothing": 1}}, "train.label_smoothing"),
+    ({"train": {"adam_betas": [0.9, 1.0]}}, "train.adam_betas"),
+    ({"train": {"plateau_factor": 1}}, "train.plateau_factor"),
+    # decode
+    ({"decode": {"max_len_a": float("-inf")}}, "decode.max_len_a"),
+    ({"decode": {"beam": 0}}, "decode.beam"),
+    ({"decode": {"batch_size": 0}}, "decode.batch_size"),
+    ({"decode": {"length_penalty": -1}}, "decode.length_penalty"),
+    ({"decode": {"max_len_a": -1}}, "decode.max_len_a"),
+    ({"decode": {"max_len_b": -1}}, "decode.max_len_b"),
+    ({"decode": {"n_best": 6}}, "decode.n_best"),
+    # across sections
+    ({"data": {"joint_vocab": False}}, "model.tie_all"),
 ]
+TIE_ALL = "model.tie_all needs data.joint_vocab: true (one vocabulary for all three embeddings)"
 
 
-@pytest.mark.parametrize("override,key", EVERY_CHECK)
-def test_every_check_names_its_key(tmp_path, override, key):
-    extra = ["model.arch=rnn"] if override.startswith("model.rnn_hidden") else []
+@pytest.mark.parametrize("raw,key", EVERY_CHECK, ids=[f"{i}-{key}" for i, (_, key) in enumerate(EVERY_CHECK)])
+def test_every_check_names_its_key_and_the_source(raw, key):
     with pytest.raises(ConfigError) as e:
-        load(write(tmp_path, "train:\n  warmup: 10\n"), [*extra, override])
-    assert key in str(e.value)
+        Config.from_dict(raw, "recipe.yaml")
+    assert re.match(rf"recipe\.yaml: {re.escape(key)}\b", str(e.value)), str(e.value)
 
 
-def test_tie_all_needs_a_joint_vocabulary(tmp_path):
-    with pytest.raises(ConfigError, match="model.tie_all"):
-        load(write(tmp_path, ""), ["data.joint_vocab=false"])
+def _check_name(message: str) -> str:
+    """A check's message without the values: ``model.d_model (N) must be divisible by ...``."""
+    return re.sub(r"\(\d+\)", "(N)", re.sub(r", got .*", "", message))
+
+
+def test_every_check_has_exactly_one_case(monkeypatch):
+    """Each message of a check is built whether or not the check fails, so validating the
+    defaults (a Transformer: the RNN-only branch runs too) lists every check of a section."""
+    made = []
+    real = config._Checks.require
+
+    def require(self, cond, msg):
+        made.append(_check_name(f"{self.source}: {msg}"))
+        real(self, cond, msg)
+
+    monkeypatch.setattr(config._Checks, "require", require)
+    validate(Config(), "recipe.yaml")
+    monkeypatch.undo()
+    finite = {m for m in made if "must be a finite number" in m}
+    checks = set(made) - finite | {_check_name(f"recipe.yaml: {TIE_ALL}")}
+    cases = []
+    for raw, _ in EVERY_CHECK:
+        with pytest.raises(ConfigError) as e:
+            Config.from_dict(raw, "recipe.yaml")
+        cases.append(_check_name(str(e.value)))
+    assert sorted(c for c in cases if c not in finite) == sorted(checks)
+    # The finiteness check is one per section (over all its float fields): one case each.
+    assert sorted(c.split(": ")[1].split(".")[0] for c in cases if c in finite) == [
+        "decode", "model", "train"]  # DataConfig has no float field
+
+
+def test_validate_runs_every_section_and_the_checks_between_them():
+    cfg = Config()
+    validate(cfg, "x.yaml")
+    for name, change in [("data", {"max_len": 0}), ("model", {"layers": 0}), ("train", {"accum": 0}),
+                         ("decode", {"beam": 0})]:
+        section = dataclasses.replace(getattr(cfg, name), **change)
+        with pytest.raises(ConfigError, match=rf"^x\.yaml: {name}\."):
+            section.validate("x.yaml")
+        with pytest.raises(ConfigError, match=rf"^x\.yaml: {name}\."):
+            validate(dataclasses.replace(cfg, **{name: section}), "x.yaml")
+    split = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, joint_vocab=False))
+    split.data.validate("x.yaml")  # fine on its own: the conflict is between sections
+    for check in (split.validate, lambda source: validate(split, source)):
+        with pytest.raises(ConfigError, match=r"^x\.yaml: model\.tie_all"):
+            check("x.yaml")
+
+
+def test_the_set_overrides_reach_the_checks(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load(write(tmp_path, "train:\n  warmup: 10\n"), ["model.arch=rnn", "model.rnn_hidden=7"])
+    assert str(e.value).startswith(f"{tmp_path / 'c.yaml'}: model.rnn_hidden")
+    with pytest.raises(ConfigError, match="train.lr must be a finite number"):
+        load(write(tmp_path, ""), ["train.lr=.inf"])
+
+
+# Every allowed-value constant is exactly what the module that uses the value accepts.
+TINY = dict(layers=1, d_model=16, d_ff=32, heads=2, emb_dim=8, rnn_hidden=16, max_positions=32,
+            dropout=0.0)
+
+
+def test_build_model_accepts_every_arch_norm_attention_and_init():
+    from nmtkit.models import build_model
+
+    for arch in ARCHS:
+        assert build_model(ModelConfig(arch=arch, **TINY), 20, 20) is not None
+    for norm in NORMS:
+        assert build_model(ModelConfig(norm=norm, **TINY), 20, 20) is not None
+    for kind in RNN_ATTENTIONS:
+        assert build_model(ModelConfig(arch="rnn", attention=kind, **TINY), 20, 20).attention.kind == kind
+    for init in RNN_INITS:
+        assert build_model(ModelConfig(arch="rnn", init=init, **TINY), 20, 20) is not None
+    with pytest.raises(ValueError):
+        build_model(ModelConfig(arch="nope", **TINY), 20, 20)
+
+
+def test_the_tokenizers_accept_every_kind_and_spm_model_type():
+    from nmtkit.data.tokenizers import SentencePieceTokenizer, tokenizer_from_state, train_tokenizers
+
+    src = ["ein mann läuft", "eine frau singt", "zwei hunde spielen"] * 5
+    tgt = ["a man runs", "a woman sings", "two dogs play"] * 5
+    for kind in TOKENIZERS:
+        if kind == "word":
+            pytest.importorskip("spacy")
+        s, _ = train_tokenizers(DataConfig(tokenizer=kind, vocab_size=40), src, tgt)
+        assert tokenizer_from_state(s.state()).encode("a man runs") == s.encode("a man runs")
+    for model_type in SPM_MODEL_TYPES:
+        SentencePieceTokenizer.train(src + tgt, vocab_size=40, model_type=model_type)
+    with pytest.raises(ValueError, match="sentencepiece, word, whitespace"):
+        train_tokenizers(DataConfig(tokenizer="nope"), src, tgt)
+
+
+def test_the_corpora_module_reads_every_corpus(tmp_path, monkeypatch):
+    from nmtkit.data.corpora import CorpusError, load_parallel, split_files
+    from nmtkit.data.recipes import RECIPES
+
+    (tmp_path / "p.de").write_text("a\nb\n")
+    (tmp_path / "p.en").write_text("c\nd\n")
+    (tmp_path / "t.tsv").write_text("a\tc\nb\td\n")
+    assert set(RECIPES) <= set(CORPORA)
+    for corpus in CORPORA:
+        cfg = DataConfig(corpus=corpus, train=str(tmp_path / "p"), copy_train_size=3)
+        if corpus in RECIPES:
+            continue  # prepared from archives by nmtkit.data.recipes (its own tests)
+        if corpus == "multi30k":
+            if not (SHARED / "multi30k" / "val.de.gz").is_file():
+                continue
+            monkeypatch.setenv("NMTKIT_DATA", str(SHARED))
+            assert split_files(cfg, "val") is not None
+            continue
+        split = {"parallel": str(tmp_path / "p"), "tsv": str(tmp_path / "t.tsv"), "copy": "train"}[corpus]
+        assert len(load_parallel(cfg, split).src) in (2, 3)
+    with pytest.raises(CorpusError, match=", ".join(CORPORA)):
+        load_parallel(DataConfig(corpus="nope"), "train")
+
+
+def test_the_trainer_accepts_every_schedule_metric_and_device():
+    import torch
+
+    from nmtkit.train.loop import Progress, Trainer, pick_device
+    from nmtkit.train.schedule import Schedule, noam_rate
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    rates = {}
+    for schedule in LR_SCHEDULES:
+        cfg = TrainConfig(lr_schedule=schedule, lr=0.5, warmup=4, plateau_patience=0)
+        s = Schedule(opt, cfg, d_model=16)
+        s.validation(1.0)
+        s.validation(2.0)  # a stalled loss: only ``plateau`` lowers the rate
+        rates[schedule] = s.rate(2)
+    assert rates == {"noam": noam_rate(2, 16, 0.5, 4), "constant": 0.5, "plateau": 0.25}
+    for metric, metrics, better in [("bleu", {"valid_bleu": 2.0, "valid_loss": 9.0}, True),
+                                    ("loss", {"valid_bleu": 2.0, "valid_loss": 9.0}, False)]:
+        trainer = SimpleNamespace(cfg=Config(train=TrainConfig(early_stop_metric=metric)),
+                                  progress=Progress(best=1.0))
+        assert Trainer._improved(trainer, metrics) is better
+    assert set(EARLY_STOP_METRICS) == {"bleu", "loss"}
+    for device in DEVICES:
+        assert pick_device(device).type in ("cpu", "cuda")
 
 
 @pytest.mark.parametrize("content,msg", [

@@ -4,13 +4,19 @@ A YAML recipe is read into :class:`Config`; every key must name a field (an
 unknown key is an error, not silently ignored), every value is checked against
 the field's type, and ``--set section.key=value`` overrides are applied before
 validation, so an impossible run fails before any work starts.
+
+Each section checks its own values (``DataConfig.validate`` ...) against the allowed values
+defined once here (``ARCHS``, ``CORPORA`` ...; the modules that use a value import them);
+:func:`validate` runs every section's checks, then the checks between sections.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,11 @@ import yaml
 
 class ConfigError(ValueError):
     """A configuration that cannot describe a valid run."""
+
+
+CORPORA = ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy")
+TOKENIZERS = ("sentencepiece", "word", "whitespace")
+SPM_MODEL_TYPES = ("bpe", "unigram")
 
 
 @dataclass
@@ -63,6 +74,23 @@ class DataConfig:
     copy_len: int = 10
     copy_train_size: int = 20000
     copy_valid_size: int = 200
+
+    def validate(self, source: str) -> None:
+        c = _Checks(self, "data", source)
+        c.finite()
+        c.one_of("corpus", CORPORA)
+        c.one_of("tokenizer", TOKENIZERS)
+        c.one_of("spm_model_type", SPM_MODEL_TYPES)
+        c.at_least(16, "vocab_size")
+        c.at_least(1, "min_freq", "max_len", "copy_len", "copy_train_size", "copy_valid_size")
+        c.at_least(2, "copy_vocab")
+        c.at_least(0, "tokenizer_sample")
+
+
+ARCHS = ("transformer", "rnn")
+NORMS = ("pre", "post")
+RNN_ATTENTIONS = ("concat", "general", "dot")
+RNN_INITS = ("glorot", "uniform")
 
 
 @dataclass
@@ -124,6 +152,44 @@ class ModelConfig:
     """RNN: ``glorot`` (Xavier-uniform matrices, zero biases, N(0, emb_dim^-1/2) embeddings) or
     ``uniform`` (every parameter U(-init_range, init_range): the seed's init_weights)."""
     init_range: float = 0.08
+
+    def validate(self, source: str) -> None:
+        c = _Checks(self, "model", source)
+        c.finite()
+        c.one_of("arch", ARCHS)
+        c.one_of("norm", NORMS)
+        c.positive("d_model", "heads", "d_ff", "layer_norm_eps")
+        c.require(self.arch != "transformer" or self.d_model % self.heads == 0,
+                  f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})")
+        c.at_least(1, "layers")
+        c.at_least(0, "enc_layers", "dec_layers")
+        c.at_least(2, "max_positions")
+        c.fraction("dropout", "attention_dropout", "relu_dropout")
+        self._validate_rnn(c)
+
+    def _validate_rnn(self, c: _Checks) -> None:
+        """The recurrent model's options (some only make sense for it)."""
+        c.positive("emb_dim", "rnn_hidden", "attention_temperature", "init_range")
+        c.require(not self.bidirectional or self.rnn_hidden % 2 == 0,
+                  f"model.rnn_hidden ({self.rnn_hidden}) must be even with model.bidirectional "
+                  "(each encoder direction gets half)")
+        c.one_of("attention", RNN_ATTENTIONS)
+        c.one_of("init", RNN_INITS)
+        c.at_least(0, "attention_dim", "teacher_forcing_anneal_steps")
+        c.in_unit_interval("teacher_forcing", "teacher_forcing_min")
+        c.require(self.teacher_forcing_anneal_steps == 0 or self.teacher_forcing_min <= self.teacher_forcing,
+                  "model.teacher_forcing_min must not exceed model.teacher_forcing when annealing")
+        if self.arch != "rnn":
+            # The Transformer feeds all gold positions at once and has its own initialisation.
+            c.require(self.teacher_forcing == 1.0, "model.teacher_forcing < 1 needs model.arch: rnn")
+            c.require(self.teacher_forcing_anneal_steps == 0,
+                      "model.teacher_forcing_anneal_steps > 0 needs model.arch: rnn")
+            c.require(self.init == "glorot", "model.init: uniform is implemented for model.arch: rnn")
+
+
+LR_SCHEDULES = ("noam", "constant", "plateau")
+EARLY_STOP_METRICS = ("bleu", "loss")
+DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass
@@ -189,6 +255,23 @@ class TrainConfig:
     max_nonfinite: int = 5
     """Stop after this many consecutive steps with a NaN/inf loss (each is skipped)."""
 
+    def validate(self, source: str) -> None:
+        c = _Checks(self, "train", source)
+        c.finite()
+        c.one_of("lr_schedule", LR_SCHEDULES)
+        c.one_of("early_stop_metric", EARLY_STOP_METRICS)
+        c.one_of("device", DEVICES)
+        c.positive("max_tokens", "lr", "adam_eps")
+        c.at_least(1, "accum", "max_steps", "valid_every", "log_every", "max_nonfinite")
+        c.at_least(0, "seed", "max_epochs", "max_minutes", "warmup", "weight_decay", "clip_norm",
+                   "patience", "plateau_patience", "keep_last", "valid_max_sents", "threads")
+        c.require(self.lr_schedule != "noam" or self.warmup >= 1, "train.warmup must be >= 1 for noam")
+        c.fraction("label_smoothing")
+        c.require(all(0.0 <= b < 1.0 for b in self.adam_betas),
+                  f"train.adam_betas must each be in [0, 1), got {self.adam_betas}")
+        c.require(0.0 < self.plateau_factor < 1.0,
+                  f"train.plateau_factor must be in (0, 1), got {self.plateau_factor}")
+
 
 @dataclass
 class DecodeConfig:
@@ -211,6 +294,14 @@ class DecodeConfig:
     """Apply :mod:`nmtkit.fast` to the model for decoding (CPU: weights packed once in the
     GEMM library's layout). Off: the readable model as written; same translations."""
 
+    def validate(self, source: str) -> None:
+        c = _Checks(self, "decode", source)
+        c.finite()
+        c.at_least(1, "beam", "batch_size")
+        c.at_least(0, "length_penalty", "max_len_a", "max_len_b")
+        c.require(1 <= self.n_best <= self.beam,
+                  f"decode.n_best must be in [1, decode.beam = {self.beam}], got {self.n_best}")
+
 
 @dataclass
 class Config:
@@ -221,6 +312,12 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def validate(self, source: str) -> None:
+        """The checks between sections (each section checks itself; :func:`validate` runs all)."""
+        if self.model.tie_all and not self.data.joint_vocab and self.data.corpus != "copy":
+            raise ConfigError(f"{source}: model.tie_all needs data.joint_vocab: true "
+                              "(one vocabulary for all three embeddings)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -290,119 +387,56 @@ def _build(cls: type, raw: Any, source: str, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-def _check(cond: bool, source: str, msg: str) -> None:
-    if not cond:
-        raise ConfigError(f"{source}: {msg}")
+class _Checks:
+    """The checks one section makes of its own values. Every message starts with the source
+    file and names the key in full (``model.d_model``)."""
 
+    def __init__(self, section: Any, name: str, source: str):
+        self.section, self.name, self.source = section, name, source
 
-def _check_finite(cfg: Config, source: str) -> None:
-    """Every float field is a finite number (NaN and inf are never a meaningful setting)."""
-    import math
+    def require(self, cond: bool, msg: str) -> None:
+        if not cond:
+            raise ConfigError(f"{self.source}: {msg}")
 
-    for section in (cfg.data, cfg.model, cfg.train, cfg.decode):
-        name = type(section).__name__.removesuffix("Config").lower()
-        for f in dataclasses.fields(section):
-            value = getattr(section, f.name)
+    def _each(self, names: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+        for name in names:
+            yield f"{self.name}.{name}", getattr(self.section, name)
+
+    def finite(self) -> None:
+        """Every float field is a finite number (NaN and inf are never a meaningful setting)."""
+        names = tuple(f.name for f in dataclasses.fields(self.section))
+        for key, value in self._each(names):
             values = value if isinstance(value, tuple) else (value,)
-            for v in values:
-                _check(not isinstance(v, float) or math.isfinite(v), source,
-                       f"{name}.{f.name} must be a finite number, got {value!r}")
+            self.require(all(not isinstance(v, float) or math.isfinite(v) for v in values),
+                         f"{key} must be a finite number, got {value!r}")
 
+    def one_of(self, name: str, allowed: tuple[str, ...]) -> None:
+        value = getattr(self.section, name)
+        self.require(value in allowed, f"{self.name}.{name} must be {'|'.join(allowed)}, got {value!r}")
 
-LOWER_BOUNDS = [  # (key, smallest allowed value); 0 means "none"/"all"/"off" where allowed
-    ("data.copy_len", 1), ("data.copy_vocab", 2), ("data.copy_train_size", 1),
-    ("data.copy_valid_size", 1), ("model.max_positions", 2), ("train.max_epochs", 0),
-    ("train.log_every", 1), ("train.seed", 0), ("train.max_nonfinite", 1),
-    ("train.valid_max_sents", 0), ("train.threads", 0), ("train.weight_decay", 0),
-    ("train.clip_norm", 0), ("train.patience", 0), ("train.warmup", 0),
-    ("decode.length_penalty", 0),
-]
-POSITIVE = ["model.layer_norm_eps", "train.adam_eps"]
+    def at_least(self, low: int, *names: str) -> None:
+        for key, value in self._each(names):
+            self.require(value >= low, f"{key} must be >= {low}, got {value}")
 
+    def positive(self, *names: str) -> None:
+        for key, value in self._each(names):
+            self.require(value > 0, f"{key} must be > 0, got {value}")
 
-def _value(cfg: Config, key: str) -> Any:
-    section, name = key.split(".")
-    return getattr(getattr(cfg, section), name)
+    def fraction(self, *names: str) -> None:
+        """In [0, 1): a dropout or smoothing probability."""
+        for key, value in self._each(names):
+            self.require(0.0 <= value < 1.0, f"{key} must be in [0, 1), got {value}")
+
+    def in_unit_interval(self, *names: str) -> None:
+        for key, value in self._each(names):
+            self.require(0.0 <= value <= 1.0, f"{key} must be in [0, 1], got {value}")
 
 
 def validate(cfg: Config, source: str = "<config>") -> None:
-    """Reject impossible values before any work starts."""
-    d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.decode
-    _check_finite(cfg, source)
-    for key, low in LOWER_BOUNDS:
-        value = _value(cfg, key)
-        _check(value >= low, source, f"{key} must be >= {low}, got {value}")
-    for key in POSITIVE:
-        value = _value(cfg, key)
-        _check(value > 0, source, f"{key} must be > 0, got {value}")
-    _check(all(0.0 <= b < 1.0 for b in t.adam_betas), source,
-           f"train.adam_betas must each be in [0, 1), got {t.adam_betas}")
-    _check(d.corpus in ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy"), source,
-           f"data.corpus must be multi30k|iwslt14|wmt14|parallel|tsv|copy, got {d.corpus!r}")
-    _check(d.tokenizer in ("sentencepiece", "word", "whitespace"), source,
-           f"data.tokenizer must be sentencepiece|word|whitespace, got {d.tokenizer!r}")
-    _check(d.spm_model_type in ("bpe", "unigram"), source, "data.spm_model_type must be bpe|unigram")
-    _check(d.vocab_size >= 16, source, "data.vocab_size must be >= 16")
-    _check(d.min_freq >= 1, source, "data.min_freq must be >= 1")
-    _check(d.max_len >= 1, source, "data.max_len must be >= 1")
-    _check(d.tokenizer_sample >= 0, source, "data.tokenizer_sample must be >= 0 (0 = all)")
-    _check(m.arch in ("transformer", "rnn"), source,
-           f"model.arch must be transformer|rnn, got {m.arch!r}")
-    _check(m.norm in ("pre", "post"), source, "model.norm must be pre|post")
-    _check(m.d_model > 0 and m.heads > 0, source, "model.d_model and model.heads must be > 0")
-    _check(m.arch != "transformer" or m.d_model % m.heads == 0, source,
-           f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
-    _check(m.layers >= 1 and m.enc_layers >= 0 and m.dec_layers >= 0, source, "layers must be >= 1")
-    for k in ("dropout", "attention_dropout", "relu_dropout"):
-        _check(0.0 <= getattr(m, k) < 1.0, source, f"model.{k} must be in [0, 1)")
-    _validate_rnn(m, source)
-    _check(not m.tie_all or d.joint_vocab or d.corpus == "copy", source,
-           "model.tie_all needs data.joint_vocab: true (one vocabulary for all three embeddings)")
-    _check(t.max_tokens > 0, source, "train.max_tokens must be > 0")
-    _check(t.accum >= 1, source, "train.accum must be >= 1")
-    _check(t.max_steps >= 1, source, "train.max_steps must be >= 1")
-    _check(t.max_minutes >= 0, source, "train.max_minutes must be >= 0")
-    _check(t.lr_schedule in ("noam", "constant", "plateau"), source,
-           "train.lr_schedule must be noam|constant|plateau")
-    _check(t.lr > 0, source, "train.lr must be > 0")
-    _check(t.lr_schedule != "noam" or t.warmup >= 1, source, "train.warmup must be >= 1 for noam")
-    _check(0.0 <= t.label_smoothing < 1.0, source, "train.label_smoothing must be in [0, 1)")
-    _check(0.0 < t.plateau_factor < 1.0, source, "train.plateau_factor must be in (0, 1)")
-    _check(t.plateau_patience >= 0, source, "train.plateau_patience must be >= 0")
-    _check(t.valid_every >= 1, source, "train.valid_every must be >= 1")
-    _check(t.early_stop_metric in ("bleu", "loss"), source, "train.early_stop_metric must be bleu|loss")
-    _check(t.keep_last >= 0, source, "train.keep_last must be >= 0")
-    _check(t.device in ("auto", "cpu", "cuda"), source, "train.device must be auto|cpu|cuda")
-    _check(s.beam >= 1, source, f"decode.beam must be >= 1, got {s.beam}")
-    _check(1 <= s.n_best <= s.beam, source, "decode.n_best must be in [1, beam]")
-    _check(s.batch_size >= 1, source, "decode.batch_size must be >= 1")
-    _check(s.max_len_a >= 0 and s.max_len_b >= 0, source, "decode.max_len_a/b must be >= 0")
-
-
-def _validate_rnn(m: ModelConfig, source: str) -> None:
-    """The recurrent model's options (some only make sense for it)."""
-    _check(m.emb_dim > 0 and m.rnn_hidden > 0, source, "model.emb_dim and model.rnn_hidden must be > 0")
-    _check(not m.bidirectional or m.rnn_hidden % 2 == 0, source,
-           f"model.rnn_hidden ({m.rnn_hidden}) must be even with model.bidirectional "
-           "(each encoder direction gets half)")
-    _check(m.attention in ("concat", "general", "dot"), source,
-           f"model.attention must be concat|general|dot, got {m.attention!r}")
-    _check(m.attention_dim >= 0, source, "model.attention_dim must be >= 0")
-    _check(m.attention_temperature > 0, source,
-           f"model.attention_temperature must be > 0, got {m.attention_temperature}")
-    _check(0.0 <= m.teacher_forcing <= 1.0, source, "model.teacher_forcing must be in [0, 1]")
-    _check(0.0 <= m.teacher_forcing_min <= 1.0, source, "model.teacher_forcing_min must be in [0, 1]")
-    _check(m.teacher_forcing_anneal_steps >= 0, source,
-           "model.teacher_forcing_anneal_steps must be >= 0")
-    _check(m.teacher_forcing_anneal_steps == 0 or m.teacher_forcing_min <= m.teacher_forcing, source,
-           "model.teacher_forcing_min must not exceed model.teacher_forcing when annealing")
-    _check(m.init in ("glorot", "uniform"), source, f"model.init must be glorot|uniform, got {m.init!r}")
-    _check(m.init_range > 0, source, "model.init_range must be > 0")
-    if m.arch != "rnn":
-        # The Transformer feeds all gold positions at once and has its own initialisation.
-        _check(m.teacher_forcing == 1.0 and m.teacher_forcing_anneal_steps == 0, source,
-               "model.teacher_forcing < 1 and annealing need model.arch: rnn")
-        _check(m.init == "glorot", source, "model.init: uniform is implemented for model.arch: rnn")
+    """Reject impossible values before any work starts: each section, then across sections."""
+    for section in (cfg.data, cfg.model, cfg.train, cfg.decode):
+        section.validate(source)
+    cfg.validate(source)
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import sentencepiece as spm
 
-from nmtkit.config import DataConfig
+from nmtkit.config import SPM_MODEL_TYPES, TOKENIZERS, DataConfig
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class SentencePieceTokenizer:
         reproducible models: with more threads unigram's pieces and scores
         depend on the thread count, and the count is stored in the proto.
         """
-        if model_type not in ("bpe", "unigram"):
+        if model_type not in SPM_MODEL_TYPES:
             raise ValueError(f"model_type must be bpe or unigram, got {model_type!r}")
 
         sentences = [line.strip() for line in lines]
@@ -309,7 +309,7 @@ def tokenizer_from_state(state: dict) -> Tokenizer:
         return WordTokenizer(state["lang"], lowercase=lowercase)
     if kind == WhitespaceTokenizer.kind:
         return WhitespaceTokenizer(lowercase=lowercase)
-    raise ValueError(f"unknown tokenizer kind {kind!r} (known: sentencepiece, word, whitespace)")
+    raise ValueError(f"unknown tokenizer kind {kind!r} (known: {', '.join(TOKENIZERS)})")
 
 
 def train_tokenizers(
@@ -355,5 +355,5 @@ def train_tokenizers(
             lowercase=cfg.lowercase
         )
     raise ValueError(
-        f"unknown tokenizer {cfg.tokenizer!r} (known: sentencepiece, word, whitespace)"
+        f"unknown tokenizer {cfg.tokenizer!r} (known: {', '.join(TOKENIZERS)})"
     )
