@@ -1,27 +1,46 @@
-"""The README's CPU speed table, generated from benchmark JSON files in benchmarks/results/.
+"""docs/results.md: every benchmark figure of nmtkit, generated from the JSON in benchmarks/results/.
 
-Each row names the file it comes from and the command that wrote it, so every number in
-the table can be rerun. Peer figures are those of ../shared/bench/PEERS.md, measured on the
-same machine kind (the benchmark JSON carries them too).
+Each row names the file it comes from and the command that wrote it, so every number can be
+rerun. Peer figures are those of the project's peer measurements (PEERS.md, kept beside the
+repository and copied into each benchmark JSON), taken on the same machine kind.
 
+    python benchmarks/report.py --out docs/results.md          # the whole page
     python benchmarks/report.py --train benchmarks/results/train_speed_cpu_X.json \\
         --decode benchmarks/results/decode_speed_cpu_X.json [--peers ...] [--compile ...]
-        [--corpus ...]
+        [--corpus ...]                                          # only the CPU speed table
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _load(path: str | None) -> dict | None:
     return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
 
 
+def clean(text: str) -> str:
+    """A command as recorded, with the paths of the machine it ran on made repository-relative.
+
+    ``NMTKIT_DATA=../shared/data`` (the offline mirror) becomes ``NMTKIT_DATA=MIRROR``, the
+    old tree of ``--src`` becomes ``OLD_TREE``, and ``/tmp/...`` or the checkout's absolute
+    path are dropped, so the page names no file outside the repository.
+    """
+    text = re.sub(r"NMTKIT_DATA=\S+", "NMTKIT_DATA=MIRROR", text)
+    text = re.sub(r"(?:\.\./)+shared/data", "MIRROR", text)
+    text = re.sub(r"--src \S+", "--src OLD_TREE", text)
+    text = re.sub(r"(?<![\w.])/(?:work/main|tmp)/", "", text)
+    return text
+
+
 def _src(path: str, result: dict) -> str:
-    return f"`{Path(path).name}`: `{result['command']}`"
+    return f"`{Path(path).name}`: `{clean(result['command'])}`"
 
 
 def train_row(path: str, r: dict) -> str:
@@ -114,8 +133,10 @@ def decode_rows(path: str, r: dict) -> list[str]:
             f"| through `nmtkit export --format ctranslate2` ({ct2['threads']} threads) | fp32 "
             f"greedy {f32['greedy_sents_per_s']}, beam 5 {f32['beam5_sents_per_s']}; int8 greedy "
             f"{i8['greedy_sents_per_s']}, beam 5 {i8['beam5_sents_per_s']}; "
-            f"{f32['beam5_same_output_as_nmtkit']:.0%} of fp32 beam outputs identical to "
-            f"nmtkit's{alone} | CTranslate2 on an OpenNMT-py model: fp32 "
+            f"outputs identical to nmtkit's: fp32 greedy {f32['greedy_same_output_as_nmtkit']:.1%}, "
+            f"beam 5 {f32['beam5_same_output_as_nmtkit']:.1%}, int8 greedy "
+            f"{i8['greedy_same_output_as_nmtkit']:.1%}, beam 5 {i8['beam5_same_output_as_nmtkit']:.1%}"
+            f"{alone} | CTranslate2 on an OpenNMT-py model: fp32 "
             f"{peers['CTranslate2 fp32']['greedy']} / {peers['CTranslate2 fp32']['beam5']} "
             f"| same run |")
     return rows
@@ -131,29 +152,217 @@ def corpus_row(path: str, r: dict) -> str:
             f"{reuse['peak_rss_gb']:.2f} GB (store {r['store_mb']} MB) | - | {_src(path, r)} |")
 
 
+def speed_table(train_path: str, decode_path: str, compile_path: str | None = None,
+                corpus_path: str | None = None, peers_path: str | None = None) -> list[str]:
+    """The CPU speed table (training, decoding, export, corpus) with its machine line."""
+    train, decode = _load(train_path), _load(decode_path)
+    lines = [f"Machine: {train['machine']}, {train['threads']} threads; model "
+             f"{train['model']['layers']}+{train['model']['layers']} layers, d_model "
+             f"{train['model']['d_model']}, {train['model']['heads']} heads, d_ff "
+             f"{train['model']['d_ff']}.", "",
+             "| what | nmtkit | peers, same machine kind (PEERS.md) | file: command |",
+             "|---|---|---|---|", train_row(_rel(train_path), train)]
+    if peers_path:
+        lines.append(peers_row(_rel(peers_path), _load(peers_path)))
+    if compile_path:
+        lines.append(compile_row(_rel(compile_path), _load(compile_path)))
+    lines += decode_rows(_rel(decode_path), decode)
+    if corpus_path:
+        lines.append(corpus_row(_rel(corpus_path), _load(corpus_path)))
+    return lines
+
+
+def _rel(path: str | Path) -> str:
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(path)
+
+
+def _res(name: str) -> str:
+    return str(RESULTS / name)
+
+
+def _bleu_cell(r: dict, key: str) -> str:
+    v = r.get(key)
+    return "-" if not v else f"{v['bleu']:.2f} (chrF {v['chrf']:.1f})"
+
+
+def quality_section() -> list[str]:
+    """Multi30k test BLEU: the 1-hour CPU runs, the GPU runs, and the architecture comparison."""
+    run1 = _load(_res("multi30k_small_1h_cpu_2026-11-22.json"))
+    run2 = _load(_res("multi30k_small_1h_cpu_2026-11-22_run2.json"))
+    gpu = _load(_res("gpu_h100_2026-11-22/summary.json"))
+    arch = _load(_res("architectures_2026-11-22.json"))
+    sig = run2["bleu_signature"]
+    out = ["## Quality: Multi30k de->en, test_2016_flickr", "",
+           f"sacreBLEU on detokenized, cased output (`{sig}`), 1,000 sentences, one reference.", "",
+           "### One hour on a 2-core CPU (`configs/multi30k_transformer_small.yaml`, beam 5)", "",
+           "| run | updates (epochs) | best.pt | last.pt | average of the last 3 | peer, same budget "
+           "| file |",
+           "|---|---|---|---|---|---|---|"]
+    t2, peer = run2["test_2016_flickr_beam5"], run2["peer_same_budget"]["fairseq 0.12.2"]
+    best2 = next(v for k, v in t2.items() if k.startswith("best"))
+    last2 = next(v for k, v in t2.items() if k.startswith("last"))
+    avg2 = next(v for k, v in t2.items() if k.startswith("avg"))
+    out.append(f"| second run (quiet machine; the README's headline) | {run2['training']['steps']:,} "
+               f"({run2['training']['epochs_completed']}) | **{best2['bleu']:.2f}** (chrF "
+               f"{best2['chrf']:.1f}) | {last2['bleu']:.2f} | {avg2['bleu']:.2f} | fairseq 0.12.2: "
+               f"{peer['bleu']:.2f} best checkpoint ({peer['epochs']} epochs) | "
+               f"`{Path(_res('multi30k_small_1h_cpu_2026-11-22_run2.json')).name}` |")
+    t1 = run1["test_2016_flickr"]
+    out.append(f"| first run (cores shared with other work; the guide's figures) | "
+               f"{run1['training']['steps']:,} ({run1['training']['epochs_completed']}) | "
+               f"{_bleu_cell(t1, 'best.pt_beam5')} | - | {_bleu_cell(t1, 'average_last3_beam5')} "
+               f"| - | `{Path(_res('multi30k_small_1h_cpu_2026-11-22.json')).name}` |")
+    out += ["", "Commands of the second run:", "", "```bash"]
+    out += [clean(c) for c in run2["commands"]] + ["```", "",
+            f"Machine: {run2['machine']}. Other processes used the same cores during part of "
+            "both hours (the files' `training.note`), the first run's more.", ""]
+    out += ["### Five minutes on one GPU", "",
+            f"{gpu['device']}, torch {gpu['torch']}. {clean(gpu['how'])}", "",
+            "| run | config | overrides | updates (epochs) | beam | best.pt | average of the last 5 |",
+            "|---|---|---|---|---|---|---|"]
+    for name, r in gpu["runs"].items():
+        out.append(f"| `{name}` | {clean(r['config'])} | {', '.join(f'`{o}`' for o in r['overrides'])} "
+                   f"| {r['steps']:,} ({r['epochs']}) | {r['test_2016_flickr_best']['beam']} "
+                   f"| {_bleu_cell(r, 'test_2016_flickr_best')} | {_bleu_cell(r, 'test_2016_flickr_avg')} |")
+    out += ["", "File: `gpu_h100_2026-11-22/summary.json` (each run's `metrics.csv` beside it). "
+            "The paper's own base settings (post-norm, dropout 0.1, `run1_base_paper_values`) "
+            "overfit this small corpus, which is why the base recipe is pre-norm with dropout 0.3 "
+            "(`run3_base`).", "",
+            "### Transformer against the recurrent model, same CPU budget", "",
+            "Same data, same wall-clock budget, best checkpoint by validation BLEU, beam 5, "
+            f"{arch['machine']} (`{Path(_res('architectures_2026-11-22.json')).name}`: "
+            f"`NMTKIT_DATA=MIRROR {clean(arch['command'])}`):", "",
+            "| architecture | recipe | minutes | updates | test BLEU | chrF | parameters "
+            "| train target tok/s | beam-5 sents/s (incl. load) |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in arch["rows"]:
+        out.append(f"| {r['arch']} | `{r['recipe']}` | {r['minutes']:g} | {r['steps']} "
+                   f"| {r['test_bleu']:.2f} "
+                   f"| {r['test_chrf']:.2f} | {r['params'] / 1e6:.1f}M | {r['train_tgt_tokens_per_s']:,} "
+                   f"| {r['decode_sents_per_s_incl_load']} |")
+    rnn = gpu["runs"]["run1_rnn"]["test_2016_flickr_best"]["bleu"]
+    small = gpu["runs"]["run1_small"]["test_2016_flickr_avg"]["bleu"]
+    out += ["", "At 12 CPU minutes the recurrent decoder, which runs one target position at a time "
+            "in training too, makes fewer updates than the Transformer and is far from trained. "
+            f"Trained to a plateau on one GPU (5 minutes each, side by side, table above): "
+            f"Transformer small {small:.2f}, recurrent model with concat attention {rnn:.2f}.", ""]
+    return out
+
+
+def train_history() -> list[str]:
+    """Every train_speed file: the ratio to the reference and the measured CPU matmul rate."""
+    out = ["### Every CPU training measurement", "",
+           "Each file also records the matrix-multiplication rate measured on the CPU in the same "
+           "run, so that a slower figure on a busier machine can be told apart from a slower "
+           "nmtkit.", "",
+           "| file | date | nmtkit target tok/s | reference tok/s | ratio | model GFLOP/s "
+           "| measured CPU matmul GFLOP/s | share | peak RSS GB | command |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for f in sorted(RESULTS.glob("train_speed*.json")):
+        r = _load(str(f))
+        ours = r["nmtkit"]
+        out.append(f"| `{f.name}` | {r['date'][:10]} | {ours['tgt_tokens_per_s']:,.0f} "
+                   f"| {r['reference']['train_tgt_tokens_per_s']} | {r['speedup_vs_reference']}x "
+                   f"| {ours.get('model_gflops_per_s', '-')} | {r.get('cpu_matmul_peak_gflops', '-')} "
+                   f"| {r['mfu_of_measured_matmul_peak']:.0%} | {ours['peak_rss_gb']:.2f} "
+                   f"| `{clean(r['command'])}` |")
+    return out + [""]
+
+
+def decode_history() -> list[str]:
+    out = ["### Every CPU decoding measurement", "",
+           "| file | date | model | greedy sents/s | ratio to the reference's greedy | beam 5 sents/s "
+           "| command |",
+           "|---|---|---|---|---|---|---|"]
+    for f in sorted(RESULTS.glob("decode_speed*.json")):
+        r = _load(str(f))
+        ours = r["nmtkit"]
+        out.append(f"| `{f.name}` | {r['date'][:10]} | `{clean(r['model'])}` | {ours['greedy_sents_per_s']} "
+                   f"| {r['greedy_speedup_vs_reference']}x | {ours['beam5_sents_per_s']} "
+                   f"| `{clean(r['command'])}` |")
+    return out + [""]
+
+
+def gpu_speed_section() -> list[str]:
+    s = _load(_res("gpu_h100_2026-11-22/summary.json"))["speed"]
+    t, d = s["train"], s["decode"]
+    return ["## Speed on a GPU", "",
+            f"{s['device']}, torch {s['torch']}, bf16 autocast "
+            f"(`gpu_h100_2026-11-22/summary.json`, key `speed`: `{clean(s['command'])}`):", "",
+            f"- training `{clean(t['config'])}` ({t['params'] / 1e6:.1f}M parameters), "
+            f"{t['max_tokens']}-token batches: **{t['tgt_tokens_per_s']:,}** target tokens/s, "
+            f"{t['model_tflops_per_s']} model TFLOP/s = {t['mfu']:.1%} of the measured "
+            f"{t['bf16_matmul_peak_tflops']} TFLOP/s bf16 matmul rate (Multi30k's short sentences "
+            f"and small batches leave the GPU waiting on kernel launches); peak memory "
+            f"{t['peak_gpu_mem_gb']} GB;",
+            f"- translating the {d['n']:,} test sentences, batch {d['batch_size']}: "
+            f"{d['greedy_sents_per_s']:,} sentences/s greedy, {d['beam4_sents_per_s']:,} with beam 4.", ""]
+
+
+def serve_section() -> list[str]:
+    path = _res("serve_load_cpu_2026-11-22.json")
+    r = _load(path)
+    out = ["## Serving on a CPU", "",
+           f"`nmtkit serve` on {r['machine']['cpus']} cores (torch {r['machine']['torch']}), "
+           f"{r['requests_per_level']} one-sentence requests per level, beam {r['beam']} "
+           f"(`{Path(path).name}`: `{clean(r['command'])}`). Concurrent requests are merged into "
+           "one model call:", "",
+           "| concurrency | requests/s | p50 ms | p95 ms | sentences per model call | failed |",
+           "|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        out.append(f"| {run['concurrency']} | {run['requests_per_s']} | {run['latency_ms']['p50']} "
+                   f"| {run['latency_ms']['p95']} | {run['sentences_per_call']} | {run['failed']} |")
+    return out + [""]
+
+
+CPU_PROTOCOL = """\
+This project's CPU is a shared 2-core machine whose speed drifts by 30% within minutes, so
+every CPU speed figure is a ratio to the seed's reference implementation timed in the same
+run; the newest files alternate reference and nmtkit in fresh processes and report the
+median round with the spread of all rounds. The peers' ratios use PEERS.md's reference on the
+same machine kind (1.92 greedy sents/s, 305 tok/s) or, for OpenNMT-py's training, a
+re-measurement beside the reference (`peers_cpu_*.json`). Same model and regex tokens as the
+peers; decoding uses a `multi30k_transformer_small` model trained for 25 minutes, on
+test_2016_flickr. What changed between the `*_before_ca84e2d` files and the newest ones is
+explained in [engineering.md](engineering.md), section 3."""
+
+
+def page(train: str, decode: str, compile_: str | None, corpus: str | None, peers: str | None) -> str:
+    out = ["# Results", "",
+           "<!-- Generated by benchmarks/report.py from benchmarks/results/*.json: run "
+           "`python benchmarks/report.py --out docs/results.md`; do not edit by hand. -->", "",
+           "Every figure of nmtkit's benchmarks, each with the file in `benchmarks/results/` it "
+           "is read from and the command that wrote that file. Paths of the machine a command ran "
+           "on are shown repository-relative; `MIRROR` is the offline data mirror "
+           "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
+    out += quality_section()
+    out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
+    out += speed_table(train, decode, compile_, corpus, peers) + [""]
+    out += train_history() + decode_history()
+    out += gpu_speed_section() + serve_section()
+    return "\n".join(out).rstrip() + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--train", required=True)
-    p.add_argument("--decode", required=True)
-    p.add_argument("--compile", help="a train_speed.py --compile result")
-    p.add_argument("--corpus", help="a corpus_memory.py result")
-    p.add_argument("--peers", help="a peers.py result")
+    p.add_argument("--train", default=_res("train_speed_cpu_2026-11-23.json"),
+                   help="a train_speed.py result (default: the newest)")
+    p.add_argument("--decode", default=_res("decode_speed_cpu_2026-11-23.json"),
+                   help="a decode_speed.py result (default: the newest)")
+    p.add_argument("--compile", default=_res("train_speed_compile_cpu_2026-11-22.json"),
+                   help="a train_speed.py --compile result")
+    p.add_argument("--corpus", default=_res("corpus_memory_cpu_2026-11-22.json"),
+                   help="a corpus_memory.py result")
+    p.add_argument("--peers", default=_res("peers_cpu_2026-11-23.json"), help="a peers.py result")
+    p.add_argument("--out", help="write the whole results page here (docs/results.md); "
+                   "without it, print only the CPU speed table")
     a = p.parse_args()
-    train, decode = _load(a.train), _load(a.decode)
-    lines = ["| what | nmtkit | peers, same machine kind (PEERS.md) | file: command |",
-             "|---|---|---|---|", train_row(a.train, train)]
-    if a.peers:
-        lines.append(peers_row(a.peers, _load(a.peers)))
-    if a.compile:
-        lines.append(compile_row(a.compile, _load(a.compile)))
-    lines += decode_rows(a.decode, decode)
-    if a.corpus:
-        lines.append(corpus_row(a.corpus, _load(a.corpus)))
-    print(f"Machine: {train['machine']}, {train['threads']} threads; model "
-          f"{train['model']['layers']}+{train['model']['layers']} layers, d_model "
-          f"{train['model']['d_model']}, {train['model']['heads']} heads, d_ff "
-          f"{train['model']['d_ff']}.\n")
-    print("\n".join(lines))
+    if a.out:
+        Path(a.out).write_text(page(a.train, a.decode, a.compile, a.corpus, a.peers), encoding="utf-8")
+        print(f"wrote {a.out}")
+    else:
+        print("\n".join(speed_table(a.train, a.decode, a.compile, a.corpus, a.peers)))
 
 
 if __name__ == "__main__":
