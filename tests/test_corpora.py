@@ -6,12 +6,11 @@ from pathlib import Path
 import pytest
 
 from nmtkit.config import DataConfig
-from nmtkit.data import corpora
+from nmtkit.data import corpora, fetch
 from nmtkit.data.corpora import (
     MULTI30K_SHA256,
     CorpusError,
     Parallel,
-    download,
     load_parallel,
     multi30k_file,
     read_lines,
@@ -35,7 +34,7 @@ def no_network(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("tests must not touch the network")
 
-    monkeypatch.setattr(corpora.urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(fetch.urllib.request, "urlopen", refuse)
 
 
 def sha(data: bytes) -> str:
@@ -78,51 +77,6 @@ def test_read_lines_empty_missing_and_broken_gzip(tmp_path):
     (tmp_path / "fake.gz").write_bytes(b"not gzip at all")
     with pytest.raises(CorpusError, match=r"fake\.gz: cannot read"):
         read_lines(tmp_path / "fake.gz")
-
-
-# --- download -----------------------------------------------------------------
-
-
-def test_download_file_url_good_checksum(tmp_path):
-    payload = b"Ein Mann.\nZwei Hunde.\n" * 100
-    src = tmp_path / "remote.de.gz"
-    src.write_bytes(payload)
-    dest = tmp_path / "cache" / "x" / "train.de.gz"
-    digest = download(src.as_uri(), dest, sha(payload))
-    assert digest == sha(payload)
-    assert dest.read_bytes() == payload
-    assert sorted(p.name for p in dest.parent.iterdir()) == ["train.de.gz"]
-    # no expected hash: still downloads and reports what it saw
-    dest2 = tmp_path / "cache" / "x" / "other.gz"
-    assert download(src.as_uri(), dest2) == sha(payload)
-
-
-def test_download_checksum_mismatch_leaves_nothing(tmp_path):
-    src = tmp_path / "remote.gz"
-    src.write_bytes(b"tampered")
-    dest = tmp_path / "cache" / "train.de.gz"
-    with pytest.raises(CorpusError, match="sha256 mismatch"):
-        download(src.as_uri(), dest, "0" * 64)
-    assert not dest.exists()
-    assert list(dest.parent.iterdir()) == []
-
-
-def test_download_failure_leaves_nothing(tmp_path):
-    dest = tmp_path / "cache" / "train.de.gz"
-    with pytest.raises(CorpusError, match="download of .* failed"):
-        download((tmp_path / "does-not-exist").as_uri(), dest, None)
-    assert list(dest.parent.iterdir()) == []
-
-
-def test_download_keeps_previous_file_on_mismatch(tmp_path):
-    src = tmp_path / "remote.gz"
-    src.write_bytes(b"new")
-    dest = tmp_path / "cache" / "f.gz"
-    dest.parent.mkdir()
-    dest.write_bytes(b"old")
-    with pytest.raises(CorpusError):
-        download(src.as_uri(), dest, sha(b"something else"))
-    assert dest.read_bytes() == b"old"
 
 
 # --- multi30k_file --------------------------------------------------------------
@@ -191,7 +145,7 @@ def test_multi30k_trust_on_first_use(monkeypatch, tmp_path, caplog):
     payload = b"fake test_2017_flickr.fr"
     remote = _fake_remote(monkeypatch, tmp_path, {"test_2017_flickr.fr.gz": payload})
     assert "test_2017_flickr.fr.gz" not in MULTI30K_SHA256
-    with caplog.at_level(logging.WARNING, logger="nmtkit.data.corpora"):
+    with caplog.at_level(logging.WARNING, logger="nmtkit.data.fetch"):
         path = multi30k_file("test_2017_flickr", "fr")
     assert "trust on first use" in caplog.text
     sidecar = path.with_name(path.name + ".sha256")

@@ -249,7 +249,7 @@ def test_length_cap_is_nmtkits():
     for s in range(1, 60):
         mask = torch.ones(1, 1, s, dtype=torch.bool)
         assert length_cap(s, cfg) == int(length_caps(mask, 1.2, 10)[0])
-        assert length_cap(s, cfg, max_len=7) == int(length_caps(mask, 1.2, 10, 7)[0])
+        assert length_cap(s, cfg, max_length=7) == int(length_caps(mask, 1.2, 10, 7)[0])
 
 
 def test_max_length_and_cap_are_respected(copy_export):

@@ -1,6 +1,6 @@
 """io.py: atomic writes that never replace what is not a regular file (issue "Reliability II",
-item 2). The suite runs as root in CI, where a rename over /dev/null succeeds: these tests
-are what keeps the machine's device files devices."""
+item 2), and atomic directories. The suite runs as root in CI, where a rename over /dev/null
+succeeds: these tests are what keeps the machine's device files devices."""
 
 import os
 import stat
@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from nmtkit.io import atomic_open, atomic_write_text
+from nmtkit import io as nio
+from nmtkit.io import atomic_dir, atomic_open, atomic_write_text, staged_files
 
 
 @pytest.fixture
@@ -96,3 +97,171 @@ def test_dev_stdout_into_a_pipe_is_written_through():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "piped\n"
     assert not os.path.isfile("/dev/stdout") or os.path.islink("/dev/stdout")
+
+
+# --- atomic_dir ---------------------------------------------------------------------------
+
+
+def siblings(path):
+    """Everything beside ``path`` in its folder other than ``path`` itself."""
+    return sorted(p.name for p in path.parent.iterdir() if p != path)
+
+
+def test_atomic_dir_builds_aside_and_renames_into_place(tmp_path, umask_022):
+    out = tmp_path / "store"
+    with atomic_dir(out) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(".store.") and tmp.name.endswith(".tmp")
+        (tmp / "a.txt").write_text("a")
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "b.txt").write_text("b")
+        assert not out.exists()  # nothing at the destination until the block ends
+    assert (out / "a.txt").read_text() == "a" and (out / "sub" / "b.txt").read_text() == "b"
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o755  # mkdir's mode, not mkdtemp's 0o700
+    assert siblings(out) == []  # no temporary left
+    with atomic_dir(tmp_path / "new" / "deeper") as tmp:  # missing parents are created
+        (tmp / "x").write_text("x")
+    assert (tmp_path / "new" / "deeper" / "x").read_text() == "x"
+
+
+def test_atomic_dir_fsyncs_every_file_before_the_rename(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+
+    def spy(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(nio.os, "fsync", spy)
+    with atomic_dir(tmp_path / "d") as tmp:
+        (tmp / "f").write_text("x")
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "g").write_text("y")
+    if os.path.exists("/proc/self/fd"):
+        assert any(s.endswith("/f") for s in synced) and any(s.endswith("/sub/g") for s in synced)
+        assert any(s.endswith("/sub") for s in synced) and str(tmp_path) in synced  # the rename
+    else:
+        assert len(synced) >= 5
+
+
+def test_atomic_dir_failure_leaves_the_old_directory(tmp_path):
+    out = tmp_path / "store"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError, match="boom"), atomic_dir(out, replace=True) as tmp:
+        (tmp / "new.txt").write_text("half")
+        assert siblings(out) == [tmp.name]
+        raise RuntimeError("boom")
+    assert sorted(p.name for p in out.iterdir()) == ["old.txt"]
+    assert (out / "old.txt").read_text() == "old"
+    assert siblings(out) == []  # the temporary directory went with the failure
+
+
+def test_atomic_dir_failure_creates_nothing(tmp_path):
+    with pytest.raises(KeyboardInterrupt), atomic_dir(tmp_path / "store") as tmp:
+        (tmp / "x").write_text("x")
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_dir_without_replace_refuses_what_is_there(tmp_path):
+    out = tmp_path / "store"
+    out.mkdir()
+    (out / "keep.txt").write_text("keep")
+    entered = []
+    with pytest.raises(FileExistsError) as e, atomic_dir(out):
+        entered.append(True)
+    assert e.value.filename == str(out) and entered == []  # refused before any work
+    (tmp_path / "file").write_text("a file")
+    with pytest.raises(FileExistsError), atomic_dir(tmp_path / "file"):
+        pass
+    assert (tmp_path / "file").read_text() == "a file"
+    assert (out / "keep.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "store"]
+
+
+def test_atomic_dir_without_replace_refuses_one_that_appeared_meanwhile(tmp_path):
+    out = tmp_path / "store"
+    with pytest.raises(FileExistsError) as e:
+        with atomic_dir(out) as tmp:
+            (tmp / "mine.txt").write_text("mine")
+            out.mkdir()  # another writer finished first
+            (out / "theirs.txt").write_text("theirs")
+    assert e.value.filename == str(out)
+    assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]  # theirs is not clobbered
+    assert siblings(out) == []
+
+
+def test_atomic_dir_fills_an_empty_directory_without_replace(tmp_path):
+    out = tmp_path / "store"
+    out.mkdir()
+    with atomic_dir(out) as tmp:
+        (tmp / "x").write_text("x")
+    assert [p.name for p in out.iterdir()] == ["x"]
+
+
+def test_atomic_dir_replace_keeps_the_old_contents_until_the_new_are_in_place(tmp_path, monkeypatch):
+    out = tmp_path / "store"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    os.chmod(out, 0o750)
+    with atomic_dir(out, replace=True) as tmp:
+        (tmp / "new.txt").write_text("new")
+        assert (out / "old.txt").read_text() == "old"  # still there while the new one is built
+    assert sorted(p.name for p in out.iterdir()) == ["new.txt"]
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o750  # the replaced directory's mode
+    assert siblings(out) == []  # neither the temporary nor the set-aside old one is left
+
+    real_replace = os.replace
+    calls = []
+
+    def fail_third(src, dst):  # moving the old aside works, moving the new in does not
+        calls.append((src, dst))
+        if len(calls) == 3:
+            raise OSError(5, "simulated I/O error")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(nio.os, "replace", fail_third)
+    with pytest.raises(OSError, match="simulated"), atomic_dir(out, replace=True) as tmp:
+        (tmp / "newer.txt").write_text("newer")
+    monkeypatch.undo()
+    # new over old (refused: not empty), old aside, new in (failed), old back
+    assert len(calls) == 4 and calls[3][1] == out
+    assert sorted(p.name for p in out.iterdir()) == ["new.txt"]  # ...and the old one put back
+    assert siblings(out) == []
+
+
+def test_atomic_dir_replace_takes_the_place_of_a_file(tmp_path):
+    (tmp_path / "out").write_text("a file")
+    with atomic_dir(tmp_path / "out", replace=True) as tmp:
+        (tmp / "x").write_text("x")
+    assert (tmp_path / "out" / "x").read_text() == "x" and siblings(tmp_path / "out") == []
+
+
+# --- staged_files ---------------------------------------------------------------------------
+
+
+def test_staged_files_replace_their_namesakes_and_nothing_else(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "a.txt").write_text("old a")
+    (shared / "other.txt").write_text("someone else's")
+    with staged_files(shared, "group") as tmp:
+        assert tmp.parent == shared and tmp.name.startswith(".group.")
+        (tmp / "a.txt").write_text("new a")
+        (tmp / "b.txt").write_text("new b")
+        (tmp / "scratch").mkdir()
+        (tmp / "scratch" / "big").write_text("scratch")
+        assert (shared / "a.txt").read_text() == "old a"
+    assert {p.name: p.read_text() for p in shared.iterdir()} == {
+        "a.txt": "new a", "b.txt": "new b", "other.txt": "someone else's"}
+
+
+def test_staged_files_failure_moves_nothing(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "a.txt").write_text("old a")
+    with pytest.raises(RuntimeError), staged_files(shared, "group") as tmp:
+        (tmp / "a.txt").write_text("half")
+        raise RuntimeError("boom")
+    assert [p.name for p in shared.iterdir()] == ["a.txt"]
+    assert (shared / "a.txt").read_text() == "old a"

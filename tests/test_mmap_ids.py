@@ -177,7 +177,7 @@ def test_prepared_once_then_reused_and_rebuilt_when_the_corpus_changes(tmp_path,
     write_corpus(tmp_path / "c")
     cfg = parallel_cfg(tmp_path / "c", mmap=True)
     v, ids = mmap_ids.prepare_training_ids(cfg)
-    root = mmap_ids.prepared_dir(cfg)
+    root = mmap_ids.training_ids_dir(cfg)
     assert (root / "vocab.pt").exists() and len(list(root.glob("train-*/meta.json"))) == 1
 
     def fail(*a, **k):
@@ -190,15 +190,15 @@ def test_prepared_once_then_reused_and_rebuilt_when_the_corpus_changes(tmp_path,
         assert v2.src_vocab == v.src_vocab and np.array_equal(ids2.src_tokens, ids.src_tokens)
         cfg_valid = parallel_cfg(tmp_path / "c", mmap=True)
         cfg_valid.valid = "another"  # the validation split does not change the training ids
-        assert mmap_ids.prepared_dir(cfg_valid) == root
+        assert mmap_ids.training_ids_dir(cfg_valid) == root
 
     write_corpus(tmp_path / "c", n=200, seed=1)  # a different corpus under the same name
     os.utime(tmp_path / "c.de", ns=(1, 1))
-    assert mmap_ids.prepared_dir(cfg) != root
+    assert mmap_ids.training_ids_dir(cfg) != root
     _, ids3 = mmap_ids.prepare_training_ids(cfg)
     assert len(ids3) == 200
-    assert mmap_ids.prepared_dir(parallel_cfg(tmp_path / "c", mmap=True, max_len=5)) != \
-        mmap_ids.prepared_dir(cfg)
+    assert mmap_ids.training_ids_dir(parallel_cfg(tmp_path / "c", mmap=True, max_len=5)) != \
+        mmap_ids.training_ids_dir(cfg)
 
 
 def test_given_vocabularies_get_their_own_ids(tmp_path, monkeypatch):
@@ -211,7 +211,7 @@ def test_given_vocabularies_get_their_own_ids(tmp_path, monkeypatch):
     assert len(other.src_vocab) == 4 < len(v.src_vocab)  # the specials only
     v2, ids2 = mmap_ids.prepare_training_ids(cfg, other)
     assert v2 is other
-    assert len(list(mmap_ids.prepared_dir(cfg).glob("train-*/meta.json"))) == 2
+    assert len(list(mmap_ids.training_ids_dir(cfg).glob("train-*/meta.json"))) == 2
     assert int(np.max(ids2.src_tokens)) < len(other.src_vocab)
 
 
@@ -257,7 +257,7 @@ def test_processes_preparing_the_same_store_at_once_take_turns(tmp_path, monkeyp
     assert results[0] == results[1] == results[2]
     assert len((tmp_path / "builds.txt").read_text().split()) == 1  # built once, mapped thrice
     monkeypatch.setenv("NMTKIT_CACHE", str(cache))
-    root = mmap_ids.prepared_dir(parallel_cfg(tmp_path / "c", mmap=True))
+    root = mmap_ids.training_ids_dir(parallel_cfg(tmp_path / "c", mmap=True))
     assert len(list(root.glob("train-*/meta.json"))) == 1
     assert not list(root.glob(".*"))  # no temporary left over
 
@@ -266,7 +266,7 @@ def test_stale_temporaries_are_removed_and_a_complete_store_is_kept(tmp_path, mo
     monkeypatch.setenv("NMTKIT_CACHE", str(tmp_path / "cache"))
     write_corpus(tmp_path / "c")
     cfg = parallel_cfg(tmp_path / "c", mmap=True)
-    root = mmap_ids.prepared_dir(cfg)
+    root = mmap_ids.training_ids_dir(cfg)
     (root / ".train-x.123.tmp").mkdir(parents=True)  # a build killed half-way
     (root / ".vocab.pt.456.tmp").write_bytes(b"half")
     _, ids = mmap_ids.prepare_training_ids(cfg)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nmtkit.config import DataConfig, load
-from nmtkit.data import corpora, recipes
+from nmtkit.data import corpora, fetch, recipes
 from nmtkit.data.corpora import CorpusError, iter_parallel, load_parallel, split_files
 
 from .conftest import ROOT
@@ -115,7 +115,7 @@ def isolated_env(monkeypatch, tmp_path):
     for corpus, urls in recipes.URLS.items():
         for name in urls:
             monkeypatch.setitem(urls, name, f"http://invalid.test/{corpus}/{name}")
-    monkeypatch.setattr(corpora.urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(fetch.urllib.request, "urlopen", refuse)
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def test_iwslt14_prepared_splits(iwslt_mirror, tmp_path):
                         "IWSLT14.TED.dev2010 en 1 Tom & Jerry <3 ä")
     prepared = tmp_path / "cache" / "iwslt14" / "prepared"
     assert (prepared / "train.de.gz").is_file() and (prepared / "tst2012.en.gz").is_file()
-    assert not any(p.name.endswith(".build") for p in prepared.iterdir())
+    assert not any(p.name.endswith(".tmp") for p in prepared.iterdir())
     manifest = json.loads((prepared / "iwslt14.manifest.json").read_text())
     assert manifest["archives"]["de-en.tgz"]["sha256"] == sha(iwslt_mirror)
     assert manifest["lines"]["train"] == len(train)
@@ -167,14 +167,14 @@ def test_iwslt14_prepared_splits(iwslt_mirror, tmp_path):
 
 def test_iwslt14_built_once(iwslt_mirror, monkeypatch):
     recipes.split_files("iwslt14", "train", "de", "en")
-    manifest = recipes.prepared_dir("iwslt14") / "iwslt14.manifest.json"
+    manifest = recipes.prepared_text_dir("iwslt14") / "iwslt14.manifest.json"
     before = manifest.stat().st_mtime_ns
 
     def no_extract(*args, **kwargs):
         raise AssertionError("prepared files were rebuilt")
 
-    monkeypatch.setattr(recipes, "_extract", no_extract)
-    monkeypatch.setattr(corpora, "sha256_file", no_extract)  # not even re-hashed
+    monkeypatch.setattr(recipes, "extract", no_extract)
+    monkeypatch.setattr(fetch, "sha256_file", no_extract)  # not even re-hashed
     for split in ("train", "valid", "test", "dev2010"):
         recipes.split_files("iwslt14", split, "de", "en")
     assert manifest.stat().st_mtime_ns == before
@@ -202,9 +202,9 @@ def test_iwslt14_unchanged_archive_elsewhere_is_not_rebuilt(iwslt_mirror, monkey
     def no_extract(*args, **kwargs):
         raise AssertionError("same bytes: no rebuild")
 
-    monkeypatch.setattr(recipes, "_extract", no_extract)
+    monkeypatch.setattr(recipes, "extract", no_extract)
     recipes.split_files("iwslt14", "train", "de", "en")  # hashed once, manifest updated
-    manifest = json.loads((recipes.prepared_dir("iwslt14") / "iwslt14.manifest.json").read_text())
+    manifest = json.loads((recipes.prepared_text_dir("iwslt14") / "iwslt14.manifest.json").read_text())
     assert manifest["archives"]["de-en.tgz"]["path"] == str(other / "iwslt14" / "de-en.tgz")
 
 
@@ -212,15 +212,15 @@ def test_mirror_wrong_hash_names_file(iwslt_mirror, monkeypatch):
     monkeypatch.setitem(recipes.SHA256["iwslt14"], "de-en.tgz", "0" * 64)
     with pytest.raises(CorpusError, match=r"iwslt14/de-en\.tgz: sha256 mismatch"):
         recipes.split_files("iwslt14", "train", "de", "en")
-    assert not recipes.prepared_dir("iwslt14").exists() or not any(
-        p.suffix == ".gz" for p in recipes.prepared_dir("iwslt14").iterdir())
+    assert not recipes.prepared_text_dir("iwslt14").exists() or not any(
+        p.suffix == ".gz" for p in recipes.prepared_text_dir("iwslt14").iterdir())
 
 
 def test_download_file_url_lands_in_cache_and_is_verified(monkeypatch, tmp_path):
     archive = make_tgz(tmp_path / "remote" / "de-en.tgz", iwslt_members())
     monkeypatch.setitem(recipes.URLS["iwslt14"], "de-en.tgz", archive.as_uri())
     monkeypatch.setitem(recipes.SHA256["iwslt14"], "de-en.tgz", sha(archive))
-    monkeypatch.setattr(corpora.urllib.request, "urlopen", _urlopen)
+    monkeypatch.setattr(fetch.urllib.request, "urlopen", _urlopen)
     cached = tmp_path / "cache" / "iwslt14" / "de-en.tgz"
     assert split_pairs("train") == expected_iwslt_train()[0]
     assert cached.read_bytes() == archive.read_bytes()
@@ -236,7 +236,7 @@ def test_corrupted_download_leaves_nothing(monkeypatch, tmp_path):
     archive = make_tgz(tmp_path / "remote" / "de-en.tgz", iwslt_members())
     monkeypatch.setitem(recipes.URLS["iwslt14"], "de-en.tgz", archive.as_uri())
     monkeypatch.setitem(recipes.SHA256["iwslt14"], "de-en.tgz", "f" * 64)
-    monkeypatch.setattr(corpora.urllib.request, "urlopen", _urlopen)
+    monkeypatch.setattr(fetch.urllib.request, "urlopen", _urlopen)
     with pytest.raises(CorpusError, match=r"IWSLT14 de-en\.tgz: could not be fetched.*sha256 mismatch"):
         recipes.split_files("iwslt14", "train", "de", "en")
     cache = tmp_path / "cache" / "iwslt14"
@@ -247,9 +247,9 @@ def test_corrupted_download_leaves_nothing(monkeypatch, tmp_path):
 def test_unpinned_download_is_trusted_on_first_use(monkeypatch, tmp_path, caplog):
     archive = make_tgz(tmp_path / "remote" / "de-en.tgz", iwslt_members())
     monkeypatch.setitem(recipes.URLS["iwslt14"], "de-en.tgz", archive.as_uri())
-    monkeypatch.setattr(corpora.urllib.request, "urlopen", _urlopen)
+    monkeypatch.setattr(fetch.urllib.request, "urlopen", _urlopen)
     assert "de-en.tgz" not in recipes.SHA256["iwslt14"]
-    with caplog.at_level(logging.WARNING, logger="nmtkit.data.corpora"):
+    with caplog.at_level(logging.WARNING, logger="nmtkit.data.fetch"):
         recipes.split_files("iwslt14", "valid", "de", "en")
     assert "trust on first use" in caplog.text
     sidecar = tmp_path / "cache" / "iwslt14" / "de-en.tgz.sha256"
@@ -265,8 +265,8 @@ def test_missing_member_is_named(monkeypatch, tmp_path):
     with pytest.raises(CorpusError, match=r"de-en\.tgz: no member "
                        r"de-en/IWSLT14\.TED\.tst2011\.de-en\.en\.xml in the archive"):
         recipes.split_files("iwslt14", "train", "de", "en")
-    assert not (recipes.prepared_dir("iwslt14") / "iwslt14.manifest.json").exists()
-    assert not list(recipes.prepared_dir("iwslt14").glob("*.gz"))
+    assert not (recipes.prepared_text_dir("iwslt14") / "iwslt14.manifest.json").exists()
+    assert not list(recipes.prepared_text_dir("iwslt14").glob("*.gz"))
 
 
 def test_mismatched_line_counts_are_named(monkeypatch, tmp_path):
@@ -460,16 +460,13 @@ def test_iwslt14_a_sentence_starting_with_a_bracket_on_one_side_drops_only_its_p
             assert (d, e) in pairs
 
 
-def test_unescape_xml_keeps_what_is_not_a_character():
-    assert recipes.unescape_xml("a &#xD800; b &#0; c &#x110000; d &#228;") == \
-        "a &#xD800; b &#0; c &#x110000; d ä"
-
-
 def test_a_build_killed_half_way_leaves_nothing_after_the_next_one(iwslt_mirror):
-    prepared = recipes.prepared_dir("iwslt14")
-    (prepared / ".iwslt14.killed.build" / "scratch").mkdir(parents=True)
+    prepared = recipes.prepared_text_dir("iwslt14")
+    (prepared / ".iwslt14.killed.tmp" / "scratch").mkdir(parents=True)
+    (prepared / ".iwslt14.manifest.json.cut.tmp").write_text("{")
     recipes.split_files("iwslt14", "train", "de", "en")
-    assert not list(prepared.glob(".*.build"))
+    assert not list(prepared.glob(".*.tmp"))
+    assert (prepared / "train.de.gz").is_file()
 
 
 def test_nmtkit_prepare_command(iwslt_mirror, capsys):

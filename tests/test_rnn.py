@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from nmtkit.checkpoint import load_bundle
-from nmtkit.config import ConfigError, ModelConfig, load
+from nmtkit.config import ConfigError, DecodeConfig, ModelConfig, load
 from nmtkit.data.vocab import BOS, PAD
 from nmtkit.decode.search import beam_search, greedy_search
 from nmtkit.models import build_model
@@ -222,9 +222,9 @@ def test_reorder_selects_rows():
 def test_beam_one_equals_greedy(kind):
     model = make_model(seed=1, attention=kind)
     src, src_mask, _ = padded_batch()
-    greedy = greedy_search(model, src, src_mask, max_len_a=1.0, max_len_b=4, need_attention=True)
-    beam = beam_search(model, src, src_mask, beam=1, alpha=0.0, max_len_a=1.0, max_len_b=4,
-                       need_attention=True)
+    cfg = DecodeConfig(beam=1, length_penalty=0.0, max_len_a=1.0, max_len_b=4)
+    greedy = greedy_search(model, src, src_mask, cfg, need_attention=True)
+    beam = beam_search(model, src, src_mask, cfg, need_attention=True)
     for g, (b,) in zip(greedy, beam, strict=True):
         assert g.tokens == b.tokens
         assert g.log_prob == pytest.approx(b.log_prob, abs=1e-5)

@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from nmtkit.config import ModelConfig
+from nmtkit.config import DecodeConfig, ModelConfig
 from nmtkit.data.vocab import BOS, EOS, PAD
-from nmtkit.decode.search import beam_search, greedy_search, length_caps, length_penalty
+from nmtkit.decode.search import beam_search, greedy_search, length_caps, length_penalty, search
 from nmtkit.models.seq2seq import pad_mask
 from nmtkit.models.transformer import Transformer
 
@@ -47,6 +47,11 @@ def prefers_567():
                         7: {EOS: 0.7, 5: 0.2}})
 
 
+def opts(**kw) -> DecodeConfig:
+    """Decoding options for a test: the defaults, some replaced."""
+    return DecodeConfig(**kw)
+
+
 def src_batch(lengths, s=8):
     src = torch.full((len(lengths), s), PAD)
     for i, n in enumerate(lengths):
@@ -57,13 +62,13 @@ def src_batch(lengths, s=8):
 def test_greedy_and_beam_stop_at_eos():
     model = prefers_567()
     src, mask = src_batch([3, 5])
-    hyps = greedy_search(model, src, mask, max_len_a=2.0, max_len_b=5)
+    hyps = greedy_search(model, src, mask, opts(max_len_a=2.0, max_len_b=5))
     assert [h.tokens for h in hyps] == [[5, 6, 7], [5, 6, 7]]
     path = [BOS, 5, 6, 7, EOS]
     raw = sum(model.log_probs[a, b].item() for a, b in zip(path, path[1:], strict=False))
     assert hyps[0].log_prob == pytest.approx(raw, abs=1e-5)
-    beams = beam_search(model, src, mask, beam=3, alpha=0.0, max_len_a=2.0, max_len_b=5,
-                        n_best=3)
+    beams = beam_search(model, src, mask, opts(beam=3, length_penalty=0.0, max_len_a=2.0,
+                                               max_len_b=5, n_best=3))
     for nbest in beams:
         assert len(nbest) == 3
         assert nbest[0].tokens == [5, 6, 7]
@@ -78,7 +83,7 @@ def test_beam_scores_are_length_normalised():
     model = prefers_567()
     src, mask = src_batch([4])
     alpha = 0.6
-    (nbest,) = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
+    (nbest,) = beam_search(model, src, mask, opts(beam=3, length_penalty=alpha, n_best=3))
     for h in nbest:
         lp = ((5 + len(h.tokens) + 1) / 6) ** alpha  # |Y| counts EOS
         assert h.score == pytest.approx(h.log_prob / lp, rel=1e-5)
@@ -94,24 +99,26 @@ def test_length_cap_is_respected():
     a, b = 1.5, 2
     caps = [int(a * n + b) for n in (3, 5, 1)]  # tokens incl. the forced EOS
     assert length_caps(mask, a, b).tolist() == caps
-    hyps = greedy_search(model, src, mask, max_len_a=a, max_len_b=b)
+    hyps = greedy_search(model, src, mask, opts(max_len_a=a, max_len_b=b))
     assert [len(h.tokens) for h in hyps] == [c - 1 for c in caps]
     assert all(set(h.tokens) == {4} for h in hyps)
-    beams = beam_search(model, src, mask, beam=2, alpha=0.6, max_len_a=a, max_len_b=b, n_best=2)
+    beams = beam_search(model, src, mask, opts(beam=2, max_len_a=a, max_len_b=b, n_best=2))
     for nbest, c in zip(beams, caps, strict=True):
         assert all(len(h.tokens) <= c - 1 for h in nbest)
         assert len(nbest[0].tokens) == c - 1
 
 
-def test_max_len_is_an_absolute_cap_on_top_of_the_relative_one():
+def test_max_length_is_an_absolute_cap_on_top_of_the_relative_one():
     model = BigramModel({t: {4: 0.9} for t in range(V)})  # never wants EOS
     src, mask = src_batch([3, 5, 1])
-    # relative caps (tokens incl. EOS) 6, 9, 3; max_len=3 output tokens -> 4 incl. EOS
-    assert length_caps(mask, 1.5, 2, max_len=3).tolist() == [4, 4, 3]
-    hyps = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=2, max_len=3)
+    # relative caps (tokens incl. EOS) 6, 9, 3; max_length=3 output tokens -> 4 incl. EOS
+    assert length_caps(mask, 1.5, 2, max_length=3).tolist() == [4, 4, 3]
+    cfg = opts(beam=2, max_len_a=1.5, max_len_b=2)
+    hyps = greedy_search(model, src, mask, cfg, max_length=3)
     assert [len(h.tokens) for h in hyps] == [3, 3, 2]
-    beams = beam_search(model, src, mask, beam=2, max_len_a=1.5, max_len_b=2, max_len=3)
+    beams = beam_search(model, src, mask, cfg, max_length=3)
     assert [len(nb[0].tokens) for nb in beams] == [3, 3, 2]
+
 
 def test_length_penalty_gnmt_formula():
     lengths = torch.tensor([1, 4, 10, 30])
@@ -128,12 +135,12 @@ def test_beam_finds_better_path_than_greedy():
     table = {BOS: {4: 0.6, 5: 0.4}, 4: {EOS: 0.3, 6: 0.25, 7: 0.25, 8: 0.2}, 5: {EOS: 1.0}}
     model = BigramModel(table, floor=1e-6)
     src, mask = src_batch([3])
-    (g,) = greedy_search(model, src, mask)
+    (g,) = greedy_search(model, src, mask, opts())
     assert g.tokens == [4]
     assert g.log_prob == pytest.approx(math.log(0.18), abs=1e-3)
-    (b1,) = beam_search(model, src, mask, beam=1, alpha=0.0)
+    (b1,) = beam_search(model, src, mask, opts(beam=1, length_penalty=0.0))
     assert b1[0].tokens == [4]
-    (b2,) = beam_search(model, src, mask, beam=2, alpha=0.0, n_best=2)
+    (b2,) = beam_search(model, src, mask, opts(beam=2, length_penalty=0.0, n_best=2))
     assert [h.tokens for h in b2] == [[5], [4]]
     assert b2[0].log_prob == pytest.approx(math.log(0.4), abs=1e-3)
     assert b2[0].score > g.log_prob
@@ -153,8 +160,9 @@ def test_beam_of_one_equals_greedy_on_random_models(seed):
     src[1, 5:] = PAD
     src[3, 2:] = PAD
     mask = pad_mask(src)
-    greedy = greedy_search(model, src, mask, max_len_a=1.0, max_len_b=3)
-    beam = beam_search(model, src, mask, beam=1, alpha=0.6, max_len_a=1.0, max_len_b=3)
+    cfg = opts(beam=1, max_len_a=1.0, max_len_b=3)
+    greedy = greedy_search(model, src, mask, cfg)
+    beam = beam_search(model, src, mask, cfg)
     assert [h.tokens for h in greedy] == [nb[0].tokens for nb in beam]
     for h, nb in zip(greedy, beam, strict=True):
         assert h.log_prob == pytest.approx(nb[0].log_prob, abs=1e-4)
@@ -176,20 +184,18 @@ def test_batched_search_with_finished_sentences_leaving_equals_one_at_a_time(see
     for i, n in enumerate(lengths):
         src[i, n:] = PAD
     mask = pad_mask(src)
-    opts = dict(max_len_a=1.5, max_len_b=2, need_attention=True)
-    greedy = greedy_search(model, src, mask, **opts)
-    opts_b = dict(opts, early_stop=early_stop)
-    beam = beam_search(model, src, mask, beam=3, alpha=0.6, n_best=2, **opts_b)
+    cfg = opts(beam=3, n_best=2, max_len_a=1.5, max_len_b=2, early_stop=early_stop)
+    greedy = greedy_search(model, src, mask, cfg, need_attention=True)
+    beam = beam_search(model, src, mask, cfg, need_attention=True)
     assert len({len(h.tokens) for h in greedy}) > 2  # the sentences really end apart
     for i, n in enumerate(lengths):
         one_src = src[i:i + 1, :n]
-        (g,) = greedy_search(model, one_src, pad_mask(one_src), **opts)
+        (g,) = greedy_search(model, one_src, pad_mask(one_src), cfg, need_attention=True)
         assert greedy[i].tokens == g.tokens
         assert greedy[i].log_prob == pytest.approx(g.log_prob, abs=1e-4)
         torch.testing.assert_close(greedy[i].attention[:, :n], g.attention, atol=1e-5, rtol=0)
         assert float(greedy[i].attention[:, n:].abs().sum()) == 0.0  # padding gets nothing
-        (alone,) = beam_search(model, one_src, pad_mask(one_src), beam=3, alpha=0.6, n_best=2,
-                               **opts_b)
+        (alone,) = beam_search(model, one_src, pad_mask(one_src), cfg, need_attention=True)
         assert [h.tokens for h in beam[i]] == [h.tokens for h in alone]
         for h, a in zip(beam[i], alone, strict=True):
             assert h.score == pytest.approx(a.score, abs=1e-4)
@@ -211,9 +217,56 @@ def test_early_stop_ends_a_sentence_once_its_best_hypotheses_have_ended():
         step = model.step
         model.step = lambda state, prev, step=step, calls=calls: (calls.append(1),
                                                                    step(state, prev))[1]
-        (hyps,) = beam_search(model, src, mask, beam=3, alpha=0.6, max_len_a=2.0, max_len_b=4,
-                              early_stop=early)
+        (hyps,) = beam_search(model, src, mask, opts(beam=3, max_len_a=2.0, max_len_b=4,
+                                                     early_stop=early))
         runs[early] = (hyps, len(calls))
     assert runs[False][0][0].tokens == runs[True][0][0].tokens == [5]
     assert runs[True][0][0].score == pytest.approx(runs[False][0][0].score)
     assert runs[True][1] == 2 < runs[False][1] == 16  # BOS->5, 5->EOS; the cap is 2*6+4
+
+
+def test_options_are_read_from_the_decode_config():
+    # n_best and beam come from the config: three distinct hypotheses, best first
+    model = prefers_567()
+    src, mask = src_batch([3])
+    (nbest,) = beam_search(model, src, mask, opts(beam=4, n_best=3, length_penalty=0.0))
+    assert len(nbest) == 3 and nbest[0].tokens == [5, 6, 7]
+    (one,) = beam_search(model, src, mask, opts(beam=4, n_best=1, length_penalty=0.0))
+    assert len(one) == 1 and one[0].tokens == nbest[0].tokens
+    # length_penalty from the config changes the ranking score, not the raw log-probability
+    (lp,) = beam_search(model, src, mask, opts(beam=4, n_best=1, length_penalty=1.0))
+    assert lp[0].log_prob == pytest.approx(one[0].log_prob, abs=1e-5)
+    assert lp[0].score == pytest.approx(one[0].log_prob / ((5 + 4) / 6), rel=1e-5)
+
+
+def test_search_picks_greedy_only_for_one_beam_and_one_best():
+    model = prefers_567()
+    src, mask = src_batch([3, 5])
+    calls = []
+    for cfg in (opts(beam=1, n_best=1), opts(beam=3, n_best=1), opts(beam=3, n_best=2)):
+        model.reorders = 0
+        out = search(model, src, mask, cfg)
+        calls.append(model.reorders)
+        assert [len(hs) for hs in out] == [cfg.n_best, cfg.n_best]
+        assert all(hs[0].tokens == [5, 6, 7] for hs in out)
+    assert calls[0] == 0 < calls[1]  # greedy never reorders here: nobody leaves early
+
+
+def test_early_stop_is_read_from_the_config():
+    table = {BOS: {5: 0.6, 6: 0.2, 7: 0.2}, 5: {EOS: 0.95},
+             6: {6: 0.5, 7: 0.5}, 7: {6: 0.5, 7: 0.5}}
+    src, mask = src_batch([6])
+    steps = {}
+    for early in (False, True):
+        model = BigramModel(table, floor=1e-6)
+        n = [0]
+        step = model.step
+
+        def counting(state, prev, step=step, n=n):
+            n[0] += 1
+            return step(state, prev)
+
+        model.step = counting
+        beam_search(model, src, mask, opts(beam=3, max_len_a=2.0, max_len_b=4, early_stop=early))
+        steps[early] = n[0]
+    assert steps[True] == 2 < steps[False]

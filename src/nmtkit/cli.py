@@ -93,9 +93,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
 
-def _search_overrides(a: argparse.Namespace) -> dict:
-    """Decode-config values a translate/evaluate flag changes from the checkpoint's."""
-    return {"early_stop": True} if a.early_stop else {}
+def _decode_overrides(a: argparse.Namespace) -> dict:
+    """The decoding options translate/evaluate flags give (``None``: the checkpoint's); they
+    are resolved, as the server's, by :func:`nmtkit.decode.translator.decode_options`."""
+    return {"beam": a.beam, "n_best": getattr(a, "n_best", None), "batch_size": a.batch_size,
+            "early_stop": True if a.early_stop else None}
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
@@ -103,9 +105,9 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
     bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
     lines = _read_input(a.input)
-    tr = bundle.translator(**_search_overrides(a))
-    results = tr.translate(lines, beam=a.beam, batch_size=a.batch_size, n_best=a.n_best)
-    if any(len(hs) > 1 for hs in results) or (a.n_best or 1) > 1:
+    tr = bundle.translator(**_decode_overrides(a))
+    results = tr.translate(lines)
+    if tr.decode_cfg.n_best > 1:
         out = "".join(f"{i}\t{h.score:.4f}\t{_one_line(h.text)}\n"
                       for i, hs in enumerate(results) for h in hs)
     else:
@@ -133,21 +135,21 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
                              f"{len(ref)}")
     else:
         raise SystemExit("nmtkit: error: evaluate needs --split NAME or --src FILE --ref FILE")
-    hyps = bundle.translator(**_search_overrides(a)).translate_lines(src, beam=a.beam,
-                                                                      batch_size=a.batch_size)
+    tr = bundle.translator(**_decode_overrides(a))
+    hyps = tr.translate_lines(src)
     if a.output:
         _write_output(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
     result = score(hyps, ref)
-    result.update({"split": name, "beam": a.beam or bundle.cfg.decode.beam, "model": a.model})
+    result.update({"split": name, "beam": tr.decode_cfg.beam, "model": a.model})
     print(json.dumps(result))
     return 0
 
 
 def cmd_prepare(a: argparse.Namespace) -> int:
-    from .data.recipes import prepare, prepared_dir
+    from .data.recipes import prepare, prepared_text_dir
 
     counts = prepare(a.corpus, a.splits or None)
-    print(json.dumps({"prepared": str(prepared_dir(a.corpus)), "pairs": counts}))
+    print(json.dumps({"prepared": str(prepared_text_dir(a.corpus)), "pairs": counts}))
     return 0
 
 

@@ -1,10 +1,12 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Atomic writes of files and directories: a reader sees the old one or the new one, never
+half of one; and the advisory lock that makes processes building the same thing take turns."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import tempfile
 
@@ -111,3 +113,146 @@ def file_lock(path: str | Path) -> Iterator[None]:
         finally:
             if fcntl is not None:
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------
+# Directories
+
+
+def _new_dir_mode(existing: Path) -> int:
+    """Permissions for a directory written by :func:`atomic_dir`: an existing directory's own,
+    or what ``mkdir`` gives a new one (0o777 less the umask), never ``mkdtemp``'s 0o700."""
+    try:
+        st = os.stat(existing)
+        if stat.S_ISDIR(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except FileNotFoundError:
+        pass
+    umask = os.umask(0)
+    try:
+        return 0o777 & ~umask
+    finally:
+        os.umask(umask)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | Path) -> None:
+    """Flush every regular file under ``root`` and every directory (``root`` last) to disk.
+    Symbolic links are neither followed nor synced."""
+    for here, _dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            path = os.path.join(here, name)
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                with open(path, "rb") as f:
+                    os.fsync(f.fileno())
+        _fsync_dir(Path(here))
+
+
+def _occupied(path: Path) -> bool:
+    """Something is at ``path`` that a rename of a directory would not silently replace: a
+    file, a link, or a directory with entries (an empty directory is renamed over)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        return True
+    return path.is_dir() and any(path.iterdir())
+
+
+def _exists_error(path: Path) -> FileExistsError:
+    return FileExistsError(errno.EEXIST, "already exists and is not an empty directory", str(path))
+
+
+def _rename_dir_into_place(tmp: Path, path: Path, replace: bool) -> None:
+    """Rename the finished ``tmp`` to ``path``. Onto nothing or an empty directory this is one
+    rename; the kernel refuses a non-empty one, which is then swapped out when ``replace``."""
+    try:
+        os.replace(tmp, path)
+        return
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise
+        if not replace:
+            raise _exists_error(path) from None
+    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+    os.replace(path, old / path.name)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(old / path.name, path)  # put the previous contents back
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, replace: bool = False) -> Iterator[Path]:
+    """Build a directory in a temporary sibling; on success put it at ``path`` in one rename.
+
+    Yields an empty directory ``.<name>.<random>.tmp`` beside ``path``; write into it. On
+    normal exit of the block every file and directory in it is fsynced, it gets the mode an
+    existing ``path`` has (else the umask's), and it is renamed to ``path``, whose parent is
+    then fsynced. On an exception in the block (or in the rename) the temporary directory is
+    removed and ``path`` is left as it was.
+
+    - Nothing at ``path``, or an empty directory: the rename puts the new one there.
+    - Anything else (a non-empty directory, a file): with ``replace=False`` a
+      :class:`FileExistsError` naming ``path`` is raised, on entry (before any work) and again
+      if it appeared meanwhile (the rename itself refuses, so a racing writer's directory is
+      never clobbered). With ``replace=True`` the old one is moved aside to a sibling
+      ``.<name>.<random>.old/`` while the new one is renamed in, put back if that rename fails,
+      and deleted once the new one is in place. Between the two renames ``path`` is briefly
+      absent; a process killed there leaves the old contents in that ``.old`` sibling.
+
+    Temporary siblings left by a process killed in the block are not removed here (another
+    process may be writing one): callers that serialise their builders with :func:`file_lock`
+    remove ``.<name>.*.tmp`` under the lock.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not replace and _occupied(path):
+        raise _exists_error(path)
+    mode = _new_dir_mode(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        fsync_tree(tmp)
+        os.chmod(tmp, mode)
+        _rename_dir_into_place(tmp, path, replace)
+        _fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def staged_files(directory: str | Path, tag: str) -> Iterator[Path]:
+    """Write new versions of some files of a shared ``directory`` (one that also holds other
+    files, or locks, and so cannot be replaced whole by :func:`atomic_dir`).
+
+    Yields an empty directory ``directory/.<tag>.<random>.tmp``. On normal exit of the block
+    every regular file at its top level is fsynced and renamed over its namesake in
+    ``directory`` (subdirectories are scratch space and are not moved), then ``directory``
+    is fsynced; the staging directory is removed in every case, and on an exception nothing
+    is moved. Each file is replaced atomically, the set is not: a caller that needs the set
+    to look complete writes a marker (a manifest) after the block and removes it at the end
+    of the block, before the files are moved.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{tag}.", suffix=".tmp", dir=directory))
+    try:
+        yield tmp
+        files = sorted(p for p in tmp.iterdir() if p.is_file() and not p.is_symlink())
+        for f in files:
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        for f in files:
+            os.replace(f, directory / f.name)
+        _fsync_dir(directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,46 +1,27 @@
 """Parallel corpora: named (Multi30k, IWSLT14, WMT14), plain files, TSV, and the copy task.
 
-IWSLT14 and WMT14 are fetched as raw archives and prepared into line-aligned
-text by :mod:`nmtkit.data.recipes`; their archives come through
-:func:`fetch_file` exactly as the Multi30k files do.
-
-Multi30k files come from, in order: the offline mirror ``$NMTKIT_DATA/multi30k/``,
-the cache ``$NMTKIT_CACHE/multi30k/`` (default ``~/.cache/nmtkit``), or a
-download into that cache.  Every file is checked against a pinned sha256 when
-we know one; for the others the first download records the observed hash in
-``<file>.sha256`` beside it (trust on first use) and later uses check it.
-Downloads go to a temporary file in the cache and are renamed into place only
-once verified, so a failed or corrupted download leaves nothing behind.
+Every corpus becomes line-aligned source/target text (:func:`split_files`), read whole
+(:func:`load_parallel`) or streamed pair by pair (:func:`iter_parallel`).  Multi30k's files
+and the IWSLT14/WMT14 archives are fetched by :func:`nmtkit.data.fetch.fetch_file` (the
+NMTKIT_DATA mirror, else the cache, else a sha256-checked download); the archives are then
+prepared into text by :mod:`nmtkit.data.recipes`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import hashlib
-import http.client
 import itertools
 import logging
-import os
 import random
-import tempfile
-import urllib.error
-import urllib.request
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
-from nmtkit.config import DataConfig
-from nmtkit.io import atomic_write_text
+from nmtkit.config import CORPORA, DataConfig
+from nmtkit.data.fetch import CorpusError, fetch_file
 
 log = logging.getLogger(__name__)
-
-
-class CorpusError(ValueError):
-    """Corpus text that cannot be read or used; the message names the file (and line)."""
 
 
 # ---------------------------------------------------------------------------
@@ -141,73 +122,6 @@ MULTI30K_SHA256: dict[str, str] = {
 }
 """Pinned hashes of the files we know; others are trusted on first use."""
 
-DOWNLOAD_TIMEOUT_S = 60.0
-
-
-def cache_dir() -> Path:
-    """``$NMTKIT_CACHE`` or ``~/.cache/nmtkit``."""
-    env = os.environ.get("NMTKIT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "nmtkit"
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def download(
-    url: str, dest: str | Path, sha256: str | None = None, timeout: float = DOWNLOAD_TIMEOUT_S
-) -> str:
-    """Fetch ``url`` to ``dest`` atomically and return the file's sha256.
-
-    The bytes go to a temporary file beside ``dest``; it is renamed over
-    ``dest`` only if the download completes and (when ``sha256`` is given) the
-    hash matches.  On any failure nothing is left behind and a
-    :class:`CorpusError` naming the URL is raised.
-    """
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    h = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as resp:
-                    length = resp.headers.get("Content-Length") if resp.headers else None
-                    total = int(length) if length and length.isdigit() else None
-                    with tqdm(
-                        total=total,
-                        unit="B",
-                        unit_scale=True,
-                        unit_divisor=1024,
-                        desc=dest.name,
-                        disable=None,
-                        leave=False,
-                    ) as bar:
-                        for block in iter(lambda: resp.read(1 << 16), b""):
-                            out.write(block)
-                            h.update(block)
-                            bar.update(len(block))
-            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
-                raise CorpusError(f"download of {url} failed: {e}") from None
-            out.flush()
-            os.fsync(out.fileno())
-        digest = h.hexdigest()
-        if sha256 is not None and digest != sha256.lower():
-            raise CorpusError(
-                f"download of {url}: sha256 mismatch (expected {sha256}, got {digest}); "
-                "the file was not saved"
-            )
-        os.replace(tmp, dest)
-        return digest
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
 
 def _check_multi30k_name(split: str, lang: str) -> str:
     if lang not in MULTI30K_LANGS:
@@ -223,83 +137,6 @@ def _check_multi30k_name(split: str, lang: str) -> str:
             f"(it has {'/'.join(MULTI30K_SPLITS[split])}); available: {have}"
         )
     return f"{split}.{lang}.gz"
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def _read_sidecar(path: Path) -> str | None:
-    try:
-        text = _sidecar(path).read_text(encoding="utf-8").split()
-    except FileNotFoundError:
-        return None
-    return text[0].lower() if text else None
-
-
-def fetch_file(
-    collection: str, name: str, url: str, pinned: str | None, label: str | None = None
-) -> tuple[Path, str]:
-    """Local copy of the raw file ``<collection>/<name>`` and its sha256, fetching it if needed.
-
-    Looks in, in order: the offline mirror ``$NMTKIT_DATA/<collection>/<name>``
-    (used as it is, after checking the pinned hash when there is one), the
-    cache ``$NMTKIT_CACHE/<collection>/<name>`` (checked against the pinned
-    hash, else the ``<name>.sha256`` sidecar written on first use), and last a
-    download of ``url`` into the cache (:func:`download`: atomic, verified).
-    Without a pinned hash the first download records the hash it saw (trust on
-    first use).  ``label`` names the corpus in messages.
-    """
-    label = label or collection
-    mirror_note = ""
-    data_env = os.environ.get("NMTKIT_DATA")
-    if data_env:
-        mirrored = Path(data_env).expanduser() / collection / name
-        if mirrored.is_file():
-            got = sha256_file(mirrored)
-            if pinned is not None and got != pinned:
-                raise CorpusError(
-                    f"{mirrored}: sha256 mismatch (expected {pinned}, got {got}); "
-                    f"the NMTKIT_DATA mirror holds a different file than {url}"
-                )
-            return mirrored, got
-        mirror_note = f"not found in the mirror {mirrored} (NMTKIT_DATA) and "
-        log.info("%s not in the NMTKIT_DATA mirror; using the cache", name)
-
-    cached = cache_dir() / collection / name
-    expected = pinned or _read_sidecar(cached)
-    if cached.is_file():
-        got = sha256_file(cached)
-        if expected is None:
-            log.warning("%s has no recorded sha256; trusting it and recording %s", cached, got)
-            atomic_write_text(_sidecar(cached), f"{got}  {name}\n")
-            return cached, got
-        if got == expected:
-            return cached, got
-        log.warning(
-            "%s: sha256 mismatch (expected %s, got %s); downloading again", cached, expected, got
-        )
-
-    log.info("downloading %s to %s", url, cached)
-    try:
-        got = download(url, cached, expected)
-    except CorpusError as e:
-        hint = (
-            ""
-            if data_env
-            else f" (set NMTKIT_DATA to a folder holding {collection}/ to work offline)"
-        )
-        raise CorpusError(
-            f"{label} {name}: {mirror_note}could not be fetched into the cache {cached}: {e}{hint}"
-        ) from None
-    if expected is None:
-        log.warning(
-            "%s has no pinned sha256; recording the downloaded file's %s (trust on first use)",
-            name,
-            got,
-        )
-        atomic_write_text(_sidecar(cached), f"{got}  {name}\n")
-    return cached, got
 
 
 def multi30k_file(split: str, lang: str) -> Path:
@@ -422,7 +259,7 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
         name = f"copy/{split}"
     else:
         raise CorpusError(
-            f"unknown corpus {cfg.corpus!r} (known: multi30k, iwslt14, wmt14, parallel, tsv, copy)"
+            f"unknown corpus {cfg.corpus!r} (known: {', '.join(CORPORA)})"
         )
 
     src = [s.strip() for s in src]

@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -36,9 +35,10 @@ import numpy as np
 import torch
 
 from ..config import DataConfig
-from ..io import atomic_save, atomic_write_text, file_lock
+from ..io import atomic_dir, atomic_save, atomic_write_text, file_lock
 from .batching import ParallelIds
-from .corpora import CorpusError, cache_dir, iter_parallel, split_files
+from .corpora import CorpusError, iter_parallel, split_files
+from .fetch import cache_dir
 from .prepare import Vocabularies, build_vocabularies, encode_pairs, vocab_from_state, vocab_state
 
 log = logging.getLogger(__name__)
@@ -98,64 +98,67 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def write_ids(directory: str | Path, pairs, src_vocab_size: int, tgt_vocab_size: int) -> int:
-    """Append every (source ids, target ids) pair to the four arrays of a new store.
+    """Write every (source ids, target ids) pair into the four arrays of a new store.
 
-    Built in a temporary sibling directory, renamed to ``directory`` when complete
-    (``meta.json`` is its last file). Returns the number of pairs.
+    The store is built by :func:`nmtkit.io.atomic_dir` (a temporary sibling renamed to
+    ``directory`` when complete; ``meta.json`` is its last file). An incomplete store (no
+    ``meta.json``) at ``directory`` is replaced; a complete one, there already or written
+    meanwhile by a process not holding the lock, is kept as it is. Returns the number of
+    pairs in the store.
     """
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+    if directory.is_dir() and not (directory / "meta.json").exists():
+        shutil.rmtree(directory)  # an incomplete store: built again
+    try:
+        with atomic_dir(directory) as tmp:
+            n = _write_arrays(tmp, pairs, src_vocab_size, tgt_vocab_size, directory)
+    except FileExistsError:
+        if not (directory / "meta.json").exists():
+            raise
+        log.info("%s: already built; kept as it is", directory)
+        n = int(json.loads((directory / "meta.json").read_text(encoding="utf-8"))["pairs"])
+    return n
+
+
+def _write_arrays(tmp: Path, pairs, src_vocab_size: int, tgt_vocab_size: int, where: Path) -> int:
+    """The arrays and ``meta.json`` of a store, into the empty directory ``tmp``."""
     dtypes = {"src.tokens": token_dtype(src_vocab_size), "tgt.tokens": token_dtype(tgt_vocab_size),
               "src.offsets": np.dtype("<i8"), "tgt.offsets": np.dtype("<i8")}
+    files = {name: open(tmp / name, "wb") for name in ARRAYS}  # noqa: SIM115 (closed below)
     try:
-        files = {name: open(tmp / name, "wb") for name in ARRAYS}  # noqa: SIM115 (closed below)
-        try:
-            ends = {"src": 0, "tgt": 0}
-            for side in ends:
-                files[f"{side}.offsets"].write(np.zeros(1, dtype="<i8").tobytes())
-            n = 0
-            chunk: list[tuple[np.ndarray, np.ndarray]] = []
+        ends = {"src": 0, "tgt": 0}
+        for side in ends:
+            files[f"{side}.offsets"].write(np.zeros(1, dtype="<i8").tobytes())
+        n = 0
+        chunk: list[tuple[np.ndarray, np.ndarray]] = []
 
-            def flush() -> None:
-                for k, side in enumerate(("src", "tgt")):
-                    seqs = [pair[k] for pair in chunk]
-                    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-                    offsets = ends[side] + np.cumsum(lens)
-                    ends[side] = int(offsets[-1])
-                    files[f"{side}.tokens"].write(
-                        np.concatenate(seqs).astype(dtypes[f"{side}.tokens"]).tobytes())
-                    files[f"{side}.offsets"].write(offsets.astype("<i8").tobytes())
-                chunk.clear()
+        def flush() -> None:
+            for k, side in enumerate(("src", "tgt")):
+                seqs = [pair[k] for pair in chunk]
+                lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+                offsets = ends[side] + np.cumsum(lens)
+                ends[side] = int(offsets[-1])
+                files[f"{side}.tokens"].write(
+                    np.concatenate(seqs).astype(dtypes[f"{side}.tokens"]).tobytes())
+                files[f"{side}.offsets"].write(offsets.astype("<i8").tobytes())
+            chunk.clear()
 
-            for pair in pairs:
-                chunk.append(pair)
-                n += 1
-                if len(chunk) == CHUNK_PAIRS:
-                    flush()
-            if chunk:
+        for pair in pairs:
+            chunk.append(pair)
+            n += 1
+            if len(chunk) == CHUNK_PAIRS:
                 flush()
-            for f in files.values():
-                f.flush()
-                os.fsync(f.fileno())
-        finally:
-            for f in files.values():
-                f.close()
-        if n == 0:
-            raise CorpusError(f"{directory}: no training pairs left to store")
-        meta = {"format": FORMAT, "pairs": n, "tokens": ends,
-                "dtypes": {name: dtypes[name].str for name in ARRAYS}}
-        atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1) + "\n")  # fsynced
-        if (directory / "meta.json").exists():  # built meanwhile by a process not holding
-            shutil.rmtree(tmp)                  # the lock: keep the complete store as it is
-            return n
-        if directory.exists():  # an incomplete store: replaced
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-        return n
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if chunk:
+            flush()
+    finally:
+        for f in files.values():
+            f.close()
+    if n == 0:
+        raise CorpusError(f"{where}: no training pairs left to store")
+    meta = {"format": FORMAT, "pairs": n, "tokens": ends,
+            "dtypes": {name: dtypes[name].str for name in ARRAYS}}
+    atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1) + "\n")
+    return n
 
 
 def open_ids(directory: str | Path) -> ParallelIds:
@@ -190,7 +193,9 @@ def open_ids(directory: str | Path) -> ParallelIds:
 # The training split, prepared once
 
 
-def prepared_dir(cfg: DataConfig) -> Path:
+def training_ids_dir(cfg: DataConfig) -> Path:
+    """``$NMTKIT_CACHE/prepared/<data key>/``: the tokenizers and vocabularies (``vocab.pt``)
+    and the token-id stores (``train-<vocab key>/``) of ``cfg``'s training split."""
     return cache_dir() / "prepared" / data_key(cfg)
 
 
@@ -201,7 +206,7 @@ def prepare_training_ids(cfg: DataConfig,
     ``vocabs`` (a resumed checkpoint's) are used as given; otherwise the store's
     ``vocab.pt`` is loaded, or built from the streamed training split and saved.
     """
-    root = prepared_dir(cfg)
+    root = training_ids_dir(cfg)
 
     def pairs():
         return iter_parallel(cfg, cfg.train)

@@ -7,7 +7,7 @@ SentencePiece on raw text, so there is no Moses tokenization, no lowercasing,
 no punctuation normalisation and no ``clean-corpus-n`` length/ratio filter
 (``data.max_len`` filters training pairs by subword count instead).
 
-**Archives.**  Each raw archive is fetched by :func:`nmtkit.data.corpora.fetch_file`:
+**Archives.**  Each raw archive is fetched by :func:`nmtkit.data.fetch.fetch_file`:
 the offline mirror ``$NMTKIT_DATA/<corpus>/<archive>`` (the bytes a download
 gives), else the cache ``$NMTKIT_CACHE/<corpus>/<archive>``, else a download
 into the cache.  Files are checked against :data:`SHA256` where we have a
@@ -24,12 +24,14 @@ records its hash in ``<archive>.sha256`` and later uses are checked against it).
   we found for them are md5 sums, which we do not pin.
 
 **Preparation** (:func:`prepare`) streams the needed members out of each tar
-(one pass, nothing else is extracted) and writes
-``$NMTKIT_CACHE/<corpus>/prepared/<split>.<lang>.gz``.  It runs once: a
-manifest beside the files records the sha256 of the archives they came from
-(and where those lay), so a changed archive triggers a rebuild and an
-unchanged one is not even re-read.  Files appear atomically (temporary
-directory, then ``os.replace``).
+(one pass, nothing else is extracted: :mod:`nmtkit.data.archives`) and writes
+``$NMTKIT_CACHE/<corpus>/prepared/<split>.<lang>.gz`` (:func:`prepared_text_dir`).
+Splits that come from the same archives form a :class:`SplitGroup` and are built
+together.  It runs once: a manifest per group beside the files records the sha256
+of the archives they came from (and where those lay), so a changed archive
+triggers a rebuild and an unchanged one is not even re-read.  Each file appears
+atomically (staged beside the others, then renamed in: :func:`nmtkit.io.staged_files`)
+and the manifest is written last.
 
 IWSLT14 (``de-en.tgz``, the 2014-01 TED release; splits as in fairseq):
 
@@ -62,23 +64,27 @@ ahead of training.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
-import os
 import re
 import shutil
 import sys
-import tarfile
-import tempfile
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from nmtkit.data.corpora import CorpusError, cache_dir, fetch_file
-from nmtkit.io import atomic_write_text, file_lock
+from nmtkit.data.archives import (
+    Cleaner,
+    Extracted,
+    GzTextWriter,
+    aligned_pairs,
+    clean_plain,
+    clean_segments,
+    extract,
+    require,
+)
+from nmtkit.data.fetch import CorpusError, cache_dir, fetch_file, local_file
+from nmtkit.io import atomic_write_text, file_lock, staged_files
 
 log = logging.getLogger("nmtkit.data.recipes")  # the same name under python -m
 
@@ -121,145 +127,10 @@ SHA256: dict[str, dict[str, str]] = {
 """Pinned hashes; archives not listed here are trusted on first use."""
 
 # ---------------------------------------------------------------------------
-# Reading members out of a tar archive, one streaming pass
-
-
-Cleaner = Callable[[Iterator[tuple[int, str]], str], Iterator[str]]
-"""(numbered lines of a member, ``archive:member`` for messages) -> the lines to keep."""
-
-
-def _lines_of(f: IO[bytes], where: str, strict: bool) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a member, split on ``\\n`` only, without ``\\n``/``\\r\\n``.
-
-    Invalid UTF-8 is an error in evaluation sets (``strict``); in training text
-    it becomes U+FFFD and is counted, so one bad byte in millions of lines does
-    not make the corpus unusable.
-    """
-    bad = first_bad = 0
-    for number, raw in enumerate(f, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            if strict:
-                raise CorpusError(f"{where}:{number}: invalid UTF-8 (byte {raw[e.start]:#04x} "
-                                  f"at column {e.start})") from None
-            bad += 1
-            first_bad = first_bad or number
-            line = raw.decode("utf-8", "replace")
-        if number == 1:
-            line = line.removeprefix("\ufeff")
-        yield number, line.removesuffix("\n").removesuffix("\r")
-    if bad:
-        log.warning("%s: %d line(s) with invalid UTF-8 (first: line %d) read with U+FFFD",
-                    where, bad, first_bad)
-
-
-@dataclass
-class _Scratch:
-    """A member's kept lines, gzipped in the build directory."""
-
-    path: Path
-    count: int
-    where: str
-
-
-def _normalise(name: str) -> str:
-    while name.startswith("./"):
-        name = name[2:]
-    return name
-
-
-def _extract(archive: Path, label: str, wanted: dict[str, tuple[Cleaner, bool]],
-             scratch: Path) -> tuple[dict[str, _Scratch], list[str]]:
-    """Stream ``archive`` once; run each wanted member (name -> (cleaner, strict UTF-8))
-    through its cleaner into a gzip file under ``scratch``.
-
-    Returns the members found and the names of every member seen (for messages).
-    Members not in the archive are simply absent from the result.
-    """
-    found: dict[str, _Scratch] = {}
-    seen: list[str] = []
-    try:
-        with tarfile.open(archive, mode="r|*") as tar:
-            for info in tar:
-                name = _normalise(info.name)
-                if not info.isdir():
-                    seen.append(name)
-                if name not in wanted or name in found:
-                    continue
-                where = f"{label}:{name}"
-                if not info.isfile():
-                    raise CorpusError(f"{where}: not a regular file in the archive")
-                f = tar.extractfile(info)
-                assert f is not None  # a regular file always has contents
-                cleaner, strict = wanted[name]
-                out = scratch / f"member{len(found)}.gz"
-                count = 0
-                with f, gzip.open(out, "wt", encoding="utf-8", compresslevel=1) as w:
-                    for line in cleaner(_lines_of(f, where, strict), where):
-                        try:
-                            w.write(line + "\n")
-                        except OSError as e:  # the cache's disk, not the archive
-                            raise CorpusError(f"{out}: cannot write the prepared text of "
-                                              f"{where}: {e}") from None
-                        count += 1
-                found[name] = _Scratch(out, count, where)
-                log.info("%s: %d lines", where, count)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
-        raise CorpusError(f"{archive}: cannot read the archive: {e}") from None
-    return found, seen
-
-
-def _require(found: dict[str, _Scratch], seen: list[str], label: str,
-             candidates: Iterable[str]) -> _Scratch:
-    """The first candidate member present, else an error naming what was looked for."""
-    candidates = list(candidates)
-    for name in candidates:
-        if name in found:
-            return found[name]
-    also = f" (nor {', '.join(candidates[1:])})" if len(candidates) > 1 else ""
-    files = [s for s in seen if not s.endswith("/")]
-    sample = ", ".join(files[:8]) + (", ..." if len(files) > 8 else "")
-    raise CorpusError(f"{label}: no member {candidates[0]}{also} in the archive; it holds "
-                      f"{len(files)} entries: {sample or 'none'}")
-
-
-def _read_scratch(s: _Scratch) -> Iterator[str]:
-    with gzip.open(s.path, "rt", encoding="utf-8", newline="\n") as f:
-        for line in f:
-            yield line[:-1]
-
-
-def _pairs(a: _Scratch, b: _Scratch) -> Iterator[tuple[str, str]]:
-    """Line pairs of two members, which must hold the same number of kept lines."""
-    if a.count != b.count:
-        raise CorpusError(f"line counts differ after cleaning: {a.where} has {a.count} lines, "
-                          f"{b.where} has {b.count}")
-    return zip(_read_scratch(a), _read_scratch(b), strict=True)
-
-
-# ---------------------------------------------------------------------------
 # Cleaning (what fairseq's grep/sed do, without the Moses steps)
 
 _IWSLT_DROP = ("<url>", "<talkid>", "<keywords>")
 _IWSLT_UNTAG = re.compile(r"</?(?:title|description)>")
-_SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg>")
-_ENTITY = re.compile(r"&(?:#([0-9]+)|#[xX]([0-9a-fA-F]+)|(amp|lt|gt|quot|apos));")
-_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
-
-
-def unescape_xml(text: str) -> str:
-    """Replace XML's five named entities and numeric character references, in one pass
-    (``&amp;lt;`` becomes ``&lt;``); anything else, e.g. an invalid code point, is kept."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(3):
-            return _NAMED[m.group(3)]
-        code = int(m.group(1)) if m.group(1) else int(m.group(2), 16)
-        valid = 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF  # no lone surrogates
-        return chr(code) if valid else m.group(0)
-
-    return _ENTITY.sub(sub, text)
 
 
 def clean_iwslt_train(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
@@ -273,25 +144,6 @@ def clean_iwslt_train(lines: Iterator[tuple[int, str]], where: str) -> Iterator[
         yield _IWSLT_UNTAG.sub("", line).strip()
 
 
-def clean_segments(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
-    """IWSLT ``.xml`` / WMT ``.sgm``: the text of each ``<seg ...>...</seg>`` line,
-    entities unescaped, surrounding whitespace removed."""
-    for number, line in lines:
-        if "<seg" not in line:
-            continue
-        m = _SEG.search(line)
-        if m is None:
-            raise CorpusError(f"{where}:{number}: malformed segment (expected "
-                              f"'<seg id=...>text</seg>' on one line): {line[:80]!r}")
-        yield unescape_xml(m.group(1)).strip()
-
-
-def clean_plain(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
-    """Plain sentence-per-line text: surrounding whitespace removed."""
-    for _, line in lines:
-        yield line.strip()
-
-
 # ---------------------------------------------------------------------------
 # The two recipes
 
@@ -302,15 +154,12 @@ class _Outputs:
     def __init__(self, directory: Path, stems: Iterable[str], langs: tuple[str, str]):
         self.directory = directory
         self.langs = langs
-        self.files: dict[tuple[str, str], _GzText] = {}
+        self.files: dict[tuple[str, str], GzTextWriter] = {}
         self.counts: dict[str, int] = {}
         for stem in stems:
             self.counts[stem] = 0
             for lang in langs:
-                raw = open(directory / f"{stem}.{lang}.gz", "wb")  # noqa: SIM115
-                gz = gzip.GzipFile(fileobj=raw, mode="wb", filename="", mtime=0,
-                                   compresslevel=GZIP_LEVEL)
-                self.files[stem, lang] = _GzText(gz, raw)
+                self.files[stem, lang] = GzTextWriter(directory / f"{stem}.{lang}.gz", GZIP_LEVEL)
 
     def write(self, stem: str, pair: dict[str, str]) -> None:
         for lang in self.langs:
@@ -320,23 +169,6 @@ class _Outputs:
     def close(self) -> None:
         for f in self.files.values():
             f.close()
-
-
-class _GzText:
-    """Text writer over a GzipFile whose underlying file is closed (and fsynced) with it."""
-
-    def __init__(self, gz: gzip.GzipFile, raw: IO[bytes]):
-        self.gz, self.raw = gz, raw
-
-    def write(self, text: str) -> None:
-        self.gz.write(text.encode("utf-8"))
-
-    def close(self) -> None:
-        if not self.raw.closed:
-            self.gz.close()
-            self.raw.flush()
-            os.fsync(self.raw.fileno())
-            self.raw.close()
 
 
 IWSLT14_SETS: dict[str, str] = {
@@ -359,13 +191,13 @@ def _build_iwslt14(archives: dict[str, Path], out: _Outputs, scratch: Path) -> N
         wanted[f"de-en/train.tags.de-en.{lang}"] = (clean_iwslt_train, False)
         for stem in IWSLT14_SETS.values():
             wanted[f"de-en/{stem}.de-en.{lang}.xml"] = (clean_segments, True)
-    found, seen = _extract(archives[label], label, wanted, scratch)
+    found, seen = extract(archives[label], label, wanted, scratch)
 
-    def member(name: str) -> _Scratch:
-        return _require(found, seen, label, [name])
+    def member(name: str) -> Extracted:
+        return require(found, seen, label, [name])
 
     kept = skipped = 0
-    for de, en in _pairs(member("de-en/train.tags.de-en.de"), member("de-en/train.tags.de-en.en")):
+    for de, en in aligned_pairs(member("de-en/train.tags.de-en.de"), member("de-en/train.tags.de-en.en")):
         if not (de and en) or de.startswith("<") or en.startswith("<"):  # empty or metadata
             skipped += 1
             continue
@@ -374,7 +206,7 @@ def _build_iwslt14(archives: dict[str, Path], out: _Outputs, scratch: Path) -> N
     if skipped:
         log.info("iwslt14: dropped %d training pair(s) with an empty or metadata side", skipped)
     for split, stem in IWSLT14_SETS.items():
-        for de, en in _pairs(member(f"de-en/{stem}.de-en.de.xml"),
+        for de, en in aligned_pairs(member(f"de-en/{stem}.de-en.de.xml"),
                              member(f"de-en/{stem}.de-en.en.xml")):
             out.write(split, {"de": de, "en": en})
             out.write("test", {"de": de, "en": en})
@@ -405,11 +237,11 @@ def _build_wmt14_train(archives: dict[str, Path], out: _Outputs, scratch: Path) 
     skipped = 0
     for label, prefix in WMT14_TRAIN:
         names = {lang: f"{prefix}.{lang}" for lang in ("en", "de")}
-        found, seen = _extract(archives[label], label,
+        found, seen = extract(archives[label], label,
                                {n: (clean_plain, False) for n in names.values()}, scratch)
-        en = _require(found, seen, label, [names["en"]])
-        de = _require(found, seen, label, [names["de"]])
-        for e, d in _pairs(en, de):
+        en = require(found, seen, label, [names["en"]])
+        de = require(found, seen, label, [names["de"]])
+        for e, d in aligned_pairs(en, de):
             if e and d:
                 out.write("train", {"en": e, "de": d})
             else:
@@ -428,24 +260,27 @@ def _build_wmt14_eval(name: str) -> Callable[[dict[str, Path], _Outputs, Path], 
             m: (clean_segments if m.endswith(".sgm") else clean_plain, True)
             for names in members.values() for m in names
         }
-        found, seen = _extract(archives[label], label, wanted, scratch)
-        en = _require(found, seen, label, members["en"])
-        de = _require(found, seen, label, members["de"])
-        for e, d in _pairs(en, de):
+        found, seen = extract(archives[label], label, wanted, scratch)
+        en = require(found, seen, label, members["en"])
+        de = require(found, seen, label, members["de"])
+        for e, d in aligned_pairs(en, de):
             out.write(name, {"en": e, "de": d})
 
     return build
 
 
 Builder = Callable[[dict[str, Path], _Outputs, Path], None]
+"""(archive name -> local path, the outputs to write, a scratch directory) -> None."""
 
 
 @dataclass(frozen=True)
-class Bundle:
-    """Splits built together from the same archives."""
+class SplitGroup:
+    """Splits prepared together, in one pass over the same archives, and kept up to date
+    together (one manifest, one lock)."""
 
     archives: tuple[str, ...]
     stems: tuple[str, ...]
+    """The file stems written: ``<stem>.<lang>.gz`` for both languages."""
     build: Builder
 
 
@@ -453,28 +288,28 @@ class Bundle:
 class Recipe:
     label: str
     langs: tuple[str, str]
-    bundles: dict[str, Bundle]
+    groups: dict[str, SplitGroup]
     splits: dict[str, tuple[str, str]]
-    """Split name -> (bundle, file stem); aliases share a stem."""
+    """Split name -> (group, file stem); aliases share a stem."""
 
 
 RECIPES: dict[str, Recipe] = {
     "iwslt14": Recipe(
         label="IWSLT14",
         langs=("de", "en"),
-        bundles={"iwslt14": Bundle(("de-en.tgz",), ("train", "valid", "test", *IWSLT14_SETS),
-                                   _build_iwslt14)},
+        groups={"iwslt14": SplitGroup(("de-en.tgz",), ("train", "valid", "test", *IWSLT14_SETS),
+                                      _build_iwslt14)},
         splits={s: ("iwslt14", s) for s in ("train", "valid", "test", *IWSLT14_SETS)},
     ),
     "wmt14": Recipe(
         label="WMT14",
         langs=("en", "de"),
-        bundles={
-            "train": Bundle(tuple(a for a, _ in WMT14_TRAIN), ("train",), _build_wmt14_train),
-            "newstest2013": Bundle(("dev.tgz",), ("newstest2013",),
-                                   _build_wmt14_eval("newstest2013")),
-            "newstest2014": Bundle(("test-full.tgz",), ("newstest2014",),
-                                   _build_wmt14_eval("newstest2014")),
+        groups={
+            "train": SplitGroup(tuple(a for a, _ in WMT14_TRAIN), ("train",), _build_wmt14_train),
+            "newstest2013": SplitGroup(("dev.tgz",), ("newstest2013",),
+                                       _build_wmt14_eval("newstest2013")),
+            "newstest2014": SplitGroup(("test-full.tgz",), ("newstest2014",),
+                                       _build_wmt14_eval("newstest2014")),
         },
         splits={
             "train": ("train", "train"),
@@ -491,23 +326,14 @@ RECIPES: dict[str, Recipe] = {
 # Building once, reusing afterwards
 
 
-def prepared_dir(corpus: str) -> Path:
+def prepared_text_dir(corpus: str) -> Path:
+    """``$NMTKIT_CACHE/<corpus>/prepared``: the prepared ``<split>.<lang>.gz`` files of every
+    split group of ``corpus``, with each group's manifest and lock."""
     return cache_dir() / corpus / "prepared"
 
 
-def _manifest_path(corpus: str, bundle: str) -> Path:
-    return prepared_dir(corpus) / f"{bundle}.manifest.json"
-
-
-def _local_archive(corpus: str, name: str) -> Path | None:
-    """Where :func:`fetch_file` would find the archive now, without reading it."""
-    data_env = os.environ.get("NMTKIT_DATA")
-    if data_env:
-        mirrored = Path(data_env).expanduser() / corpus / name
-        if mirrored.is_file():
-            return mirrored
-    cached = cache_dir() / corpus / name
-    return cached if cached.is_file() else None
+def _manifest_path(corpus: str, group: str) -> Path:
+    return prepared_text_dir(corpus) / f"{group}.manifest.json"
 
 
 def _stat(path: Path) -> dict[str, object]:
@@ -516,7 +342,7 @@ def _stat(path: Path) -> dict[str, object]:
 
 
 def _outputs_intact(corpus: str, manifest: dict) -> bool:
-    directory = prepared_dir(corpus)
+    directory = prepared_text_dir(corpus)
     try:
         return all((directory / f).stat().st_size == size
                    for f, size in manifest["outputs"].items())
@@ -524,14 +350,14 @@ def _outputs_intact(corpus: str, manifest: dict) -> bool:
         return False
 
 
-def _read_manifest(corpus: str, bundle: Bundle, name: str) -> dict | None:
+def _read_manifest(corpus: str, group: SplitGroup, name: str) -> dict | None:
     """The manifest of a complete build by this recipe version, else None."""
     try:
         manifest = json.loads(_manifest_path(corpus, name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if (not isinstance(manifest, dict) or manifest.get("recipe") != RECIPE_VERSION
-            or sorted(manifest.get("archives", {})) != sorted(bundle.archives)
+            or sorted(manifest.get("archives", {})) != sorted(group.archives)
             or not _outputs_intact(corpus, manifest)):
         return None
     return manifest
@@ -541,26 +367,26 @@ def _unchanged_on_disk(corpus: str, manifest: dict) -> bool:
     """True when every archive the build came from lies where it lay, with the same size and
     modification time (or has since been removed: the prepared files stay valid)."""
     for name, rec in manifest["archives"].items():
-        local = _local_archive(corpus, name)
+        local = local_file(corpus, name)
         if local is not None and {k: rec.get(k) for k in ("path", "size", "mtime_ns")} != _stat(local):
             return False
     return True
 
 
-def _ensure_bundle(corpus: str, name: str) -> None:
+def _ensure_group(corpus: str, name: str) -> None:
     recipe = RECIPES[corpus]
-    bundle = recipe.bundles[name]
-    manifest = _read_manifest(corpus, bundle, name)
+    group = recipe.groups[name]
+    manifest = _read_manifest(corpus, group, name)
     if manifest is not None and _unchanged_on_disk(corpus, manifest):
         return
-    directory = prepared_dir(corpus)
+    directory = prepared_text_dir(corpus)
     with file_lock(directory / f".{name}.lock"):
-        manifest = _read_manifest(corpus, bundle, name)  # another process may have built it
+        manifest = _read_manifest(corpus, group, name)  # another process may have built it
         if manifest is not None and _unchanged_on_disk(corpus, manifest):
             return
         archives: dict[str, Path] = {}
         records: dict[str, dict[str, object]] = {}
-        for archive in bundle.archives:
+        for archive in group.archives:
             path, digest = fetch_file(corpus, archive, URLS[corpus][archive],
                                       SHA256[corpus].get(archive), recipe.label)
             archives[archive] = path
@@ -571,39 +397,45 @@ def _ensure_bundle(corpus: str, name: str) -> None:
             manifest["archives"] = records
             atomic_write_text(_manifest_path(corpus, name), json.dumps(manifest, indent=1) + "\n")
             return
-        _build(corpus, name, bundle, archives, records)
+        _build(corpus, name, group, archives, records)
 
 
-def _build(corpus: str, name: str, bundle: Bundle, archives: dict[str, Path],
+def _build(corpus: str, name: str, group: SplitGroup, archives: dict[str, Path],
            records: dict[str, dict[str, object]]) -> None:
+    """Build ``group`` and put its files in place; called holding the group's lock.
+
+    The prepared directory is shared by every group of the corpus (and holds their locks),
+    so it is not replaced whole (:func:`nmtkit.io.atomic_dir`): the files are staged beside
+    it and moved in one by one (:func:`nmtkit.io.staged_files`), with the group's manifest
+    removed before the first move and written after the last, so a reader never takes a
+    half-replaced group for a complete one.
+    """
     recipe = RECIPES[corpus]
-    directory = prepared_dir(corpus)
-    log.info("%s: preparing %s from %s", recipe.label, ", ".join(bundle.stems),
-             ", ".join(bundle.archives))
-    for stale in directory.glob(f".{name}.*.build"):  # a build killed half-way (we hold the lock)
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".build", dir=directory))
-    try:
-        scratch = tmp / "scratch"
+    directory = prepared_text_dir(corpus)
+    log.info("%s: preparing %s from %s", recipe.label, ", ".join(group.stems),
+             ", ".join(group.archives))
+    for stale in directory.glob(f".{name}.*.tmp"):  # a build killed half-way (we hold the lock)
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+    manifest_path = _manifest_path(corpus, name)
+    with staged_files(directory, name) as tmp:
+        scratch = tmp / "scratch"  # a subdirectory: removed with the staging directory
         scratch.mkdir()
-        out = _Outputs(tmp, bundle.stems, recipe.langs)
+        out = _Outputs(tmp, group.stems, recipe.langs)
         try:
-            bundle.build(archives, out, scratch)
+            group.build(archives, out, scratch)
         finally:
             out.close()
         files = {f"{stem}.{lang}.gz": (tmp / f"{stem}.{lang}.gz").stat().st_size
-                 for stem in bundle.stems for lang in recipe.langs}
-        manifest_path = _manifest_path(corpus, name)
+                 for stem in group.stems for lang in recipe.langs}
         manifest_path.unlink(missing_ok=True)  # no manifest while the files are being swapped
-        for f in files:
-            os.replace(tmp / f, directory / f)
-        manifest = {"recipe": RECIPE_VERSION, "corpus": corpus, "archives": records,
-                    "outputs": files, "lines": out.counts}
-        atomic_write_text(manifest_path, json.dumps(manifest, indent=1) + "\n")
-        log.info("%s: prepared %s", recipe.label,
-                 ", ".join(f"{s} ({n} pairs)" for s, n in out.counts.items()))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    manifest = {"recipe": RECIPE_VERSION, "corpus": corpus, "archives": records,
+                "outputs": files, "lines": out.counts}
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    log.info("%s: prepared %s", recipe.label,
+             ", ".join(f"{s} ({n} pairs)" for s, n in out.counts.items()))
 
 
 def _recipe(corpus: str) -> Recipe:
@@ -628,9 +460,9 @@ def split_files(corpus: str, split: str, src_lang: str, tgt_lang: str) -> tuple[
     """(source file, target file, display name) of a prepared split, preparing it first if
     needed (see the module docstring)."""
     recipe = _recipe(corpus)
-    bundle, stem = _check_split(recipe, split, src_lang, tgt_lang)
-    _ensure_bundle(corpus, bundle)
-    directory = prepared_dir(corpus)
+    group, stem = _check_split(recipe, split, src_lang, tgt_lang)
+    _ensure_group(corpus, group)
+    directory = prepared_text_dir(corpus)
     return (directory / f"{stem}.{src_lang}.gz", directory / f"{stem}.{tgt_lang}.gz",
             f"{corpus}/{split}.{src_lang}-{tgt_lang}")
 
@@ -641,9 +473,9 @@ def prepare(corpus: str, splits: Iterable[str] | None = None) -> dict[str, int]:
     wanted = list(splits) if splits is not None else list(recipe.splits)
     counts: dict[str, int] = {}
     for split in wanted:
-        bundle, stem = _check_split(recipe, split, *recipe.langs)
-        _ensure_bundle(corpus, bundle)
-        manifest = json.loads(_manifest_path(corpus, bundle).read_text(encoding="utf-8"))
+        group, stem = _check_split(recipe, split, *recipe.langs)
+        _ensure_group(corpus, group)
+        manifest = json.loads(_manifest_path(corpus, group).read_text(encoding="utf-8"))
         counts[split] = manifest["lines"][stem]
     return counts
 

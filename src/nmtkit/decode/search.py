@@ -1,11 +1,16 @@
 """Batched greedy and beam search over the model interface (``encode``/``start``/``step``/``reorder``).
 
+Every search takes its options as one :class:`~nmtkit.config.DecodeConfig` (the defaults live
+there only); per call it also takes ``need_attention`` (record the source attention of every
+output step, as ``model.start(..., need_attention)``) and ``max_length`` (an absolute cap on
+the output tokens, EOS not counted).
+
 Both stop each sentence at EOS and cap its length at ``max_len_a * src_len + max_len_b``
 (EOS is forced at the cap). Beam search keeps ``beam`` hypotheses per sentence as one
 flat batch of ``batch * beam`` rows; a finished hypothesis keeps a frozen score and competes
 for the ``beam`` slots with the live extensions (better-ranked extensions can push it out),
 and hypotheses are ranked by the GNMT length-normalised score
-(Wu et al. 2016): ``log P(y) / ((5 + |y|) / 6) ** alpha``.
+(Wu et al. 2016): ``log P(y) / ((5 + |y|) / 6) ** length_penalty``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..config import DecodeConfig
 from ..data.vocab import BOS, EOS, PAD
 
 NEVER = (PAD, BOS)  # ids a hypothesis may never produce
@@ -28,29 +34,44 @@ class Hypothesis:
     attention: Tensor | None = None  # (len(tokens) + 1, S): source attention per output step
 
 
-def length_caps(src_mask: Tensor, a: float, b: int, max_len: int | None = None) -> Tensor:
-    """(batch,) maximum number of output tokens (EOS included) per sentence.
+def length_caps(src_mask: Tensor, max_len_a: float, max_len_b: int,
+                max_length: int | None = None) -> Tensor:
+    """(batch,) maximum number of output tokens (EOS included) per sentence:
+    ``floor(max_len_a * S + max_len_b)``, at least 1.
 
-    ``max_len`` (if given) is an absolute cap on the tokens before EOS, on top of ``a * S + b``.
+    ``max_length`` (if given) is an absolute cap on the tokens before EOS, on top of that.
     """
-    src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)
-    caps = (a * src_len.float() + b).floor().long().clamp(min=1)
-    return caps if max_len is None else caps.clamp(max=max_len + 1)
+    src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)  # (batch,)
+    caps = (max_len_a * src_len.float() + max_len_b).floor().long().clamp(min=1)
+    return caps if max_length is None else caps.clamp(max=max_length + 1)
 
 
-def length_penalty(length: Tensor, alpha: float) -> Tensor:
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha."""
-    return ((5.0 + length.float()) / 6.0) ** alpha
+def length_penalty(length: Tensor, length_penalty: float) -> Tensor:
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** length_penalty (Wu et al. 2016, Sec. 7)."""
+    return ((5.0 + length.float()) / 6.0) ** length_penalty
+
+
+def search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
+           need_attention: bool = False, max_length: int | None = None) -> list[list[Hypothesis]]:
+    """The ``cfg.n_best`` best hypotheses of each sentence: greedy search when ``cfg.beam``
+    and ``cfg.n_best`` are 1 (the same result as a beam of one, faster), else beam search."""
+    if cfg.beam == 1 and cfg.n_best == 1:
+        return [[h] for h in greedy_search(model, src, src_mask, cfg, need_attention=need_attention,
+                                           max_length=max_length)]
+    return beam_search(model, src, src_mask, cfg, need_attention=need_attention,
+                       max_length=max_length)
 
 
 @torch.no_grad()
-def greedy_search(model, src: Tensor, src_mask: Tensor, max_len_a: float = 1.2,
-                  max_len_b: int = 10, need_attention: bool = False,
-                  max_len: int | None = None) -> list[Hypothesis]:
+def greedy_search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
+                  need_attention: bool = False, max_length: int | None = None) -> list[Hypothesis]:
     """Most probable next token at every step, for a whole batch at once; a sentence that
-    has ended leaves the batch, so later steps compute only the sentences still going."""
+    has ended leaves the batch, so later steps compute only the sentences still going.
+
+    Reads ``cfg.max_len_a`` and ``cfg.max_len_b`` (the beam options are not used).
+    """
     b, dev = src.size(0), src.device
-    caps = length_caps(src_mask, max_len_a, max_len_b, max_len)
+    caps = length_caps(src_mask, cfg.max_len_a, cfg.max_len_b, max_length)  # (b,)
     state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
     prev = torch.full((b,), BOS, dtype=torch.long, device=dev)
     alive = torch.arange(b, device=dev)  # input position of each row still decoding
@@ -92,14 +113,14 @@ def greedy_search(model, src: Tensor, src_mask: Tensor, max_len_a: float = 1.2,
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: float = 0.6,
-                max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
-                need_attention: bool = False, max_len: int | None = None,
-                early_stop: bool = False) -> list[list[Hypothesis]]:
-    """Batched beam search; returns the ``n_best`` hypotheses of each sentence, best first.
+def beam_search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
+                need_attention: bool = False,
+                max_length: int | None = None) -> list[list[Hypothesis]]:
+    """Batched beam search of width ``cfg.beam``; returns the ``cfg.n_best`` hypotheses of
+    each sentence, best first, ranked with ``cfg.length_penalty``.
 
     A sentence is searched until every hypothesis in its beam has ended, or, with
-    ``early_stop``, until its ``n_best`` best-ranked hypotheses have (the slots are ranked
+    ``cfg.early_stop``, until its ``n_best`` best-ranked hypotheses have (the slots are ranked
     by length-normalised score at every step), as OpenNMT-py does.
 
     Each step ranks only every row's ``beam`` best next tokens (dividing a row by its length
@@ -107,8 +128,8 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
     them), and a sentence whose hypotheses have all ended leaves the batch at once: the
     model then computes only the sentences still being searched.
     """
-    b, k, dev = src.size(0), beam, src.device
-    caps = length_caps(src_mask, max_len_a, max_len_b, max_len).repeat_interleave(k)  # (n*k,)
+    b, k, dev = src.size(0), cfg.beam, src.device
+    caps = length_caps(src_mask, cfg.max_len_a, cfg.max_len_b, max_length).repeat_interleave(k)  # (b*k,)
     memory = model.encode(src, src_mask)
     state = model.start(memory, src_mask, need_attention=need_attention)
     state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))
@@ -135,7 +156,7 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
         kk = top_lp.size(1)
         cand = scores.view(n * k, 1) + top_lp  # (n*k, kk) raw scores
         cand_len = torch.where(finished, lengths, lengths + 1)  # (n*k,)
-        norm = cand / length_penalty(cand_len, alpha).unsqueeze(1)
+        norm = cand / length_penalty(cand_len, cfg.length_penalty).unsqueeze(1)
         _, pick = norm.view(n, k * kk).topk(k, dim=1)  # (n, k) the sentence's best extensions
         base = (torch.arange(n, device=dev) * k).unsqueeze(1)  # (n, 1) first row of a sentence
         rows = (base + pick // kk).view(-1)  # (n*k,) row each new hypothesis extends
@@ -151,14 +172,14 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
         # A sentence is done when none of its hypotheses can still change (ended or dead).
         settled = (finished | torch.isneginf(scores.view(-1))).view(n, k).all(dim=1)
-        if early_stop:  # slots are sorted by normalised score: the first n_best lead
-            settled |= finished.view(n, k)[:, :n_best].all(dim=1)
+        if cfg.early_stop:  # slots are sorted by normalised score: the first n_best lead
+            settled |= finished.view(n, k)[:, :cfg.n_best].all(dim=1)
         if bool(settled.any()):
             for i in settled.nonzero().view(-1).tolist():
                 part = slice(i * k, (i + 1) * k)
                 results[alive[i]] = _best(scores[i], lengths[part], finished[part], tokens[part],
                                           None if attn_hist is None else attn_hist[part],
-                                          alpha, n_best)
+                                          cfg)
             if bool(settled.all()):
                 break
             keep = (~settled).nonzero().view(-1)  # (n',)
@@ -175,13 +196,13 @@ def beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, alpha: floa
 
 
 def _best(scores: Tensor, lengths: Tensor, finished: Tensor, tokens: Tensor,
-          attn: Tensor | None, alpha: float, n_best: int) -> list[Hypothesis]:
-    """The ``n_best`` hypotheses of one sentence's beam, by length-normalised score.
+          attn: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis]:
+    """The ``cfg.n_best`` hypotheses of one sentence's beam, by length-normalised score.
 
     scores, lengths, finished: (k,); tokens: (k, t); attn: (k, t, S) or None.
     """
-    final = (scores / length_penalty(lengths, alpha)).masked_fill(~finished, float("-inf"))
-    order = final.argsort(descending=True)[:n_best].tolist()
+    final = (scores / length_penalty(lengths, cfg.length_penalty)).masked_fill(~finished, float("-inf"))
+    order = final.argsort(descending=True)[:cfg.n_best].tolist()
     tok_list = tokens.tolist()
     hyps = []
     for j in order:

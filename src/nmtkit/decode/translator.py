@@ -1,19 +1,27 @@
-"""Translator: text in, text out. Sort by length, batch, search, unsort, detokenize."""
+"""Translator: text in, text out. Sort by length, batch, search, unsort, detokenize.
+
+:class:`TextTranslator` holds what every translator does with text, whatever runs the
+search: nmtkit's own :class:`Translator` here, and
+:class:`nmtkit.export.ctranslate2.CTranslate2Translator`. :func:`decode_options` is the one
+way optional decoding arguments (command line, server, Python API) become a
+:class:`~nmtkit.config.DecodeConfig`.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
+from .. import fast
 from ..config import DecodeConfig
 from ..data.batching import pad_batch
 from ..data.vocab import EOS, PAD
-from ..models.prepack import pack_for_inference
-from .search import Hypothesis, beam_search, greedy_search
+from .attention import reading_order
+from .search import Hypothesis, search
 
 log = logging.getLogger(__name__)
 
@@ -27,17 +35,117 @@ class Translation:
     attention: torch.Tensor | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
 
 
-def decode_options(cfg: DecodeConfig, **overrides) -> DecodeConfig:
+def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
+                   **overrides) -> DecodeConfig:
     """``cfg`` with the given options replaced; ``None`` means "not given, keep the default".
 
     The one way the command line, the server and the Python API turn optional arguments
-    into a :class:`~nmtkit.config.DecodeConfig` (defaults live only in ``config.py``).
+    into a :class:`~nmtkit.config.DecodeConfig` (defaults live only in ``config.py``):
+
+    - a beam given without ``n_best`` keeps the configured ``n_best`` if it fits, else
+      ``n_best`` becomes the beam;
+    - ``max_beam`` (the server's limit) clamps the resolved beam (and ``n_best``) to it;
+    - the result is checked: ``ValueError`` for a beam below 1, an ``n_best`` outside
+      ``[1, beam]`` or a ``batch_size`` below 1.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
-    return replace(cfg, **given) if given else cfg
+    if not given and max_beam is None:
+        return cfg
+    beam = given.get("beam", cfg.beam)
+    if max_beam is not None:
+        beam = max(1, min(beam, max_beam))
+        given["beam"] = beam
+    if "n_best" not in given and cfg.n_best > beam:
+        given["n_best"] = beam
+    out = replace(cfg, **given)
+    if out.beam < 1:
+        raise ValueError(f"beam must be >= 1, got {out.beam}")
+    if not 1 <= out.n_best <= out.beam:
+        raise ValueError(f"n_best must be between 1 and the beam size ({out.beam}), got {out.n_best}")
+    if out.batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {out.batch_size}")
+    return out
 
 
-class Translator:
+class TextTranslator:
+    """The text side of a translator, shared by every engine that runs the search.
+
+    Tokenizes a line and cuts it to the model's position table (``max_positions``, ``</s>``
+    included), reverses the source for a model that reads it backwards, resolves a call's
+    options (:func:`decode_options`, plus the output cap), leaves empty lines empty, searches
+    the rest in length order and returns them in input order, and detokenizes.
+    """
+
+    def __init__(self, src_tok, tgt_tok, decode: DecodeConfig, reverse_source: bool = False,
+                 max_positions: int | None = None):
+        self.src_tok, self.tgt_tok = src_tok, tgt_tok
+        self.decode_cfg = decode
+        self.reverse_source = reverse_source
+        self.max_positions = max_positions
+        """The model's position limit: a source keeps at most ``max_positions - 1`` tokens
+        (then ``</s>``), an output at most ``max_positions - 1`` tokens."""
+
+    def source_tokens(self, line: str) -> tuple[list[str], list[str]]:
+        """(the line's tokens in reading order, the same in the order the model reads them),
+        cut so that they and ``</s>`` fit in ``max_positions``."""
+        toks = self.src_tok.encode(line.strip())
+        if self.max_positions is not None and len(toks) + 1 > self.max_positions:
+            log.warning("input of %d tokens truncated to %d", len(toks), self.max_positions - 1)
+            toks = toks[: self.max_positions - 1]
+        return toks, (toks[::-1] if self.reverse_source else list(toks))
+
+    def call_options(self, max_length: int | None = None,
+                     **overrides) -> tuple[DecodeConfig, int | None]:
+        """(this call's :class:`DecodeConfig`, its ``max_length``): ``overrides`` as in
+        :func:`decode_options`; ``max_length`` (output tokens, EOS not counted; at least 1)
+        is lowered to what the position table allows."""
+        cfg = decode_options(self.decode_cfg, **overrides)
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        if self.max_positions is not None:  # the output may not outgrow the position table
+            limit = self.max_positions - 1
+            max_length = limit if max_length is None else min(max_length, limit)
+        return cfg, max_length
+
+    def in_length_order(self, sources: Sequence[Sequence[str]], n_best: int,
+                        batches: Callable[[list[int]], Iterable[list[int]]],
+                        run: Callable[[list[int]], list[list[Translation]]]
+                        ) -> list[list[Translation]]:
+        """One list of ``n_best`` translations per source, in input order.
+
+        An empty source gets ``n_best`` empty translations. The others' indices, sorted by
+        length (shortest first), go to ``batches``, which cuts them into batches; ``run``
+        translates one batch (a list of indices) and returns one list per index.
+        """
+        results: list[list[Translation] | None] = [None] * len(sources)
+        todo = []
+        for i, toks in enumerate(sources):
+            if toks:
+                todo.append(i)
+            else:  # nothing to translate: an empty line stays empty
+                results[i] = [Translation("", [], [], 0.0)] * n_best
+        todo.sort(key=lambda i: len(sources[i]))
+        for batch in batches(todo):
+            for i, translations in zip(batch, run(batch), strict=True):
+                results[i] = translations
+        return results  # type: ignore[return-value]
+
+    def translation(self, tokens: list[str], src_tokens: list[str], score: float,
+                    attention: torch.Tensor | None = None) -> Translation:
+        """A :class:`Translation` of output ``tokens`` (detokenized with the target tokenizer)."""
+        return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention)
+
+    def translate(self, lines: Iterable[str], beam: int | None = None,
+                  batch_size: int | None = None, **options) -> list[list[Translation]]:
+        raise NotImplementedError
+
+    def translate_lines(self, lines: list[str], beam: int | None = None,
+                        batch_size: int | None = None) -> list[str]:
+        """The best translation of each line, in order."""
+        return [r[0].text for r in self.translate(lines, beam=beam, batch_size=batch_size)]
+
+
+class Translator(TextTranslator):
     """Wraps a model with its tokenizers and vocabularies (everything a checkpoint holds)."""
 
     @classmethod
@@ -51,23 +159,18 @@ class Translator:
                    cfg.data.reverse_source, cfg.model.max_positions)
 
     def __init__(self, model, src_tok, tgt_tok, src_vocab, tgt_vocab, decode: DecodeConfig,
-                 reverse_source: bool = False, max_src_len: int | None = None):
+                 reverse_source: bool = False, max_positions: int | None = None):
+        super().__init__(src_tok, tgt_tok, decode, reverse_source, max_positions)
         self.model = model.eval()
-        self.src_tok, self.tgt_tok = src_tok, tgt_tok
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
-        self.decode_cfg = decode
-        self.reverse_source = reverse_source
-        self.max_src_len = max_src_len
         self.device = next(model.parameters()).device
-        pack_for_inference(self.model)  # CPU: weights in the GEMM library's layout, once
+        if decode.fast:  # CPU: weights in the GEMM library's layout, once (nmtkit.fast)
+            fast.for_inference(self.model)
 
     def encode_source(self, line: str) -> tuple[list[str], np.ndarray]:
-        toks = self.src_tok.encode(line.strip())
-        if self.max_src_len is not None and len(toks) + 1 > self.max_src_len:
-            log.warning("input of %d tokens truncated to %d", len(toks), self.max_src_len - 1)
-            toks = toks[: self.max_src_len - 1]
-        ids = self.src_vocab.encode(toks[::-1] if self.reverse_source else toks, add_eos=True)
-        return toks, np.asarray(ids, dtype=np.int64)
+        """(source tokens in reading order, the ids the model reads: ``</s>`` at the end)."""
+        toks, model_order = self.source_tokens(line)
+        return toks, np.asarray(self.src_vocab.encode(model_order, add_eos=True), dtype=np.int64)
 
     @torch.no_grad()
     def translate(self, lines: Iterable[str], beam: int | None = None,
@@ -75,54 +178,33 @@ class Translator:
                   n_best: int | None = None,
                   max_length: int | None = None) -> list[list[Translation]]:
         """One list of ``n_best`` translations per input line, in input order (``None``:
-        the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``).
+        the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``; see
+        :func:`decode_options`).
 
         ``max_length`` caps every output at that many tokens (EOS not counted) on top of the
-        configured ``max_len_a * src_len + max_len_b``.
+        configured ``max_len_a * src_len + max_len_b``. ``need_attention``: each translation
+        carries the source attention the search saw, (len(tokens) + 1, source positions).
         """
-        cfg = self.decode_cfg
-        beam = cfg.beam if beam is None else beam
-        batch_size = batch_size or cfg.batch_size
-        n_best = min(cfg.n_best, beam) if n_best is None else n_best
-        if beam < 1:
-            raise ValueError(f"beam must be >= 1, got {beam}")
-        if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
-        if self.max_src_len is not None:  # the output may not outgrow the position table either
-            limit = self.max_src_len - 1
-            max_length = limit if max_length is None else min(max_length, limit)
+        cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
+                                            max_length=max_length)
         encoded = [self.encode_source(line) for line in lines]
-        results: list[list[Translation] | None] = [None] * len(encoded)
-        todo = []
-        for i, (toks, _) in enumerate(encoded):
-            if toks:
-                todo.append(i)
-            else:  # nothing to translate: an empty line stays empty
-                results[i] = [Translation("", [], [], 0.0)] * n_best
-        todo.sort(key=lambda i: len(encoded[i][1]))
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
-            src = pad_batch([encoded[i][1] for i in chunk]).to(self.device)
-            src_mask = (src != PAD).unsqueeze(-2)
-            if beam == 1 and n_best == 1:
-                hyps = [[h] for h in greedy_search(self.model, src, src_mask, cfg.max_len_a,
-                                                   cfg.max_len_b, need_attention, max_length)]
-            else:
-                hyps = beam_search(self.model, src, src_mask, beam, cfg.length_penalty,
-                                   cfg.max_len_a, cfg.max_len_b, n_best, need_attention,
-                                   max_length, cfg.early_stop)
-            for i, hs in zip(chunk, hyps, strict=True):
-                results[i] = [self._finish(h, encoded[i][0]) for h in hs]
-        return results  # type: ignore[return-value]
+
+        def batches(todo: list[int]) -> Iterable[list[int]]:
+            return (todo[i:i + cfg.batch_size] for i in range(0, len(todo), cfg.batch_size))
+
+        def run(batch: list[int]) -> list[list[Translation]]:
+            src = pad_batch([encoded[i][1] for i in batch]).to(self.device)  # (batch, S)
+            src_mask = (src != PAD).unsqueeze(-2)  # (batch, 1, S)
+            hyps = search(self.model, src, src_mask, cfg, need_attention=need_attention,
+                          max_length=max_length)
+            return [[self._finish(h, encoded[i][0]) for h in hs]
+                    for i, hs in zip(batch, hyps, strict=True)]
+
+        return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
 
     def _finish(self, h: Hypothesis, src_tokens: list[str]) -> Translation:
         toks = self.tgt_vocab.decode([t for t in h.tokens if t != EOS])
-        attn = h.attention.cpu() if h.attention is not None else None
+        attn = h.attention.cpu() if h.attention is not None else None  # (T, S)
         if attn is not None and self.reverse_source:
-            n = len(src_tokens)
-            attn = torch.cat([attn[:, :n].flip(1), attn[:, n:]], dim=1)
-        return Translation(self.tgt_tok.decode(toks), toks, src_tokens, h.score, attn)
-
-    def translate_lines(self, lines: list[str], beam: int | None = None,
-                        batch_size: int | None = None) -> list[str]:
-        return [r[0].text for r in self.translate(lines, beam, batch_size)]
+            attn = reading_order(attn, len(src_tokens), dims=[1])
+        return self.translation(toks, src_tokens, h.score, attn)

@@ -38,8 +38,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -55,8 +53,8 @@ from ..checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
 from ..config import DecodeConfig, dec_layers, enc_layers
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
-from ..decode.translator import Translation
-from ..io import atomic_write_bytes, atomic_write_text
+from ..decode.translator import TextTranslator, Translation
+from ..io import atomic_dir, atomic_write_bytes, atomic_write_text
 from . import ExportError
 
 log = logging.getLogger(__name__)
@@ -291,22 +289,6 @@ def _make_readable(root: Path) -> None:
             path.chmod(0o666 & ~umask)
 
 
-def _fsync_tree(root: Path) -> None:
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _is_empty_dir(path: Path) -> bool:
-    return path.is_dir() and not any(path.iterdir())
-
-
 def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization: str = "float32",
                        force: bool = False) -> Path:
     """Write a CTranslate2 model directory for ``checkpoint`` at ``out_dir``.
@@ -318,53 +300,32 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization
     checkpoint, out = Path(checkpoint), Path(out_dir)
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"unknown quantization {quantization!r} (known: {', '.join(QUANTIZATIONS)})")
-    if out.exists() and not _is_empty_dir(out) and not force:
-        raise ExportError(f"{out}: already exists; pass --force (force=True) to replace it")
-    bundle = load_exportable_bundle(checkpoint)
-    toks, files = _tokenizer_files(bundle)
-    cfg = bundle.cfg
-    meta = {
-        "format": META_FORMAT, "version": META_VERSION, "nmtkit_version": __version__,
-        "ctranslate2_version": ctranslate2.__version__, "checkpoint": str(checkpoint),
-        "quantization": quantization, "arch": cfg.model.arch, "norm": cfg.model.norm,
-        "layers": [enc_layers(cfg.model), dec_layers(cfg.model)], "d_model": cfg.model.d_model,
-        "heads": cfg.model.heads, "tokenizers": toks, "files": sorted(files),
-        "reverse_source": cfg.data.reverse_source, "max_positions": cfg.model.max_positions,
-        "decode": asdict(cfg.decode),
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        NmtkitConverter(bundle).convert(str(tmp), quantization=quantization, force=True)
-        for name, data in files.items():
-            atomic_write_bytes(tmp / name, data)
-        atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-        atomic_write_text(tmp / "README.txt", _readme(meta))
-        _make_readable(tmp)
-        _fsync_tree(tmp)
-        _move_into_place(tmp, out, force)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    try:  # atomic_dir refuses an existing non-empty out_dir without force, before any work
+        with atomic_dir(out, replace=force) as tmp:
+            bundle = load_exportable_bundle(checkpoint)
+            toks, files = _tokenizer_files(bundle)
+            cfg = bundle.cfg
+            meta = {
+                "format": META_FORMAT, "version": META_VERSION, "nmtkit_version": __version__,
+                "ctranslate2_version": ctranslate2.__version__, "checkpoint": str(checkpoint),
+                "quantization": quantization, "arch": cfg.model.arch, "norm": cfg.model.norm,
+                "layers": [enc_layers(cfg.model), dec_layers(cfg.model)],
+                "d_model": cfg.model.d_model, "heads": cfg.model.heads, "tokenizers": toks,
+                "files": sorted(files), "reverse_source": cfg.data.reverse_source,
+                "max_positions": cfg.model.max_positions, "decode": asdict(cfg.decode),
+            }
+            NmtkitConverter(bundle).convert(str(tmp), quantization=quantization, force=True)
+            for name, data in files.items():
+                atomic_write_bytes(tmp / name, data)
+            atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+            atomic_write_text(tmp / "README.txt", _readme(meta))
+            _make_readable(tmp)
+    except FileExistsError as e:
+        if e.filename != str(out):
+            raise
+        raise ExportError(f"{out}: already exists; pass --force (force=True) to replace it") from None
     log.info("exported %s to %s (CTranslate2, %s)", checkpoint, out, quantization)
     return out
-
-
-def _move_into_place(tmp: Path, out: Path, force: bool) -> None:
-    if not out.exists() or _is_empty_dir(out):
-        os.replace(tmp, out)  # over an empty directory too (POSIX rename)
-        return
-    if not force:  # appeared while we were converting
-        raise ExportError(f"{out}: already exists; pass --force (force=True) to replace it")
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-    os.replace(out, old / out.name)
-    try:
-        os.replace(tmp, out)
-    except BaseException:
-        os.replace(old / out.name, out)  # put the previous export back
-        old.rmdir()
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # --- translating with the export ----------------------------------------------------------------
@@ -394,31 +355,32 @@ def _load_tokenizer(desc: dict, model_dir: Path) -> Tokenizer:
     return tokenizer_from_state(state)
 
 
-def length_cap(src_len: int, decode: DecodeConfig, max_len: int | None = None) -> int:
+def length_cap(src_len: int, decode: DecodeConfig, max_length: int | None = None) -> int:
     """nmtkit's cap on output tokens (EOS included) for a source of ``src_len`` ids (EOS
-    included): ``floor(max_len_a * src_len + max_len_b)``, at least 1, at most ``max_len + 1``
-    (:func:`nmtkit.decode.search.length_caps`, computed in float32 as there)."""
+    included): ``floor(max_len_a * src_len + max_len_b)``, at least 1, at most
+    ``max_length + 1`` (:func:`nmtkit.decode.search.length_caps`, computed in float32 as there)."""
     import numpy as np
 
     cap = int(np.floor(np.float32(decode.max_len_a) * np.float32(src_len)
                        + np.float32(decode.max_len_b)))
     cap = max(cap, 1)
-    return cap if max_len is None else min(cap, max_len + 1)
+    return cap if max_length is None else min(cap, max_length + 1)
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(TextTranslator):
     """Text in, text out with an exported model, as :class:`nmtkit.decode.translator.Translator`.
 
-    Tokenizes with the checkpoint's tokenizer (lowercasing, truncation to the position table
-    and ``reverse_source`` included), gives CTranslate2 the same length cap per sentence
-    (sentences are grouped by cap, since CTranslate2's ``max_decoding_length`` is per call),
-    never returns ``<pad>``/``<s>`` (nmtkit's search cannot produce them), and detokenizes.
+    The text side is nmtkit's own (:class:`~nmtkit.decode.translator.TextTranslator`: the
+    checkpoint's tokenizer, truncation to the position table, ``reverse_source``, options,
+    empty lines, length order, detokenizing). It gives CTranslate2 the same length cap per
+    sentence (sentences are grouped by cap, since CTranslate2's ``max_decoding_length`` is per
+    call) and never returns ``<pad>``/``<s>`` (nmtkit's search cannot produce them).
 
     Where it can, the result is nmtkit's own, scores included. It differs:
 
     - ``length_penalty``: passed through, but CTranslate2 divides the log-probability by
-      ``n ** alpha`` where nmtkit divides by the GNMT ``((5 + n) / 6) ** alpha`` (``n``: tokens
-      and ``</s>``; the same ranking for alpha 0);
+      ``n ** length_penalty`` where nmtkit divides by the GNMT ``((5 + n) / 6) ** length_penalty``
+      (``n``: tokens and ``</s>``; the same ranking for 0);
     - at the length cap nmtkit forces ``</s>`` (and pays its log-probability), CTranslate2
       stops without it;
     - beam search: CTranslate2 keeps every finished hypothesis, nmtkit keeps finished ones in
@@ -433,11 +395,10 @@ class CTranslate2Translator:
         self.model_dir = Path(model_dir)
         meta = read_meta(self.model_dir)
         self.meta = meta
-        self.src_tok = _load_tokenizer(meta["tokenizers"]["src"], self.model_dir)
-        self.tgt_tok = _load_tokenizer(meta["tokenizers"]["tgt"], self.model_dir)
-        self.decode_cfg = DecodeConfig(**meta["decode"])
-        self.reverse_source = bool(meta["reverse_source"])
-        self.max_src_len: int | None = meta.get("max_positions")
+        super().__init__(_load_tokenizer(meta["tokenizers"]["src"], self.model_dir),
+                         _load_tokenizer(meta["tokenizers"]["tgt"], self.model_dir),
+                         DecodeConfig(**meta["decode"]), bool(meta["reverse_source"]),
+                         meta.get("max_positions"))
         self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
                                                  compute_type=compute_type,
                                                  intra_threads=intra_threads,
@@ -445,17 +406,14 @@ class CTranslate2Translator:
 
     def encode_source(self, line: str) -> tuple[list[str], list[str]]:
         """(source tokens in reading order, the tokens CTranslate2 gets; it appends </s>)."""
-        toks = self.src_tok.encode(line.strip())
-        if self.max_src_len is not None and len(toks) + 1 > self.max_src_len:
-            log.warning("input of %d tokens truncated to %d", len(toks), self.max_src_len - 1)
-            toks = toks[: self.max_src_len - 1]
-        return toks, (toks[::-1] if self.reverse_source else list(toks))
+        return self.source_tokens(line)
 
     def translate(self, lines: Iterable[str], beam: int | None = None,
-                  batch_size: int | None = None, n_best: int = 1,
+                  batch_size: int | None = None, n_best: int | None = None,
                   max_length: int | None = None, length_penalty: float | None = None,
                   exact_caps: bool = True) -> list[list[Translation]]:
-        """One list of ``n_best`` :class:`Translation` per input line, in input order.
+        """One list of ``n_best`` :class:`Translation` per input line, in input order
+        (``None``: the exported decoding options, as :meth:`Translator.translate`).
 
         ``exact_caps``: give every sentence nmtkit's own length cap (one CTranslate2 call per
         distinct cap); False: one call, every sentence capped at the largest cap (larger
@@ -466,35 +424,32 @@ class CTranslate2Translator:
         ``</s>``: ``len(tokens) ** length_penalty``); for greedy search the log-probability,
         as nmtkit's.
         """
-        cfg = self.decode_cfg
-        beam = cfg.beam if beam is None else beam
-        batch_size = batch_size or cfg.batch_size
-        alpha = cfg.length_penalty if length_penalty is None else length_penalty
-        if beam < 1:
-            raise ValueError(f"beam must be >= 1, got {beam}")
-        if not 1 <= n_best <= beam:
-            raise ValueError(f"n_best must be between 1 and the beam size ({beam}), got {n_best}")
-        if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
-        if self.max_src_len is not None:
-            limit = self.max_src_len - 1
-            max_length = limit if max_length is None else min(max_length, limit)
+        cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
+                                            length_penalty=length_penalty, max_length=max_length)
         encoded = [self.encode_source(line) for line in lines]
-        results: list[list[Translation] | None] = [None] * len(encoded)
-        groups: dict[int, list[int]] = {}
-        for i, (toks, _) in enumerate(encoded):
-            steps = length_cap(len(toks) + 1, cfg, max_length) - 1  # tokens before EOS
-            if not toks or steps == 0:  # nothing to translate / only EOS fits
-                results[i] = [Translation("", [], toks, 0.0)] * n_best
-            else:
-                groups.setdefault(steps, []).append(i)
-        if not exact_caps and groups:
-            groups = {max(groups): sorted(i for idx in groups.values() for i in idx)}
-        for steps, idx in sorted(groups.items()):
+        # tokens before EOS that each sentence may produce
+        steps = [length_cap(len(toks) + 1, cfg, max_length) - 1 for toks, _ in encoded]
+
+        def batches(todo: list[int]) -> list[list[int]]:
+            groups: dict[int, list[int]] = {}
+            for i in todo:
+                groups.setdefault(steps[i], []).append(i)
+            none = groups.pop(0, None)  # only EOS fits: nothing to search
+            if not exact_caps and groups:
+                groups = {max(groups): sorted((i for idx in groups.values() for i in idx),
+                                              key=lambda i: len(encoded[i][0]))}
+            return ([none] if none else []) + [groups[n] for n in sorted(groups)]
+
+        def run(idx: list[int]) -> list[list[Translation]]:
+            n_steps = max(steps[i] for i in idx)
+            if n_steps == 0:
+                return [[self.translation([], encoded[i][0], 0.0)] * cfg.n_best for i in idx]
             sources = [encoded[i][1] for i in idx]
-            options = dict(max_batch_size=batch_size, beam_size=beam, num_hypotheses=n_best,
-                           length_penalty=alpha if beam > 1 else 0.0, max_decoding_length=steps,
-                           min_decoding_length=0, max_input_length=0, return_scores=True)
+            options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
+                           num_hypotheses=cfg.n_best,
+                           length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
+                           max_decoding_length=n_steps, min_decoding_length=0,
+                           max_input_length=0, return_scores=True)
             # Suppressing tokens in CTranslate2 renormalises the softmax over the others, which
             # nmtkit does not do (it computes log-probabilities over all tokens, then excludes
             # <pad>/<s>): search unconstrained first, then again only where that produced them.
@@ -506,11 +461,11 @@ class CTranslate2Translator:
                                                         suppress_sequences=[[t] for t in _NEVER])
                 for j, res in zip(redo, again, strict=True):
                     out[j] = res
-            for i, res in zip(idx, out, strict=True):
-                results[i] = [Translation(self.tgt_tok.decode(list(h)), list(h), encoded[i][0],
-                                          float(s))
-                              for h, s in zip(res.hypotheses, res.scores, strict=True)]
-        return results  # type: ignore[return-value]
+            return [[self.translation(list(h), encoded[i][0], float(s))
+                     for h, s in zip(res.hypotheses, res.scores, strict=True)]
+                    for i, res in zip(idx, out, strict=True)]
+
+        return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
                         batch_size: int | None = None, exact_caps: bool = True) -> list[str]:
@@ -522,4 +477,3 @@ class CTranslate2Translator:
         src = [self.encode_source(s)[1] for s in sources]
         tgt = [self.tgt_tok.encode(t.strip()) for t in targets]
         return [list(r.log_probs) for r in self.translator.score_batch(src, tgt, max_input_length=0)]
-

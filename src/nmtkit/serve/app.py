@@ -18,20 +18,20 @@ import logging
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-import torch
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..data.vocab import BOS, EOS_TOKEN
+from ..decode.attention import AXES, SentenceAttention, sentence_attention
+from ..decode.translator import decode_options
 from .batcher import MicroBatcher, QueueFull
 from .limits import ServeLimits
+from .schemas import ErrorResponse, TranslateResponse, request_models
 from .security import HostAllowList
 
 log = logging.getLogger(__name__)
@@ -80,16 +80,6 @@ async def _until_disconnected(receive) -> None:
 
 CLIENT_CLOSED_REQUEST = 499
 """Status logged for a request whose client left before the answer (nobody receives it)."""
-
-
-def _integral(value: Any) -> Any:
-    """JSON Schema's ``integer`` includes 2.0: take integral floats as ints (2.5 stays an error)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-Integer = Annotated[int, BeforeValidator(_integral)]
 
 
 def _jsonable_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -144,56 +134,110 @@ class BodySizeLimit:
         return await self.app(scope, replay, send)
 
 
-# --- attention ---------------------------------------------------------------------------------
+async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errs = list(exc.errors())
+    return JSONResponse(status_code=422, content={"detail": _validation_message(errs),
+                                                  "errors": _jsonable_errors(errs)})
 
-# Which token sequence labels the rows (queries) and columns (keys) of each kind of map.
-# Decoder rows are labelled by the token produced at that position; decoder self-attention
-# keys are the decoder's inputs (<s> y1 .. yn).
-AXES = {"encoder": ("source", "source"), "decoder_self": ("target", "target_in"),
-        "decoder_src": ("target", "source")}
+
+async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    detail = str(exc.detail)
+    if exc.status_code == 400:
+        detail = _body_error_message(exc.__cause__) or detail
+    return JSONResponse(status_code=exc.status_code, content={"detail": detail},
+                        headers=getattr(exc, "headers", None))
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 413, 422, 503)}
+
+
+# --- time limits and clients that leave ---------------------------------------------------------
+
+async def in_time(request: Request, coro, timeout_s: float) -> Any:
+    """Await ``coro`` within ``timeout_s``; give up on it if the client disconnects.
+
+    Giving up cancels the request's future, so the batcher skips its queued work.
+    """
+    work = asyncio.ensure_future(asyncio.wait_for(coro, timeout_s))
+    gone = asyncio.ensure_future(_until_disconnected(request.receive))
+    try:
+        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this handler is cancelled
+        gone.cancel()
+        if not work.done():
+            work.cancel()
+            work.add_done_callback(lambda t: t.cancelled() or t.exception())
+    if work not in done:
+        log.info("%s %s: client disconnected, request dropped", request.method, request.url.path)
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    try:
+        return work.result()
+    except TimeoutError:
+        raise HTTPException(503, f"request timed out after {timeout_s:g} s "
+                                 "(server busy or input too long); try again") from None
+    except QueueFull as e:
+        raise HTTPException(503, str(e)) from None
+
+
+# --- model calls (run in the batcher's worker thread) -------------------------------------------
+
+def translate_fn(translator):
+    """The batcher's model call: (texts, beam, max_length) -> the best translation of each."""
+    def translate_batch(texts: list[str], beam: int, max_length: int | None) -> list[str]:
+        results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
+                                       max_length=max_length)
+        return [r[0].text for r in results]
+
+    return translate_batch
+
+
+def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> dict[str, Any]:
+    """The answer of ``POST /v1/attention``: tokens, and kind -> layer -> head -> query x key
+    (5 decimals), each kind naming the tokens that label its rows and columns."""
+    out: dict[str, Any] = {}
+    for kind, w in att.maps.items():  # (layers, heads, queries, keys)
+        if kinds is not None and kind not in kinds:
+            continue
+        rows, cols = AXES.get(kind, ("target", "source"))
+        mats = ((w * 1e5).round() / 1e5).tolist()  # 5 decimals: smaller JSON
+        out[kind] = {"rows": rows, "cols": cols, "layers": len(mats),
+                     "heads": len(mats[0]) if mats else 0, "weights": mats}
+    hyp = att.translation
+    return {"text": att.text, "translation": hyp.text, "score": hyp.score,
+            "tokens": att.tokens, "attention": out}
 
 
 def attention_for(bundle, translator, text: str, beam: int, max_length: int | None,
                   max_src_tokens: int, kinds: list[str] | None = None) -> dict[str, Any]:
-    """Translate ``text``, then teacher-force ``<s> + output`` through ``model.attention_maps``."""
-    src_toks, src_ids = translator.encode_source(text)
-    if not src_toks:
-        raise ValueError("text: nothing to translate (empty after tokenization)")
-    if len(src_toks) > max_src_tokens:
-        raise ValueError(f"text: {len(src_toks)} source tokens, attention is limited to "
-                         f"{max_src_tokens}")
-    hyp = translator.translate([text], beam=beam, max_length=max_length)[0][0]
-    tgt_ids = bundle.tgt_vocab.encode(hyp.tokens, add_eos=False)
-    model = bundle.model
-    dev = translator.device
-    src = torch.as_tensor(src_ids, dtype=torch.long, device=dev).unsqueeze(0)  # (1, S)
-    tgt_in = torch.tensor([[BOS, *tgt_ids]], dtype=torch.long, device=dev)  # (1, T)
-    with torch.no_grad():
-        maps = model.attention_maps(src, tgt_in)
-    source = [*src_toks, EOS_TOKEN]
-    n = len(src_toks)
-    # Columns/rows over the source follow the model's input order; show them in reading order.
-    perm = torch.tensor([*range(n - 1, -1, -1), n] if translator.reverse_source
-                        else list(range(n + 1)), device=dev)
-    out: dict[str, Any] = {}
-    for kind, layers in maps.items():
-        if kinds is not None and kind not in kinds:
-            continue
-        rows, cols = AXES.get(kind, ("target", "source"))
-        mats = []
-        for w in layers:
-            w = w[0].float()  # (heads, Q, K)
-            if rows == "source":
-                w = w.index_select(1, perm)
-            if cols == "source":
-                w = w.index_select(2, perm)
-            mats.append(((w * 1e5).round() / 1e5).cpu().tolist())  # 5 decimals: smaller JSON
-        out[kind] = {"rows": rows, "cols": cols, "layers": len(mats),
-                     "heads": len(mats[0]) if mats else 0, "weights": mats}
-    return {"text": text, "translation": hyp.text, "score": hyp.score,
-            "tokens": {"source": source, "target": [*hyp.tokens, EOS_TOKEN],
-                       "target_in": ["<s>", *hyp.tokens]},
-            "attention": out}
+    """Translate ``text``, then return the attention maps of ``bundle.model`` for that
+    translation (:func:`nmtkit.decode.attention.sentence_attention`) as JSON."""
+    att = sentence_attention(translator, text, model=bundle.model, beam=beam,
+                             max_length=max_length, max_src_tokens=max_src_tokens)
+    return attention_json(att, kinds)
+
+
+def health_info(bundle, translator, limits: ServeLimits, batcher: MicroBatcher,
+                default_beam: int) -> dict[str, Any]:
+    cfg = bundle.cfg
+    return {"status": "ok", "model": model_name(bundle), "name": cfg.name,
+            "architecture": cfg.model.arch, "src_lang": cfg.data.src_lang,
+            "tgt_lang": cfg.data.tgt_lang, "device": str(translator.device),
+            "parameters": sum(p.numel() for p in bundle.model.parameters()),
+            "default_beam": default_beam, "version": __version__,
+            "limits": asdict(limits), "batching": batcher.stats.as_dict()}
+
+
+def model_name(bundle) -> str:
+    path = bundle.path
+    return f"{path.parent.name}/{path.name}" if path is not None else bundle.cfg.name
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    yield
+    await app.state.batcher.stop()
+    app.state.batcher.close()
 
 
 # --- the app -----------------------------------------------------------------------------------
@@ -210,145 +254,45 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None,
     limits = limits or ServeLimits()
     translator = translator or bundle.translator()
     cfg = bundle.cfg
-    default_beam = max(1, min(cfg.decode.beam, limits.max_beam))
-    path = bundle.path
-    model_name = f"{path.parent.name}/{path.name}" if path is not None else cfg.name
-
-    def translate_batch(texts: list[str], beam: int, max_length: int | None) -> list[str]:
-        results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
-                                       max_length=max_length)
-        return [r[0].text for r in results]
-
-    batcher = MicroBatcher(translate_batch, limits.max_batch, limits.max_wait_ms,
+    default_beam = decode_options(cfg.decode, max_beam=limits.max_beam).beam
+    batcher = MicroBatcher(translate_fn(translator), limits.max_batch, limits.max_wait_ms,
                            limits.max_pending)
-
-    Text = Annotated[str, Field(max_length=limits.max_chars)]
-
-    def beam_field():
-        return Field(default_beam, ge=1, le=limits.max_beam, description="beam size (1 = greedy)")
-
-    # The bounds go on the int itself: on ``int | None`` they would not reach the JSON schema.
-    MaxLength = Annotated[int, Field(ge=1, le=limits.max_length), BeforeValidator(_integral)]
-
-    def max_length_field():
-        return Field(None, description="cap on output tokens (on top of the model's own length cap)")
-    strict = ConfigDict(strict=True, extra="forbid")
-
-    class TranslateRequest(BaseModel):
-        model_config = ConfigDict(**strict, json_schema_extra={
-            "examples": [{"texts": ["Ein Mann fährt Fahrrad."], "beam": default_beam}]})
-        texts: list[Text] = Field(..., min_length=1, max_length=limits.max_texts,
-                                  description="sentences to translate (one per item)")
-        beam: Integer = beam_field()
-        max_length: MaxLength | None = max_length_field()
-
-    class TranslateResponse(BaseModel):
-        translations: list[str]
-
-    class AttentionRequest(BaseModel):
-        model_config = strict
-        text: Text = Field(..., description="one sentence")
-        beam: Integer = beam_field()
-        max_length: MaxLength | None = max_length_field()
-        kinds: list[Literal["encoder", "decoder_self", "decoder_src"]] | None = Field(
-            None, description="only these kinds of maps; default all the model has")
-
-        @field_validator("text")
-        @classmethod
-        def not_blank(cls, v: str) -> str:
-            if not v.strip():
-                raise ValueError("must not be empty")
-            return v
-
-    class ErrorResponse(BaseModel):
-        detail: str
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        yield
-        await batcher.stop()
-        batcher.close()
+    bodies = request_models(limits, default_beam)
+    TranslateRequest, AttentionRequest = bodies.translate, bodies.attention
 
     app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan, docs_url=None,
-                  redoc_url=None,
-                  description=f"Translation service for {model_name} "
-                              f"({cfg.data.src_lang} -> {cfg.data.tgt_lang}).")
+                  redoc_url=None, description=f"Translation service for {model_name(bundle)} "
+                                              f"({cfg.data.src_lang} -> {cfg.data.tgt_lang}).")
     app.state.batcher = batcher
     app.state.limits = limits
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
     app.add_middleware(HostAllowList, allowed_hosts=allowed_hosts)  # outermost: runs first
-    errors = {400: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
-              422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}}
+    app.add_exception_handler(RequestValidationError, on_invalid)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
 
-    @app.exception_handler(RequestValidationError)
-    async def on_invalid(request: Request, exc: RequestValidationError):
-        errs = list(exc.errors())
-        return JSONResponse(status_code=422, content={"detail": _validation_message(errs),
-                                                      "errors": _jsonable_errors(errs)})
-
-    @app.exception_handler(StarletteHTTPException)
-    async def on_http_error(request: Request, exc: StarletteHTTPException):
-        detail = str(exc.detail)
-        if exc.status_code == 400:
-            detail = _body_error_message(exc.__cause__) or detail
-        return JSONResponse(status_code=exc.status_code, content={"detail": detail},
-                            headers=getattr(exc, "headers", None))
-
-    async def in_time(request: Request, coro):
-        """Await ``coro`` within the time limit; give up on it if the client disconnects.
-
-        Giving up cancels the request's future, so the batcher skips its queued work.
-        """
-        work = asyncio.ensure_future(asyncio.wait_for(coro, limits.timeout_s))
-        gone = asyncio.ensure_future(_until_disconnected(request.receive))
-        try:
-            done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when this handler is cancelled
-            gone.cancel()
-            if not work.done():
-                work.cancel()
-                work.add_done_callback(lambda t: t.cancelled() or t.exception())
-        if work not in done:
-            log.info("%s %s: client disconnected, request dropped", request.method,
-                     request.url.path)
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
-        try:
-            return work.result()
-        except TimeoutError:
-            raise HTTPException(503, f"request timed out after {limits.timeout_s:g} s "
-                                     "(server busy or input too long); try again") from None
-        except QueueFull as e:
-            raise HTTPException(503, str(e)) from None
-
-    @app.post("/v1/translate", response_model=TranslateResponse, responses=errors,
+    @app.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS,
               summary="Translate sentences (in order)")
     async def translate(req: TranslateRequest, request: Request) -> TranslateResponse | Response:
-        out = await in_time(request, batcher.submit(req.texts, req.beam, req.max_length))
-        if isinstance(out, Response):
-            return out
-        return TranslateResponse(translations=out)
+        out = await in_time(request, batcher.submit(req.texts, req.beam, req.max_length),
+                            limits.timeout_s)
+        return out if isinstance(out, Response) else TranslateResponse(translations=out)
 
     @app.post("/v1/attention", response_model=dict[str, Any],
-              responses={**errors, 501: {"model": ErrorResponse}},
+              responses={**ERRORS, 501: {"model": ErrorResponse}},
               summary="Translate one sentence and return its attention maps")
     async def attention(req: AttentionRequest, request: Request) -> dict[str, Any] | Response:
         if not hasattr(bundle.model, "attention_maps"):
             raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
+        work = batcher.run(attention_for, bundle, translator, req.text, req.beam, req.max_length,
+                           limits.max_attention_tokens, req.kinds)
         try:
-            return await in_time(request, batcher.run(attention_for, bundle, translator,
-                                                      req.text, req.beam, req.max_length,
-                                                      limits.max_attention_tokens, req.kinds))
+            return await in_time(request, work, limits.timeout_s)
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
 
     @app.get("/health", summary="Model, languages, device, limits")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": model_name, "name": cfg.name,
-                "architecture": cfg.model.arch, "src_lang": cfg.data.src_lang,
-                "tgt_lang": cfg.data.tgt_lang, "device": str(translator.device),
-                "parameters": sum(p.numel() for p in bundle.model.parameters()),
-                "default_beam": default_beam, "version": __version__,
-                "limits": asdict(limits), "batching": batcher.stats.as_dict()}
+        return health_info(bundle, translator, limits, batcher, default_beam)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -356,4 +300,3 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None,
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
-

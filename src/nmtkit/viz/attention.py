@@ -2,7 +2,8 @@
 
 :func:`attention_for_text` translates a sentence with the checkpoint's own search, then
 feeds the produced translation back through the model with teacher forcing
-(``model.attention_maps``), which returns the probabilities of every attention sub-layer:
+(``model.attention_maps``), which returns the probabilities of every attention sub-layer
+(the computation is :mod:`nmtkit.decode.attention`, shared with the server):
 
 - ``encoder``: encoder self-attention, (layers, heads, S, S);
 - ``decoder_self``: masked decoder self-attention, (layers, heads, T, T);
@@ -13,7 +14,8 @@ Decoder row t is the position that reads ``<s> y_1 .. y_t`` and predicts ``y_{t+
 decoder rows are labelled with the token predicted there and decoder self-attention
 columns with the tokens read (``<s> y_1 .. y_n``). A model with a single attention (the
 RNN of Bahdanau et al.) returns only ``decoder_src`` with one layer and one head; a model
-without ``attention_maps`` falls back to the attention the search recorded.
+without ``attention_maps`` falls back to the attention the search recorded. A model that
+reads the source reversed gets its maps in reading order.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..data.vocab import BOS_TOKEN, EOS_TOKEN
+from ..decode.attention import KINDS, sentence_attention, teacher_forced_maps
 from ._common import new_figure, save_figure
 
-KINDS = ("encoder", "decoder_self", "decoder_src")
+__all__ = ["KINDS", "AttentionMaps", "attention_figure", "attention_figures", "attention_for_text",
+           "compute_attention", "write_attention"]
 KIND_TITLES = {
     "encoder": "Encoder self-attention",
     "decoder_self": "Decoder self-attention (masked)",
@@ -88,67 +91,28 @@ class AttentionMaps:
         return {"source": self.source, "translation": self.translation, "kinds": kinds}
 
 
-def _as_layers_heads(layers: Sequence[torch.Tensor]) -> np.ndarray:
-    """Per-layer (1, heads, q, k) tensors -> (layers, heads, q, k) float array."""
-    out = []
-    for w in layers:
-        w = w.detach().float().cpu()
-        w = w[0] if w.dim() == 4 else w  # drop the batch of one
-        if w.dim() == 2:  # (q, k): a single head
-            w = w.unsqueeze(0)
-        out.append(w.numpy())
-    return np.stack(out)
-
-
-@torch.no_grad()
 def compute_attention(model: torch.nn.Module, src_ids: Sequence[int],
                       tgt_in_ids: Sequence[int]) -> dict[str, np.ndarray]:
     """Teacher-forced attention of one sentence pair: kind -> (layers, heads, queries, keys).
 
     ``src_ids``: source ids as the model reads them (with ``</s>``); ``tgt_in_ids``: ``<s>``
-    then the target ids. Kinds the model does not have are left out.
+    then the target ids. Kinds the model does not have are left out
+    (:func:`nmtkit.decode.attention.teacher_forced_maps`, as arrays).
     """
-    device = next(model.parameters()).device
-    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
-    tgt_in = torch.tensor([list(tgt_in_ids)], dtype=torch.long, device=device)  # (1, T)
-    was_training = model.training
-    model.eval()
-    try:
-        raw = model.attention_maps(src, tgt_in)
-    finally:
-        model.train(was_training)
-    order = [k for k in KINDS if k in raw] + [k for k in raw if k not in KINDS]
-    return {kind: _as_layers_heads(raw[kind]) for kind in order if raw[kind]}
+    return {kind: w.numpy() for kind, w in teacher_forced_maps(model, src_ids, tgt_in_ids).items()}
 
 
 def attention_for_text(bundle, text: str, beam: int | None = None) -> AttentionMaps:
     """Translate ``text`` with ``bundle`` (a :class:`nmtkit.checkpoint.Bundle`) and
-    collect all its attention maps for that translation."""
-    tr = bundle.translator()
-    src_toks, src_ids = tr.encode_source(text)
-    if not src_toks:
-        raise ValueError("attention: the source sentence is empty")
-    hyp = tr.translate([text], beam=beam, need_attention=True)[0][0]
-    tgt_in_ids = bundle.tgt_vocab.encode(hyp.tokens, add_bos=True, add_eos=False)
+    collect all its attention maps for that translation, source in reading order."""
+    att = sentence_attention(bundle.translator(), text, model=bundle.model, beam=beam,
+                             need_attention=True)
+    hyp, tokens = att.translation, att.tokens
     search = hyp.attention.float().numpy() if hyp.attention is not None else None
-    n = len(src_toks)
-    if hasattr(bundle.model, "attention_maps"):
-        maps = compute_attention(bundle.model, src_ids.tolist(), tgt_in_ids)
-        if bundle.cfg.data.reverse_source:  # the model read the source backwards: undo it
-            perm = list(range(n - 1, -1, -1)) + [n]
-            for kind, arr in maps.items():
-                if kind == "encoder":
-                    maps[kind] = arr[:, :, perm][:, :, :, perm]
-                elif kind == "decoder_src":
-                    maps[kind] = arr[:, :, :, perm]
-    elif search is not None:
-        maps = {"decoder_src": search[None, None]}
-    else:
-        raise ValueError(f"attention: model {type(bundle.model).__name__} exposes no attention")
     return AttentionMaps(
-        source=text.strip(), translation=hyp.text, src_tokens=list(src_toks) + [EOS_TOKEN],
-        tgt_in_tokens=[BOS_TOKEN] + list(hyp.tokens), tgt_out_tokens=list(hyp.tokens) + [EOS_TOKEN],
-        maps=maps, search_attention=search)
+        source=text.strip(), translation=hyp.text, src_tokens=tokens["source"],
+        tgt_in_tokens=tokens["target_in"], tgt_out_tokens=tokens["target"],
+        maps={kind: w.numpy() for kind, w in att.maps.items()}, search_attention=search)
 
 
 def attention_figure(att: AttentionMaps, kind: str, cmap: str = "viridis") -> Figure:
