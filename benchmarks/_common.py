@@ -63,6 +63,17 @@ def add_source_arg(p: argparse.ArgumentParser) -> None:
                         "benchmark, one with --src, measure a change beside the reference")
 
 
+def add_baseline_args(p: argparse.ArgumentParser) -> None:
+    """``--baseline-src``: a second nmtkit tree timed in the same rounds (before/after a change);
+    ``--no-fast``: time the tree under test with ``nmtkit.fast`` off."""
+    p.add_argument("--baseline-src", default=None,
+                   help="also time nmtkit from DIR/src (e.g. `git worktree add DIR <commit before "
+                        "a change>`) in every round, alternating with the tree under test; the "
+                        "median ratio of the two is reported")
+    p.add_argument("--no-fast", action="store_true",
+                   help="the tree under test runs with nmtkit.fast off (train.fast / decode.fast)")
+
+
 def worker_env(src: str | None) -> dict:
     """The environment of the timed worker: nmtkit imported from ``src``/src if given."""
     env = dict(os.environ)

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 # benchmarks/ is the script's directory
-from _common import add_source_arg, emit, median_round, worker_env
+from _common import add_baseline_args, add_source_arg, emit, median_round, worker_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -57,7 +57,7 @@ def worker(a: argparse.Namespace) -> dict:
     out, outputs = {}, {}
     runs = (("greedy", 1, False), ("beam5", 5, False), ("beam5_early_stop", 5, True))
     for name, beam, early in runs:
-        tr = bundle.translator(early_stop=early)
+        tr = bundle.translator(early_stop=early, **({"fast": False} if a.no_fast else {}))
         tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)  # warm-up
         best = float("inf")
         for _ in range(a.repeats):
@@ -139,6 +139,7 @@ def main() -> None:
                    help="also export to CTranslate2 (needs [export]) and time it, fp32 and int8")
     p.add_argument("--out", default=None)
     add_source_arg(p)
+    add_baseline_args(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--round-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -155,19 +156,24 @@ def main() -> None:
                "--d-model", str(m["d_model"]), "--d-ff", str(m["d_ff"]), "--heads", str(m["heads"]),
                "--steps", "1", "--decode-n", str(a.ref_decode_n), "--threads", str(a.threads)]
 
-    def worker_json(*extra: str) -> dict:
+    def worker_json(*extra: str, src: str | None = a.src, no_fast: bool = a.no_fast) -> dict:
         cmd = [sys.executable, __file__, "--worker", "--model", a.model, "--n", str(a.n),
-               "--batch-size", str(a.batch_size), "--threads", str(a.threads), *extra]
+               "--batch-size", str(a.batch_size), "--threads", str(a.threads), *extra,
+               *["--no-fast"] * no_fast]
         return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
-                                         env=worker_env(a.src)).stdout.strip().splitlines()[-1])
+                                         env=worker_env(src)).stdout.strip().splitlines()[-1])
 
     # nmtkit against the reference: the two alternate, a fresh process and one timed pass
     # each, so that both see the same drift of this shared CPU; the median ratios are reported.
-    rounds = []
+    rounds, baseline_rounds = [], []
     for _ in range(a.rounds):
         ref = json.loads(subprocess.run(ref_cmd, capture_output=True, text=True, check=True)
                          .stdout.strip().splitlines()[-1])["decode_sents_per_s"]
         ours_round = worker_json("--round-only", "--repeats", "1")
+        if a.baseline_src:
+            base = worker_json("--round-only", "--repeats", "1", src=a.baseline_src, no_fast=False)
+            baseline_rounds.append({k: round(ours_round[f"{k}_sents_per_s"] / base[f"{k}_sents_per_s"], 3)
+                                    for k in SEARCHES})
         rounds.append({"reference_sents_per_s": ref,
                        **{f"nmtkit_{k}_sents_per_s": ours_round[f"{k}_sents_per_s"] for k in SEARCHES},
                        **{f"{k}_ratio": round(ours_round[f"{k}_sents_per_s"] / ref, 1)
@@ -179,7 +185,7 @@ def main() -> None:
     ct2 = ours.pop("ctranslate2", None)
     result = {
         "benchmark": "decode_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
-        "model": a.model, "nmtkit_src": a.src,
+        "model": a.model, "nmtkit_src": a.src, "nmtkit_fast": not a.no_fast,
         "model_dims": {k: m[k] for k in ("layers", "d_model", "d_ff", "heads")},
         "batch_size": a.batch_size, "nmtkit": ours,
         "reference_one_at_a_time_greedy_sents_per_s": med["reference_sents_per_s"],
@@ -195,6 +201,11 @@ def main() -> None:
             for name in ("OpenNMT-py", "fairseq")},
         "peers_same_machine_kind": {**PEERS_DECODE, "source": "shared/bench/PEERS.md"},
     }
+    if baseline_rounds:
+        result["baseline"] = {
+            "src": a.baseline_src, "rounds_speed_vs_baseline": baseline_rounds,
+            **{f"{k}_speed_vs_baseline": median_round([(r[k],) for r in baseline_rounds])[0]
+               for k in SEARCHES}}
     if ct2 is not None:
         ct2["float32_greedy_speedup_vs_nmtkit"] = round(
             ct2["float32"]["greedy_sents_per_s"] / ours["greedy_sents_per_s"], 2)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 # benchmarks/ is the script's directory
 from _common import (
+    add_baseline_args,
     add_peer_setup_args,
     add_source_arg,
     emit,
@@ -93,7 +94,7 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
                   "tie_output": True, "output_bias": args.output_bias},
         "train": {"max_tokens": args.max_tokens, "label_smoothing": 0.1, "warmup": 300,
                   "lr": 1.0, "threads": args.threads, "valid_bleu": False, "keep_last": 0,
-                  "compile": args.compile},
+                  "compile": args.compile, **({"fast": False} if args.no_fast else {})},
     })
     cfg.data.mmap = args.mmap
     with tempfile.TemporaryDirectory() as run_dir:
@@ -103,7 +104,7 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         setup_s = time.perf_counter() - t_setup
         batches = tr.train_ids.batches(args.max_tokens, seed=1, epoch=0)
         # Steady state, as a run of thousands of steps sees it: the first steps grow the heap
-        # that nmtkit.heap keeps (to the largest batch so far: they page-fault), and a
+        # that nmtkit.fast.allocator keeps (to the largest batch so far: they page-fault), and a
         # compiled forward builds one static, then one dynamic-shape graph.
         warm = max(args.warmup_steps, 3 if args.compile else 1)
         t_warm = time.perf_counter()
@@ -154,6 +155,7 @@ def main() -> None:
     p.add_argument("--mmap", action="store_true", help="batches from memory-mapped token ids")
     p.add_argument("--out", default=None, help="also write the JSON here")
     add_source_arg(p)
+    add_baseline_args(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--corpus", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -161,7 +163,7 @@ def main() -> None:
         print(json.dumps(nmtkit_worker(a)))
         return
     data = Path(os.environ.get("NMTKIT_DATA", SHARED / "data"))
-    rounds = []
+    rounds, baseline_rounds = [], []
     with tempfile.TemporaryDirectory() as tmp:
         corpus = regex_tokenized_corpus(data, Path(tmp) / "regex")
         dims = ["--layers", str(a.layers), "--d-model", str(a.d_model), "--d-ff", str(a.d_ff),
@@ -174,15 +176,18 @@ def main() -> None:
         for _ in range(a.rounds):
             ref = run_json([sys.executable, str(SHARED / "bench" / "reference_speed.py"), *dims,
                             "--steps", str(a.ref_steps), "--decode-n", "5"])
-            ours = run_json([sys.executable, __file__, "--worker", "--corpus", str(corpus), *dims,
-                             "--steps", str(a.steps), "--max-tokens", str(a.max_tokens), *bias],
-                            env=worker_env(a.src))
+            worker = [sys.executable, __file__, "--worker", "--corpus", str(corpus), *dims,
+                      "--steps", str(a.steps), "--max-tokens", str(a.max_tokens), *bias]
+            ours = run_json(worker + ["--no-fast"] * a.no_fast, env=worker_env(a.src))
             rounds.append((ours["tgt_tokens_per_s"] / ref["train_tgt_tokens_per_s"], ref, ours))
+            if a.baseline_src:
+                base = run_json(worker, env=worker_env(a.baseline_src))
+                baseline_rounds.append((ours["tgt_tokens_per_s"] / base["tgt_tokens_per_s"], base))
     ratio, ref, ours = median_round(rounds)
     peak = matmul_peak_gflops(a.threads)
     result = {
         "benchmark": "train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
-        "threads": a.threads, "nmtkit_src": a.src,
+        "threads": a.threads, "nmtkit_src": a.src, "nmtkit_fast": not a.no_fast,
         "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
                   "nmtkit_output_bias": a.output_bias, "nmtkit_compile": a.compile,
                   "nmtkit_mmap": a.mmap},
@@ -196,6 +201,11 @@ def main() -> None:
         "peers_tgt_tokens_per_s_same_machine_kind": {"fairseq": 2244, "OpenNMT-py": 2217,
                                                      "JoeyNMT": 768, "source": "shared/bench/PEERS.md"},
     }
+    if baseline_rounds:
+        x, base = median_round(baseline_rounds)
+        result["baseline"] = {"src": a.baseline_src, "median_round": base,
+                              "speed_vs_baseline": round(x, 3),
+                              "rounds_speed_vs_baseline": [round(r[0], 3) for r in baseline_rounds]}
     emit(result, a.out)
 
 

@@ -1,5 +1,6 @@
 import io
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
@@ -104,3 +105,19 @@ def test_average_is_the_elementwise_mean(tmp_path):
     same = average_checkpoints([steps[0], steps[0]], tmp_path / "same.pt")
     for k, v in same["model"].items():
         assert torch.equal(v, states[0][k])
+
+
+def test_a_checkpoint_written_before_nmtkit_fast_loads_and_translates_the_same():
+    """tests/data/copy_task_v1_b02ce64.pt was trained and averaged by commit b02ce64 (before the
+    speed code left models/); the expected file is that commit's own `translate --beam 3
+    --n-best 2` output for the same three lines."""
+    data = Path(__file__).parent / "data"
+    bundle = load_bundle(data / "copy_task_v1_b02ce64.pt")
+    results = bundle.translator(beam=3, n_best=2).translate(["1 2 3", "4 5 6 7", "8 9"])
+    expected = [line.split("\t") for line in
+                (data / "copy_task_v1_b02ce64.expected.tsv").read_text().splitlines()]
+    got = [(str(i), h.score, h.text) for i, hs in enumerate(results) for h in hs]
+    assert [(i, t) for i, _, t in expected] == [(i, t) for i, _, t in got]
+    for (_, s, _), (_, score, _) in zip(expected, got, strict=True):
+        assert abs(float(s) - score) < 1e-3
+    assert isinstance(bundle.model, torch.nn.Module)

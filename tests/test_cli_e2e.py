@@ -35,6 +35,9 @@ def test_train_translate_evaluate_average_on_multi30k(tmp_path, multi30k_mirror)
     tr = nmtkit("translate", "--model", run / "best.pt", "--beam", 3, input="\n".join(src) + "\n")
     lines = tr.stdout.split("\n")[:-1]
     assert len(lines) == 3 and lines[1] == ""
+    plain = nmtkit("translate", "--model", run / "best.pt", "--beam", 3, "--no-fast",
+                   input="\n".join(src) + "\n")
+    assert plain.stdout == tr.stdout  # nmtkit.fast off: the same translations
 
     infile, outfile = tmp_path / "in.de", tmp_path / "out.en"
     infile.write_text("\n".join(src) + "\n", encoding="utf-8")

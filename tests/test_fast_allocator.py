@@ -8,7 +8,7 @@ import pytest
 
 PROBE = """
 import json, resource, sys, torch
-from nmtkit.heap import retain_freed_memory
+from nmtkit.fast.allocator import retain_freed_memory
 applied = retain_freed_memory() if sys.argv[1] == "retain" else False
 faults = []
 for _ in range(8):  # a training step's large tensors: allocated, written, freed
@@ -40,7 +40,7 @@ def test_retained_memory_is_reused_without_page_faults():
 
 
 def test_idempotent():
-    from nmtkit.heap import retain_freed_memory
+    from nmtkit.fast.allocator import retain_freed_memory
 
     first = retain_freed_memory()
     assert retain_freed_memory() == first

@@ -2,7 +2,7 @@
 
 import torch
 
-from nmtkit.models.dropout import _LEVELS, Dropout, dropout, keep_mask
+from nmtkit.fast.dropout import _LEVELS, FastDropout, dropout, keep_mask
 
 
 def test_drop_rate_and_scale_keep_the_expectation():
@@ -38,7 +38,7 @@ def test_seeded_draws_repeat():
 
 def test_identity_in_eval_and_at_zero_and_zero_at_one():
     x = torch.randn(5, 7)
-    m = Dropout(0.4).eval()
+    m = FastDropout(0.4).eval()
     assert m(x) is x
     assert dropout(x, 0.0, training=True) is x
     assert torch.equal(dropout(x, 1.0, training=True), torch.zeros_like(x))
@@ -48,7 +48,7 @@ def test_rejects_bad_probability():
     import pytest
 
     with pytest.raises(ValueError, match="dropout probability"):
-        Dropout(1.5)
+        FastDropout(1.5)
 
 
 def test_every_lane_of_a_draw_is_an_independent_fair_mask():

@@ -3,28 +3,26 @@
 import pytest
 import torch
 
-from nmtkit.models import prepack
-from nmtkit.models.prepack import pack_for_inference, unpack
+from nmtkit import fast
+from nmtkit.fast import onednn, packing
+from nmtkit.fast.packing import PackedAttention, PackedLinear, pack_for_inference, unpack
+from nmtkit.models.attention import MultiHeadAttention
 
 from .test_transformer import make_model, padded_batch
 
-pytestmark = pytest.mark.skipif(not prepack.available(), reason="PyTorch built without oneDNN")
+pytestmark = pytest.mark.skipif(not onednn.available(), reason="PyTorch built without oneDNN")
 
 
 def packed_calls(monkeypatch) -> list:
     """Count the products that went through a packed weight."""
     calls = []
-    real = prepack.torch.ops.mkldnn._linear_pointwise
+    real = onednn.packed_linear
 
-    class Ops:  # torch.ops.mkldnn with the packed product wrapped
-        _reorder_linear_weight = prepack.torch.ops.mkldnn._reorder_linear_weight
+    def counting(x, packed, bias):
+        calls.append(packed.shape)
+        return real(x, packed, bias)
 
-        @staticmethod
-        def _linear_pointwise(*args):
-            calls.append(args[1].shape)
-            return real(*args)
-
-    monkeypatch.setattr(prepack.torch.ops, "mkldnn", Ops)
+    monkeypatch.setattr(onednn, "packed_linear", counting)
     return calls
 
 
@@ -42,14 +40,22 @@ def decode(model, steps=4):
 def test_packed_decoding_equals_plain(monkeypatch):
     model = make_model()
     plain = decode(model)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    params = [id(p) for p in model.parameters()]
     # qkv, q, out of 2 encoder + 4 decoder attentions, w_1/w_2 of 4 FFNs, the generator
     assert pack_for_inference(model) == 6 * 3 + 4 * 2 + 1
     assert pack_for_inference(model) == 0  # idempotent: everything is current
+    assert isinstance(model.generator, PackedLinear)
+    assert isinstance(model.decoder_layers[0].src_attn, PackedAttention)
+    assert model.state_dict().keys() == state.keys()  # a class swap: same modules, same keys
+    assert [id(p) for p in model.parameters()] == params  # the same parameters (and ties)
     calls = packed_calls(monkeypatch)
     packed = decode(model)
     assert torch.allclose(packed, plain, atol=1e-5)
     assert len(calls) > 0 and torch.Size([11, 32]) in calls  # the generator: (V_TGT, D)
     unpack(model)
+    assert type(model.generator) is torch.nn.Linear
+    assert type(model.decoder_layers[0].src_attn) is MultiHeadAttention
     calls.clear()
     assert torch.allclose(decode(model), plain, atol=1e-6) and calls == []
 
@@ -70,14 +76,15 @@ def test_stale_packs_are_never_used(change, monkeypatch):
     model = make_model()
     pack_for_inference(model)
     new = make_model(seed=3)
-    if change == "optimizer":  # fused Adam updates in place without bumping version counters
+    if change == "optimizer":  # fused Adam updates in place without bumping version counters,
+        unpack(model)  # so a model is unpacked before it trains (as fast.inference does)
         opt = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
         model.train()
         src, src_mask, tgt = padded_batch()
         model(src, src_mask, tgt).sum().backward()
         opt.step()
         model.eval()
-        assert all("_packed" not in m.__dict__ for m in model.modules())
+        assert not fast.is_fast(model)
         new.load_state_dict(model.state_dict())
     elif change == "load_state_dict":
         model.load_state_dict(new.state_dict())
@@ -103,12 +110,11 @@ def test_translator_packs_and_translations_are_unchanged(monkeypatch):
     model = make_model(vocab=(len(src_vocab), len(tgt_vocab)))
     tok = WhitespaceTokenizer()
     lines = ["a b c", "d e f g h", "i", "c c a b"]
-    monkeypatch.setattr(prepack, "available", lambda: False)
-    plain = Translator(model, tok, tok, src_vocab, tgt_vocab, DecodeConfig()).translate(lines, beam=3)
-    assert all("_packed" not in m.__dict__ for m in model.modules())
-    monkeypatch.undo()
+    off = DecodeConfig(fast=False)
+    plain = Translator(model, tok, tok, src_vocab, tgt_vocab, off).translate(lines, beam=3)
+    assert not fast.is_fast(model)
     tr = Translator(model, tok, tok, src_vocab, tgt_vocab, DecodeConfig())
-    assert any("_packed" in m.__dict__ for m in model.modules())
+    assert fast.is_fast(model)
     packed = tr.translate(lines, beam=3)
     for a, b in zip(plain, packed, strict=True):
         assert a[0].text == b[0].text and a[0].score == pytest.approx(b[0].score, abs=1e-4)
@@ -116,7 +122,7 @@ def test_translator_packs_and_translations_are_unchanged(monkeypatch):
 
 def test_row_buckets_pad_and_slice_back(monkeypatch):
     """Products are padded to a few row counts (one oneDNN kernel each); results are exact rows."""
-    from nmtkit.models.prepack import MAX_ROWS, row_bucket
+    from nmtkit.fast.packing import MAX_ROWS, row_bucket
 
     assert [row_bucket(r) for r in (1, 4, 5, 16, 17, 64, 65, 160)] == [1, 4, 16, 16, 32, 64, 96, 160]
     assert all(row_bucket(r) >= r for r in range(1, MAX_ROWS + 1))
@@ -129,7 +135,7 @@ def test_row_buckets_pad_and_slice_back(monkeypatch):
     for shape in ((5, 1, 32), (7, 3, 32), (1, 32), (MAX_ROWS + 1, 32)):
         x = torch.randn(*shape)
         with torch.no_grad():
-            got = prepack.linear(ffn, "w_1", x, ffn.w_1.weight, ffn.w_1.bias)
+            got = ffn.w_1(x)
         assert got.shape == (*shape[:-1], 64)
         assert torch.allclose(got, torch.nn.functional.linear(x, ffn.w_1.weight, ffn.w_1.bias), atol=1e-5)
     assert len(calls) == 3  # the product above MAX_ROWS rows went to F.linear
@@ -143,6 +149,33 @@ def test_switching_onednn_off_falls_back_to_plain_products(monkeypatch):
     assert calls
     calls.clear()
     with torch.backends.mkldnn.flags(enabled=False):
-        assert not prepack.available()
+        assert not onednn.available()
         assert torch.allclose(decode(model), plain, atol=1e-5)
     assert calls == []
+
+
+def test_without_onednn_nothing_is_swapped(monkeypatch):
+    monkeypatch.setattr(onednn, "available", lambda: False)
+    model = make_model()
+    assert pack_for_inference(model) == 0 and not fast.is_fast(model)
+
+
+def test_a_refused_reorder_falls_back_to_f_linear(monkeypatch):
+    """A build that cannot reorder a weight (``reorder`` returns None) multiplies plainly."""
+    model = make_model()
+    plain = decode(model)
+    monkeypatch.setattr(onednn, "reorder", lambda w, rows: None)
+    assert pack_for_inference(model) == 0
+    calls = packed_calls(monkeypatch)
+    assert torch.allclose(decode(model), plain, atol=1e-6) and calls == []
+
+
+def test_inference_context_gives_the_training_classes_back():
+    model = make_model()
+    fast.for_training(model, retain_memory=False)
+    trained = type(model.decoder_layers[0].self_attn)
+    with fast.inference(model):
+        assert isinstance(model.decoder_layers[0].self_attn, PackedAttention)
+    assert type(model.decoder_layers[0].self_attn) is trained
+    assert not any(isinstance(m, PackedLinear) for m in model.modules())
+    assert packing.MAX_ROWS >= packing.ROWS_HINT

@@ -49,7 +49,7 @@ def cmd_train(a: argparse.Namespace) -> int:
     from .config import load
     from .train.loop import train
 
-    cfg = load(a.config, a.set)
+    cfg = load(a.config, [*a.set, *(["train.fast=false", "decode.fast=false"] if a.no_fast else [])])
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
     result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
                    on_validation=_curves_callback())
@@ -97,6 +97,7 @@ def _decode_overrides(a: argparse.Namespace) -> dict:
     """The decoding options translate/evaluate flags give (``None``: the checkpoint's); they
     are resolved, as the server's, by :func:`nmtkit.decode.translator.decode_options`."""
     return {"beam": a.beam, "n_best": getattr(a, "n_best", None), "batch_size": a.batch_size,
+            "fast": False if a.no_fast else None,
             "early_stop": True if a.early_stop else None}
 
 
@@ -187,7 +188,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     from .serve.security import default_allowed_hosts
 
     hosts = a.allowed_hosts.split(",") if a.allowed_hosts else default_allowed_hosts(a.host)
-    uvicorn.run(create_app(bundle, limits, allowed_hosts=hosts), host=a.host, port=a.port,
+    translator = bundle.translator(fast=False) if a.no_fast else None
+    uvicorn.run(create_app(bundle, limits, translator, allowed_hosts=hosts), host=a.host, port=a.port,
                 log_level="debug" if a.verbose else "info",
                 timeout_keep_alive=a.timeout_keep_alive)
     return 0
@@ -238,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (repeatable)")
     t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
+    no_fast = ("run the readable model as written: no nmtkit.fast speed-ups "
+               "(same results within float tolerance)")
+    t.add_argument("--no-fast", action="store_true", help=no_fast + "; sets train.fast and decode.fast")
     mode = t.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
     mode.add_argument("--overwrite", action="store_true",
@@ -254,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--device", default="cpu")
         q.add_argument("--no-verify", action="store_true",
                        help="load a checkpoint whose weights do not match their stored checksum")
+        q.add_argument("--no-fast", action="store_true", help=no_fast)
 
     def port(text: str) -> int:
         value = int(text)
@@ -292,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--device", default="cpu")
     sv.add_argument("--no-verify", action="store_true",
                     help="load a checkpoint whose weights do not match their stored checksum")
+    sv.add_argument("--no-fast", action="store_true", help=no_fast)
     sv.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     sv.add_argument("--max-texts", type=int, default=L.max_texts, help="texts per request")
     sv.add_argument("--max-chars", type=int, default=L.max_chars, help="characters per text")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..models.seq2seq import pad_mask
 from .vocab import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class Batch:
 
     @property
     def src_mask(self) -> Tensor:
-        return (self.src != PAD).unsqueeze(-2)  # (batch, 1, S)
+        return pad_mask(self.src)  # (batch, 1, S)
 
     def to(self, device) -> Batch:
         """Move to ``device``; to CUDA through pinned memory, so the copy does not block."""

@@ -19,7 +19,8 @@ import torch
 from .. import fast
 from ..config import DecodeConfig
 from ..data.batching import pad_batch
-from ..data.vocab import EOS, PAD
+from ..data.vocab import EOS
+from ..models.seq2seq import pad_mask
 from .attention import reading_order
 from .search import Hypothesis, search
 
@@ -194,7 +195,7 @@ class Translator(TextTranslator):
 
         def run(batch: list[int]) -> list[list[Translation]]:
             src = pad_batch([encoded[i][1] for i in batch]).to(self.device)  # (batch, S)
-            src_mask = (src != PAD).unsqueeze(-2)  # (batch, 1, S)
+            src_mask = pad_mask(src)  # (batch, 1, S)
             hyps = search(self.model, src, src_mask, cfg, need_attention=need_attention,
                           max_length=max_length)
             return [[self._finish(h, encoded[i][0]) for h in hs]

@@ -6,7 +6,7 @@ kernel when the block is freed, and it trims the top of its heap the same way. A
 step allocates and frees the same large tensors every time (the (tokens, vocab) logits
 alone are 90 MB for a 4096-token batch), so every step page-faults them in again, and the
 kernel zeroes each page first: ~290 MB of fresh pages per step of the small Transformer
-here, ~10% of the step's time (``benchmarks/train_speed.py``; guide, section 18).
+here, a tenth or so of the step's time (``benchmarks/train_speed.py`` measures it).
 
 :func:`retain_freed_memory` asks glibc to serve every block from its heap (``M_MMAP_MAX``
 = 0) and never to trim it (``M_TRIM_THRESHOLD`` = max), so a freed block stays mapped and
@@ -14,8 +14,10 @@ later steps reuse it: after the first few steps have grown the heap (PyTorch's a
 allocations leave holes a little too small for the next request of the same size, so
 the heap grows two or three times before the holes coalesce), a step faults no page.
 This is what PyTorch's CPU performance guides get by preloading jemalloc or tcmalloc,
-without a preload. The price is memory: the heap keeps its high-water mark (peak RSS of
-the small model's training: 1.48 GB against 1.27 GB without).
+without a preload. The price is memory: the heap keeps its high-water mark (the peak
+RSS of training grows by roughly a sixth). It is process-wide, so only
+:func:`nmtkit.fast.for_training` applies it, and only with ``train.fast`` and
+``train.retain_freed_memory`` on.
 """
 
 from __future__ import annotations

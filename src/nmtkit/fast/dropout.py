@@ -1,9 +1,8 @@
-"""Dropout (Srivastava et al. 2014; used after every sub-layer and on the embeddings sums,
-Vaswani et al. 2017, Sec. 5.4) with a faster mask on CPU.
+"""Dropout with a faster mask on CPU: :class:`FastDropout`, swapped for ``nn.Dropout``.
 
 ``torch.nn.functional.dropout`` on CPU draws its mask with ``bernoulli_`` in float32, one
 generator call per element, and multiplies by a bool mask through a slow mixed-type loop:
-together 9% of a small Transformer's training step here. :class:`Dropout` instead fills
+a noticeable part of a small Transformer's training step. :class:`FastDropout` instead fills
 int64 words with ``random_()`` (63 uniform bits per word, one 64-bit draw), reads each word
 as four 16-bit lanes and keeps the low 15 bits of each: four mask entries per draw. An
 element is kept when its 15-bit value is at or above ``round(p * 2^15)``, so the drop
@@ -64,17 +63,11 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return _MaskedScale.apply(x, p)
 
 
-class Dropout(nn.Module):
-    """Drop-in for ``nn.Dropout`` (same ``p`` attribute and state dict: none)."""
-
-    def __init__(self, p: float = 0.5):
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-        self.p = p
+class FastDropout(nn.Dropout):
+    """``nn.Dropout`` drawing its mask as :func:`dropout` does (installed by
+    :func:`nmtkit.fast.for_training`; same ``p``, no state)."""
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.inplace:  # not used by nmtkit's models: keep the standard semantics
+            return super().forward(x)
         return dropout(x, self.p, self.training)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from torch import nn
-
 from ..config import ModelConfig
+from .seq2seq import Seq2Seq
 
 
-def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
     """Hyperparameters -> model, by ``cfg.arch``."""
     if cfg.arch == "transformer":
         from .transformer import build_transformer

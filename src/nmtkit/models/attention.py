@@ -1,15 +1,10 @@
 """Attention: the pure function of Vaswani et al. (2017), Eq. 1, and multi-head attention (Sec. 3.2.2).
 
 Masks are boolean and broadcastable to ``(batch, heads, queries, keys)``; ``True``
-means "may attend". The readable :func:`scaled_dot_product_attention` returns the
-probabilities too (for plots and tests); :class:`MultiHeadAttention` uses PyTorch's
-fused kernel when the probabilities are not requested, and the readable path when
-they are. Both compute the same function.
-
-One exception: training on a CPU takes the readable path too. PyTorch's fused CPU kernel
-(flash attention, blocked for long sequences) is slower forward and backward for
-sentence-length inputs: 15-31 ms against 9-11 ms per call at 150 sentences x 27 tokens,
-4 heads of 64 (guide, section 18); at inference it is as fast or faster, and kept.
+means "may attend". :func:`scaled_dot_product_attention` is Eq. 1 written out and returns
+the probabilities too (for figures and tests). :class:`MultiHeadAttention` calls it when
+the probabilities are asked for, and PyTorch's fused ``F.scaled_dot_product_attention``
+(the same function in one kernel) otherwise. Speed-only variants live in :mod:`nmtkit.fast`.
 """
 
 from __future__ import annotations
@@ -19,9 +14,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-from . import prepack
-from .dropout import Dropout
 
 
 def scaled_dot_product_attention(
@@ -50,10 +42,12 @@ def scaled_dot_product_attention(
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
-    The three input projections are stored as one ``(3 d_model, d_model)`` matrix
-    (``in_proj``) so that self-attention is a single matmul; source attention uses
-    its query rows and its key/value rows separately, and projects the encoder
-    memory once per sentence (:meth:`project_kv`).
+    ``in_proj`` holds W^Q, W^K and W^V of all heads stacked, rows ``[0, d)``, ``[d, 2d)``
+    and ``[2d, 3d)`` of one ``(3 d_model, d_model)`` matrix, so that self-attention projects
+    its input with one product (:meth:`project_qkv`); source attention projects the
+    decoder's queries (:meth:`project_q`) and the encoder memory's keys and values
+    (:meth:`project_kv`, once per sentence when decoding) separately. ``out_proj`` is W^O.
+    Head i is slice ``[i d_k, (i + 1) d_k)`` of each projection (d_k = d_model / heads).
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0):
@@ -61,10 +55,9 @@ class MultiHeadAttention(nn.Module):
         if d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
         self.d_model, self.heads, self.d_k = d_model, heads, d_model // heads
-        self.in_proj = nn.Linear(d_model, 3 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
-        self.dropout_p = dropout
-        self.dropout = Dropout(dropout)
+        self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
+        self.out_proj = nn.Linear(d_model, d_model)  # W^O
+        self.dropout = nn.Dropout(dropout)  # on the attention probabilities
 
     def reset_parameters(self) -> None:
         """Glorot-uniform per projection matrix (fan_avg of d_model x d_model), zero biases."""
@@ -79,26 +72,34 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.d_k).transpose(1, 2)  # (batch, heads, time, d_k)
 
-    def packable(self) -> dict[str, tuple[Tensor, Tensor | None]]:
-        """The products one decoding step makes (see :mod:`nmtkit.models.prepack`)."""
-        d, w, b = self.d_model, self.in_proj.weight, self.in_proj.bias
-        return {"qkv": (w, b), "q": (w[:d], b[:d]), "out": (self.out_proj.weight, self.out_proj.bias)}
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention: Q, K and V of ``x`` (batch, time, d_model), each (batch, heads, time, d_k)."""
+        q, k, v = self.in_proj(x).chunk(3, dim=-1)  # each (batch, time, d_model)
+        return self._split(q), self._split(k), self._split(v)
 
     def project_q(self, x: Tensor) -> Tensor:
+        """Queries x W^Q: (batch, time, d_model) -> (batch, heads, time, d_k)."""
         d = self.d_model
-        return self._split(prepack.linear(self, "q", x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
+        return self._split(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values of ``x`` (batch, time, d_model), each (batch, heads, time, d_k)."""
+        """Keys x W^K and values x W^V of ``x`` (batch, time, d_model), each (batch, heads, time, d_k)."""
         d = self.d_model
         kv = F.linear(x, self.in_proj.weight[d:], self.in_proj.bias[d:])  # (batch, time, 2 d)
         k, v = kv.chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        qkv = prepack.linear(self, "qkv", x, self.in_proj.weight, self.in_proj.bias)
-        q, k, v = qkv.chunk(3, dim=-1)  # each (batch, time, d_model)
-        return self._split(q), self._split(k), self._split(v)
+    def heads_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                        need_attention: bool) -> tuple[Tensor, Tensor | None]:
+        """Eq. 1 on every head at once: q (batch, heads, q, d_k) -> (batch, heads, q, d_k).
+
+        With ``need_attention`` the written-out :func:`scaled_dot_product_attention` (which
+        returns the probabilities); otherwise PyTorch's fused kernel of the same function.
+        """
+        if need_attention:
+            return scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        p = self.dropout.p if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
 
     def attend(
         self,
@@ -107,30 +108,22 @@ class MultiHeadAttention(nn.Module):
         v: Tensor,
         mask: Tensor | None = None,
         causal: bool = False,
-        need_weights: bool = False,
+        need_attention: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention over projected heads, then W^O. q: (batch, heads, q, d_k).
 
         ``mask``: bool, broadcastable to (batch, heads, q, k). ``causal``: mask future keys
         (used instead of a materialised subsequent mask). Returns (batch, q, d_model) and,
-        if ``need_weights``, the probabilities (batch, heads, q, k).
+        if ``need_attention``, the probabilities (batch, heads, q, k).
         """
         if causal:
             tq, tk = q.size(-2), k.size(-2)
             future = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
             mask = future if mask is None else mask & future
-        if need_weights or (q.device.type == "cpu" and q.requires_grad):  # see the module doc
-            drop = self.dropout if self.training and self.dropout_p > 0 else None
-            x, probs = scaled_dot_product_attention(q, k, v, mask, drop)
-            probs = probs if need_weights else None
-        else:
-            x = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0
-            )
-            probs = None
+        x, probs = self.heads_attention(q, k, v, mask, need_attention)
         b, _, t, _ = x.shape
-        x = x.transpose(1, 2).reshape(b, t, self.d_model)  # (batch, time, heads * d_k)
-        return prepack.linear(self, "out", x, self.out_proj.weight, self.out_proj.bias), probs
+        x = x.transpose(1, 2).reshape(b, t, self.d_model)  # Concat(head_1..head_h): (batch, time, d_model)
+        return self.out_proj(x), probs
 
     def forward(
         self,
@@ -138,7 +131,7 @@ class MultiHeadAttention(nn.Module):
         key: Tensor,
         value: Tensor,
         mask: Tensor | None = None,
-        need_weights: bool = False,
+        need_attention: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Full (non-incremental) attention. mask: (batch, 1 | q, k) bool."""
         if query is key and key is value:
@@ -150,7 +143,7 @@ class MultiHeadAttention(nn.Module):
             v = self._split(F.linear(value, self.in_proj.weight[2 * d:], self.in_proj.bias[2 * d:]))
         if mask is not None:
             mask = mask.unsqueeze(1)  # same mask for every head: (batch, 1, q | 1, k)
-        return self.attend(q, k, v, mask, need_weights=need_weights)
+        return self.attend(q, k, v, mask, need_attention=need_attention)
 
 
 # --- Scores of the recurrent model (seed 003; Bahdanau et al. 2015; Luong et al. 2015) ----------

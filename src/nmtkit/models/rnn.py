@@ -36,7 +36,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..config import ModelConfig, dec_layers, enc_layers
 from ..data.vocab import PAD
 from .attention import attention_context, concat_scores, dot_scores, masked_softmax
-from .dropout import Dropout
+from .seq2seq import Seq2Seq, pad_mask
 
 
 class RNNEncoder(nn.Module):
@@ -48,7 +48,7 @@ class RNNEncoder(nn.Module):
         self.dirs = 2 if cfg.bidirectional else 1
         self.hidden = cfg.rnn_hidden // self.dirs  # per direction
         self.embed = nn.Embedding(vocab, cfg.emb_dim)
-        self.dropout = Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
         self.rnn = nn.LSTM(cfg.emb_dim, self.hidden, num_layers=self.layers, batch_first=True,
                            dropout=cfg.dropout if self.layers > 1 else 0.0,
                            bidirectional=cfg.bidirectional)
@@ -139,7 +139,7 @@ class RNNState:
     need_attention: bool = False
 
 
-class RNNSeq2Seq(nn.Module):
+class RNNSeq2Seq(Seq2Seq):
     """Bidirectional LSTM encoder, GRU decoder with attention; the seq2seq interface."""
 
     def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
@@ -151,7 +151,7 @@ class RNNSeq2Seq(nn.Module):
         self.attention = RNNAttention(cfg.attention, h, h, cfg.attention_dim or h,
                                       cfg.attention_temperature)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, e)
-        self.dropout = Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
         self.decoder_rnn = nn.GRU(e + h, h, num_layers=n_dec, batch_first=True,
                                   dropout=cfg.dropout if n_dec > 1 else 0.0)
         # f(y_t, w_t, s_t): one linear to the vocabulary (the seed), or, to share the target
@@ -324,7 +324,7 @@ class RNNSeq2Seq(nn.Module):
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, list[Tensor]]:
         """Source attention for one teacher-forced pass with gold inputs:
         {"decoder_src": [(batch, 1, T, S)]} (one layer, one head)."""
-        src_mask = (src != PAD).unsqueeze(-2)
+        src_mask = pad_mask(src)
         _, attns = self._teacher_forced(src, src_mask, tgt_in, 1.0)
         return {"decoder_src": [torch.stack(attns, dim=1).unsqueeze(1)]}
 

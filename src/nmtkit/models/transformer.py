@@ -18,9 +18,8 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig, dec_layers, enc_layers
 from ..data.vocab import PAD
-from . import prepack
 from .attention import MultiHeadAttention
-from .dropout import Dropout
+from .seq2seq import Seq2Seq, pad_mask
 
 
 class Embeddings(nn.Module):
@@ -55,7 +54,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, dropout: float, max_len: int = 1024):
         super().__init__()
         self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (batch, time, d_model); positions offset..offset+time-1."""
@@ -73,15 +72,11 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = Dropout(dropout)
-
-    def packable(self) -> dict[str, tuple[Tensor, Tensor | None]]:
-        """W1 and W2, packed for decoding (:mod:`nmtkit.models.prepack`)."""
-        return {"w_1": (self.w_1.weight, self.w_1.bias), "w_2": (self.w_2.weight, self.w_2.bias)}
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = F.relu(prepack.linear(self, "w_1", x, self.w_1.weight, self.w_1.bias))
-        return prepack.linear(self, "w_2", self.dropout(h), self.w_2.weight, self.w_2.bias)
+        """x: (batch, time, d_model) -> (batch, time, d_model); dropout on the hidden ReLU."""
+        return self.w_2(self.dropout(F.relu(self.w_1(x))))
 
 
 class SublayerConnection(nn.Module):
@@ -94,7 +89,7 @@ class SublayerConnection(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm: str, eps: float):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -114,12 +109,12 @@ class EncoderLayer(nn.Module):
             SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm, cfg.layer_norm_eps)
             for _ in range(2))
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False):
+    def forward(self, x: Tensor, mask: Tensor, need_attention: bool = False):
         """x: (batch, S, d); mask: (batch, 1, S). Returns x and self-attention (or None)."""
         weights = []
 
         def attn(y: Tensor) -> Tensor:
-            out, w = self.self_attn(y, y, y, mask, need_weights)
+            out, w = self.self_attn(y, y, y, mask, need_attention)
             weights.append(w)
             return out
 
@@ -146,14 +141,14 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor,
         tgt_mask: Tensor | None,
         self_kv: tuple[Tensor, Tensor] | None = None,
-        need_weights: bool = False,
+        need_attention: bool = False,
     ):
         """x: (batch, T, d); src_kv: projected memory keys/values (batch, heads, S, d_k);
         src_mask: (batch, 1, S); tgt_mask: (batch, T, T) or None for causal.
 
         ``self_kv``: cached keys/values of earlier positions for incremental decoding
         (then x holds only the new positions). Returns x, the new self keys/values and
-        the (self, source) attention probabilities (None unless ``need_weights``).
+        the (self, source) attention probabilities (None unless ``need_attention``).
         """
         sa, ca = self.self_attn, self.src_attn
         out: dict = {}
@@ -166,12 +161,12 @@ class DecoderLayer(nn.Module):
             out["kv"] = (k, v)
             mask = None if tgt_mask is None else tgt_mask.unsqueeze(1)
             z, out["self"] = sa.attend(q, k, v, mask, causal=tgt_mask is None and q.size(2) > 1,
-                                       need_weights=need_weights)
+                                       need_attention=need_attention)
             return z
 
         def src_block(y: Tensor) -> Tensor:
             z, out["src"] = ca.attend(ca.project_q(y), *src_kv, src_mask.unsqueeze(1),
-                                      need_weights=need_weights)
+                                      need_attention=need_attention)
             return z
 
         x = self.sublayer[0](x, self_block)
@@ -192,7 +187,7 @@ class TransformerState:
     extras: dict = field(default_factory=dict)
 
 
-class Transformer(nn.Module):
+class Transformer(Seq2Seq):
     """Encoder-decoder Transformer implementing the :mod:`nmtkit.models.seq2seq` interface."""
 
     def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
@@ -249,24 +244,21 @@ class Transformer(nn.Module):
                                  f"({self.src_vocab_size} != {self.tgt_vocab_size})")
             self.src_embed.lut.weight = self.tgt_embed.lut.weight
 
-    def set_train_step(self, step: int) -> None:
-        """Training hook of the seq2seq interface (updates done so far); nothing to schedule."""
-
     # --- the seq2seq interface -------------------------------------------------------------
 
-    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False):
+    def encode(self, src: Tensor, src_mask: Tensor, need_attention: bool = False):
         """src: (batch, S); src_mask: (batch, 1, S) -> memory (batch, S, d).
 
-        With ``need_weights`` returns (memory, [per-layer (batch, heads, S, S)]).
+        With ``need_attention`` returns (memory, [per-layer (batch, heads, S, S)]).
         """
         x = self.position(self.src_embed(src))
         weights = []
         for layer in self.encoder_layers:
-            x, w = layer(x, src_mask, need_weights)
+            x, w = layer(x, src_mask, need_attention)
             weights.append(w)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
-        return (x, weights) if need_weights else x
+        return (x, weights) if need_attention else x
 
     def _src_kv(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
         return [layer.src_attn.project_kv(memory) for layer in self.decoder_layers]
@@ -277,17 +269,17 @@ class Transformer(nn.Module):
         src_mask: Tensor,
         tgt_in: Tensor,
         tgt_mask: Tensor | None = None,
-        need_weights: bool = False,
+        need_attention: bool = False,
     ):
         """Teacher-forced decoder: -> hidden states (batch, T, d) [, per-layer attention]."""
         x = self.position(self.tgt_embed(tgt_in))
         weights = []
         for layer, kv in zip(self.decoder_layers, self._src_kv(memory), strict=True):
-            x, _, w = layer(x, kv, src_mask, tgt_mask, None, need_weights)
+            x, _, w = layer(x, kv, src_mask, tgt_mask, None, need_attention)
             weights.append(w)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        return (x, weights) if need_weights else x
+        return (x, weights) if need_attention else x
 
     def logits(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,
                tgt_mask: Tensor | None = None) -> Tensor:
@@ -313,13 +305,12 @@ class Transformer(nn.Module):
         caches = state.self_kv or [None] * len(self.decoder_layers)
         for layer, src_kv, cache in zip(self.decoder_layers, state.src_kv, caches, strict=True):
             x, kv, (_, src_w) = layer(x, src_kv, state.src_mask, None, cache,
-                                      need_weights=state.need_attention)
+                                      need_attention=state.need_attention)
             new_kv.append(kv)
             attn = src_w
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        g = self.generator
-        log_probs = F.log_softmax(prepack.linear(self, "generator", x[:, 0], g.weight, g.bias), dim=-1)
+        log_probs = F.log_softmax(self.generator(x[:, 0]), dim=-1)  # (batch, V)
         state.self_kv, state.pos = new_kv, state.pos + 1
         if attn is not None:
             attn = attn[:, :, 0].mean(dim=1)  # last layer, averaged over heads: (batch, S)
@@ -347,15 +338,11 @@ class Transformer(nn.Module):
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, list[Tensor]]:
         """All attention probabilities for one teacher-forced pass (for figures and serving):
         {"encoder": [(b, h, S, S)], "decoder_self": [(b, h, T, T)], "decoder_src": [(b, h, T, S)]}."""
-        src_mask = (src != PAD).unsqueeze(-2)
-        memory, enc_w = self.encode(src, src_mask, need_weights=True)
-        _, dec_w = self.decode(memory, src_mask, tgt_in, None, need_weights=True)
+        src_mask = pad_mask(src)
+        memory, enc_w = self.encode(src, src_mask, need_attention=True)
+        _, dec_w = self.decode(memory, src_mask, tgt_in, None, need_attention=True)
         return {"encoder": enc_w, "decoder_self": [w[0] for w in dec_w],
                 "decoder_src": [w[1] for w in dec_w]}
-
-    def packable(self) -> dict[str, tuple[Tensor, Tensor | None]]:
-        """The output projection, the largest product of a decoding step (:mod:`.prepack`)."""
-        return {"generator": (self.generator.weight, self.generator.bias)}
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .. import fast
 from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
 from ..config import Config
 from ..data.batching import ParallelIds
@@ -46,7 +47,6 @@ from ..data.prepare import (
     vocab_state,
 )
 from ..evaluate import perplexity, score
-from ..heap import retain_freed_memory
 from ..io import atomic_write_text
 from ..models import build_model
 from . import distributed
@@ -100,8 +100,6 @@ class Trainer:
             torch.set_num_threads(t.threads)
         self.rank, self.world, local_rank = distributed.world_info()
         self.device = pick_device(t.device)
-        if t.retain_freed_memory:
-            retain_freed_memory()
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", local_rank)
         if self.world > 1:
@@ -144,6 +142,8 @@ class Trainer:
                 old.unlink(missing_ok=True)
         self.model = build_model(cfg.model, len(self.vocabs.src_vocab),
                                  len(self.vocabs.tgt_vocab)).to(self.device)
+        if t.fast:  # speed-ups from outside the readable model (nmtkit.fast), same numbers
+            fast.for_training(self.model, retain_memory=t.retain_freed_memory)
         # The training forward, compiled on request; checkpoints and decoding use self.model.
         self._compiled_logits = torch.compile(self.model.logits, dynamic=True) if t.compile else None
         self.optimizer = build_optimizer(self.model.parameters(), t)
@@ -287,7 +287,10 @@ class Trainer:
         out = {"valid_loss": loss_sum / max(n_tok, 1), "valid_ppl": perplexity(nll_sum, n_tok)}
         if t.valid_bleu:
             n = t.valid_max_sents or len(self.valid_text.src)
-            hyps = self.bundle().translator().translate_lines(self.valid_text.src[:n], beam=1)
+            # Packed weights for the decoding only (nmtkit.fast), unpacked before training goes on.
+            with fast.inference(model, enabled=self.cfg.decode.fast):
+                translator = self.bundle().translator(fast=False)
+                hyps = translator.translate_lines(self.valid_text.src[:n], beam=1)
             out["valid_bleu"] = score(hyps, self.valid_text.tgt[:n])["bleu"]
         model.train(was_training)
         return out

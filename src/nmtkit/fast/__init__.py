@@ -1,0 +1,103 @@
+"""Speed, applied to a built model from outside and switchable off.
+
+:mod:`nmtkit.models` is the paper in code. This package makes the same model faster
+without changing what it computes, by swapping some of its modules for subclasses that
+override one method (:mod:`nmtkit.fast.swap`) and by one process setting:
+
+=====================  ==========================================  =====================
+for                    what                                        module
+=====================  ==========================================  =====================
+training (CPU)         dropout masks four per random draw          :mod:`.dropout`
+training (CPU)         written-out attention instead of the fused  :mod:`.attention`
+training (CPU, glibc)  freed memory kept for the next step         :mod:`.allocator`
+decoding (CPU)         weights packed once in oneDNN's layout      :mod:`.packing`
+=====================  ==========================================  =====================
+
+The trainer calls :func:`for_training` when ``train.fast`` is on (the default), the
+translator :func:`for_inference` when ``decode.fast`` is on; ``--no-fast`` turns both
+off on the command line. With it off nothing here runs, and the numbers agree within
+float tolerance (``tests/test_fast.py``; dropout masks are random either way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from torch import nn
+
+from ..models.attention import MultiHeadAttention
+from .allocator import retain_freed_memory
+from .attention import CpuTrainingAttention
+from .dropout import FastDropout
+from .packing import pack_for_inference, unpack
+from .swap import is_swapped, restore_class, swap_class
+
+log = logging.getLogger(__name__)
+
+__all__ = ["for_training", "for_inference", "inference", "plain", "is_fast"]
+
+
+def _on_cpu(module: nn.Module) -> bool:
+    p = next(module.parameters(), None)
+    return p is None or p.device.type == "cpu"
+
+
+def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
+    """Install the training speed-ups that fit where ``model`` lives; returns their names.
+
+    On a CPU: :class:`~.dropout.FastDropout` for every ``nn.Dropout``,
+    :class:`~.attention.CpuTrainingAttention` for every multi-head attention, and (with
+    ``retain_memory``) the process-wide allocator setting of :mod:`.allocator`. On other
+    devices PyTorch's own kernels are already the fast ones: nothing is installed.
+    """
+    if not _on_cpu(model):
+        return []
+    applied = set()
+    for module in model.modules():
+        if type(module) is nn.Dropout:
+            swap_class(module, FastDropout)
+            applied.add("dropout")
+        elif type(module) is MultiHeadAttention:
+            swap_class(module, CpuTrainingAttention)
+            applied.add("attention")
+    if retain_memory and retain_freed_memory():
+        applied.add("allocator")
+    names = sorted(applied)
+    log.debug("nmtkit.fast for training: %s", ", ".join(names) or "nothing")
+    return names
+
+
+def for_inference(model: nn.Module) -> int:
+    """Pack ``model``'s weights for CPU decoding (:func:`.packing.pack_for_inference`);
+    returns how many were packed (0 on other devices or without oneDNN)."""
+    return pack_for_inference(model)
+
+
+@contextlib.contextmanager
+def inference(model: nn.Module, enabled: bool = True) -> Iterator[nn.Module]:
+    """Decode with packed weights inside the block, then give the model back as it was
+    (for decoding in the middle of training: the validation's translations)."""
+    if enabled:
+        for_inference(model)
+    try:
+        yield model
+    finally:
+        if enabled:
+            unpack(model)
+
+
+def plain(model: nn.Module) -> nn.Module:
+    """Take every speed-up off ``model``: the classes of :mod:`nmtkit.models` again.
+    (The allocator setting is process-wide and stays.)"""
+    unpack(model)
+    for module in model.modules():
+        while restore_class(module):
+            pass
+    return model
+
+
+def is_fast(model: nn.Module) -> bool:
+    """Whether any module of ``model`` runs a fast variant."""
+    return any(is_swapped(m) for m in model.modules())

@@ -1,0 +1,30 @@
+"""Multi-head attention for training on a CPU: the written-out kernel instead of the fused one.
+
+:class:`~nmtkit.models.attention.MultiHeadAttention` calls PyTorch's fused
+``F.scaled_dot_product_attention`` unless the probabilities are asked for. On a CPU the
+fused kernel (flash attention, blocked for long sequences) is slower forward and backward
+than the three plain operations (matmul, softmax, matmul) for sentence-length inputs,
+while at inference it is as fast or faster. :class:`CpuTrainingAttention` therefore takes
+the written-out :func:`~nmtkit.models.attention.scaled_dot_product_attention` while
+gradients are recorded on a CPU, and the readable model's choice otherwise. Both compute
+Eq. 1; only the dropout masks (random) are drawn differently.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..models.attention import MultiHeadAttention, scaled_dot_product_attention
+
+
+class CpuTrainingAttention(MultiHeadAttention):
+    """:class:`MultiHeadAttention` with the written-out kernel for CPU training steps."""
+
+    def heads_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                        need_attention: bool) -> tuple[Tensor, Tensor | None]:
+        if q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad:
+            drop = self.dropout if self.training and self.dropout.p > 0 else None
+            x, probs = scaled_dot_product_attention(q, k, v, mask, drop)
+            return x, probs if need_attention else None
+        return super().heads_attention(q, k, v, mask, need_attention)

@@ -1,0 +1,54 @@
+"""The one place nmtkit calls oneDNN's private PyTorch operators, each with a fallback.
+
+PyTorch has no public way to keep a weight in the GEMM library's blocked layout between
+calls; its CPU "freezing" pass of ``torch.compile`` uses two operators registered under
+``torch.ops.mkldnn`` for that, and so does :mod:`nmtkit.fast.packing`:
+
+- ``_reorder_linear_weight(weight, rows)``: the weight, reordered once for products of
+  about ``rows`` rows;
+- ``_linear_pointwise(x, packed, bias, "none", [], "")``: ``x @ weight.T + bias`` with the
+  reordered weight.
+
+They are private and may change or vanish in a PyTorch release: :func:`available` says
+whether they are there (and oneDNN is enabled), :func:`reorder` returns ``None`` when the
+build refuses a weight, and callers then use ``F.linear``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+
+def _ops():
+    return getattr(torch.ops, "mkldnn", None)
+
+
+def available() -> bool:
+    """oneDNN is built in, not switched off (``torch.backends.mkldnn.flags``), and offers the
+    reorder and the packed product."""
+    ops = _ops()
+    return (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+            and ops is not None and hasattr(ops, "_reorder_linear_weight")
+            and hasattr(ops, "_linear_pointwise"))
+
+
+def reorder(weight: Tensor, rows: int) -> Tensor | None:
+    """``weight`` (out, in) in oneDNN's layout for products of ~``rows`` rows, or ``None``
+    where this build cannot (then multiply with ``F.linear``)."""
+    if not available():
+        return None
+    try:
+        return _ops()._reorder_linear_weight(weight.detach().contiguous(), rows)
+    except RuntimeError as e:  # an unsupported build, dtype or shape
+        log.debug("oneDNN cannot reorder a %s weight: %s", tuple(weight.shape), e)
+        return None
+
+
+def packed_linear(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
+    """``x`` (rows, in) times a weight reordered by :func:`reorder`, plus ``bias`` -> (rows, out)."""
+    return _ops()._linear_pointwise(x, packed, bias, "none", [], "")
