@@ -14,7 +14,7 @@ import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,6 +24,10 @@ from .data.tokenizers import Tokenizer
 from .data.vocab import Vocab
 from .io import atomic_save
 from .models import build_model
+from .models.seq2seq import Seq2Seq
+
+if TYPE_CHECKING:
+    from .decode.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -109,21 +113,21 @@ class Bundle:
     """Everything needed to translate: config, model, tokenizers and vocabularies."""
 
     cfg: Config
-    model: torch.nn.Module
+    model: Seq2Seq
     src_tok: Tokenizer
     tgt_tok: Tokenizer
     src_vocab: Vocab
     tgt_vocab: Vocab
     path: Path | None = None
 
-    def translator(self, **decode_overrides):
+    def translator(self, **decode_overrides: Any) -> Translator:
         """Shorthand for :meth:`nmtkit.decode.translator.Translator.from_bundle`."""
         from .decode.translator import Translator
 
         return Translator.from_bundle(self, **decode_overrides)
 
 
-def bundle_from_checkpoint(ckpt: dict, path: str | Path | None = None,
+def bundle_from_checkpoint(ckpt: dict[str, Any], path: str | Path | None = None,
                            device: str | torch.device = "cpu") -> Bundle:
     """Rebuild the model from the stored config, then load its weights."""
     where = str(path) if path is not None else "<checkpoint>"
@@ -149,7 +153,8 @@ def bundle_from_checkpoint(ckpt: dict, path: str | Path | None = None,
                   Path(path) if path is not None else None)
 
 
-def _check_bounds(where: str, cfg: Config, state: dict, src_vocab: int, tgt_vocab: int) -> None:
+def _check_bounds(where: str, cfg: Config, state: dict[str, torch.Tensor], src_vocab: int,
+                  tgt_vocab: int) -> None:
     """Refuse a stored config that asks for more than the file holds, before allocating it:
     the model is built on the ``meta`` device (shapes only) and compared with the weights."""
     if cfg.model.max_positions > MAX_POSITIONS:

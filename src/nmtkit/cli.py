@@ -9,7 +9,9 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 
@@ -60,7 +62,7 @@ def cmd_train(a: argparse.Namespace) -> int:
     return 0
 
 
-def _curves_callback():
+def _curves_callback() -> Callable[[str | Path], None] | None:
     """``curves.png`` redrawn after each validation when matplotlib is installed, else None."""
     try:
         from .viz.curves import redraw_curves
@@ -93,7 +95,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
 
-def _decode_overrides(a: argparse.Namespace) -> dict:
+def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
     """The decoding options translate/evaluate flags give (``None``: the checkpoint's); they
     are resolved, as the server's, by :func:`nmtkit.decode.translator.decode_options`."""
     return {"beam": a.beam, "n_best": getattr(a, "n_best", None), "batch_size": a.batch_size,
@@ -363,14 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.verbose)
     from .checkpoint import CheckpointError
     from .config import ConfigError
-    from .data.corpora import CorpusError
+    from .data.fetch import CorpusError
     from .train.loop import TrainingError
 
     if getattr(args, "beam", None) is not None and args.beam < 1:
         print(f"nmtkit: error: --beam must be >= 1, got {args.beam}", file=sys.stderr)
         return 2
     try:
-        return args.func(args)
+        rc: int = args.func(args)
+        return rc
     except (ConfigError, CorpusError, CheckpointError, TrainingError, FileNotFoundError,
             ValueError, OutputError) as e:
         print(f"nmtkit: error: {e}", file=sys.stderr)

@@ -19,7 +19,7 @@ import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -324,7 +324,7 @@ class Config:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "<dict>") -> Config:
-        cfg = _build(cls, raw, source, "")
+        cfg: Config = _build(cls, raw, source, "")
         validate(cfg, source)
         return cfg
 
@@ -381,7 +381,7 @@ def _build(cls: type, raw: Any, source: str, prefix: str) -> Any:
     for name, value in raw.items():
         tp = hints[name]
         if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, value, source, f"{prefix}{name}.")
+            kwargs[name] = _build(cast(type, tp), value, source, f"{prefix}{name}.")
         else:
             kwargs[name] = _coerce(value, tp, prefix + name, source)
     return cls(**kwargs)

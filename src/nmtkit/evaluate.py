@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-import sacrebleu
+from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.metrics.chrf import CHRF
 
 
-def score(hypotheses: list[str], references: list[str]) -> dict:
+def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
     """BLEU and chrF of detokenized hypotheses against one reference each.
 
     Returns {"bleu", "chrf", "signature": {"bleu", "chrf"}, "n"}.
     """
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses vs {len(references)} references")
-    bleu = sacrebleu.metrics.BLEU()
-    chrf = sacrebleu.metrics.CHRF()
+    bleu = BLEU()
+    chrf = CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
     return {

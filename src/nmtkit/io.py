@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 
 def _is_special(path: Path) -> bool:
@@ -43,7 +43,7 @@ def _new_file_mode(existing: Path) -> int:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO]:
+def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on success fsync and rename it over ``path``.
 
     On any exception the temporary file is removed and ``path`` is untouched. The rename
@@ -92,7 +92,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         f.write(text)
 
 
-def atomic_save(path: str | Path, writer: Callable[[IO], None]) -> None:
+def atomic_save(path: str | Path, writer: Callable[[IO[Any]], None]) -> None:
     """Call ``writer(fileobj)`` on a temporary file, then rename it into place (or write
     straight through to a device or FIFO, as ``atomic_open`` does)."""
     with atomic_open(path, "wb") as f:

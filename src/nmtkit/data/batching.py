@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch import Tensor
 
 from ..models.seq2seq import pad_mask
@@ -82,7 +83,7 @@ class Batch:
     def src_mask(self) -> Tensor:
         return pad_mask(self.src)  # (batch, 1, S)
 
-    def to(self, device) -> Batch:
+    def to(self, device: torch.device) -> Batch:
         """Move to ``device``; to CUDA through pinned memory, so the copy does not block."""
         if device.type != "cuda":
             return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
@@ -140,7 +141,8 @@ class ParallelIds:
         data._set(src_tokens, src_offsets, tgt_tokens, tgt_offsets)
         return data
 
-    def _set(self, src_tokens, src_offsets, tgt_tokens, tgt_offsets) -> None:
+    def _set(self, src_tokens: np.ndarray, src_offsets: ArrayLike, tgt_tokens: np.ndarray,
+             tgt_offsets: ArrayLike) -> None:
         self.src_tokens, self.src_offsets = src_tokens, np.asarray(src_offsets, dtype=np.int64)
         self.tgt_tokens, self.tgt_offsets = tgt_tokens, np.asarray(tgt_offsets, dtype=np.int64)
         self.src_lens = np.diff(self.src_offsets)

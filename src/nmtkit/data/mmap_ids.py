@@ -28,8 +28,10 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,8 +39,8 @@ import torch
 from ..config import DataConfig
 from ..io import atomic_dir, atomic_save, atomic_write_text, file_lock
 from .batching import ParallelIds
-from .corpora import CorpusError, iter_parallel, split_files
-from .fetch import cache_dir
+from .corpora import iter_parallel, split_files
+from .fetch import CorpusError, cache_dir
 from .prepare import Vocabularies, build_vocabularies, encode_pairs, vocab_from_state, vocab_state
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ def _digest(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
 
-def training_inputs(cfg: DataConfig) -> list[list]:
+def training_inputs(cfg: DataConfig) -> list[list[Any]]:
     """Path, size and modification time of the files the training split is read from."""
     files = split_files(cfg, cfg.train)
     paths = [] if cfg.corpus == "copy" else [Path(cfg.train)] if files is None else files[:2]
@@ -97,7 +99,8 @@ def token_dtype(vocab_size: int) -> np.dtype:
 # Writing and opening one store
 
 
-def write_ids(directory: str | Path, pairs, src_vocab_size: int, tgt_vocab_size: int) -> int:
+def write_ids(directory: str | Path, pairs: Iterable[tuple[np.ndarray, np.ndarray]],
+              src_vocab_size: int, tgt_vocab_size: int) -> int:
     """Write every (source ids, target ids) pair into the four arrays of a new store.
 
     The store is built by :func:`nmtkit.io.atomic_dir` (a temporary sibling renamed to
@@ -120,7 +123,8 @@ def write_ids(directory: str | Path, pairs, src_vocab_size: int, tgt_vocab_size:
     return n
 
 
-def _write_arrays(tmp: Path, pairs, src_vocab_size: int, tgt_vocab_size: int, where: Path) -> int:
+def _write_arrays(tmp: Path, pairs: Iterable[tuple[np.ndarray, np.ndarray]], src_vocab_size: int,
+                  tgt_vocab_size: int, where: Path) -> int:
     """The arrays and ``meta.json`` of a store, into the empty directory ``tmp``."""
     dtypes = {"src.tokens": token_dtype(src_vocab_size), "tgt.tokens": token_dtype(tgt_vocab_size),
               "src.offsets": np.dtype("<i8"), "tgt.offsets": np.dtype("<i8")}
@@ -208,7 +212,7 @@ def prepare_training_ids(cfg: DataConfig,
     """
     root = training_ids_dir(cfg)
 
-    def pairs():
+    def pairs() -> Iterator[tuple[str, str]]:
         return iter_parallel(cfg, cfg.train)
 
     # Processes preparing the same store (the ranks of a torchrun job, runs of a sweep)
@@ -222,7 +226,7 @@ def prepare_training_ids(cfg: DataConfig,
         return _prepare_locked(cfg, root, pairs, vocabs)
 
 
-def _prepare_locked(cfg: DataConfig, root: Path, pairs,
+def _prepare_locked(cfg: DataConfig, root: Path, pairs: Callable[[], Iterator[tuple[str, str]]],
                     vocabs: Vocabularies | None) -> tuple[Vocabularies, ParallelIds]:
     if vocabs is None:
         vocab_file = root / "vocab.pt"

@@ -6,6 +6,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -27,12 +28,12 @@ class Vocabularies:
     tgt_vocab: Vocab
 
 
-def vocab_state(v: Vocabularies) -> dict:
+def vocab_state(v: Vocabularies) -> dict[str, Any]:
     return {"tokenizers": {"src": v.src_tok.state(), "tgt": v.tgt_tok.state()},
             "vocab": {"src": v.src_vocab.to_dict(), "tgt": v.tgt_vocab.to_dict()}}
 
 
-def vocab_from_state(state: dict) -> Vocabularies:
+def vocab_from_state(state: dict[str, Any]) -> Vocabularies:
     """Inverse of :func:`vocab_state` (a checkpoint's ``tokenizers``/``vocab`` entries)."""
     return Vocabularies(tokenizer_from_state(state["tokenizers"]["src"]),
                         tokenizer_from_state(state["tokenizers"]["tgt"]),

@@ -72,6 +72,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nmtkit.data.archives import (
     Cleaner,
@@ -341,7 +342,7 @@ def _stat(path: Path) -> dict[str, object]:
     return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _outputs_intact(corpus: str, manifest: dict) -> bool:
+def _outputs_intact(corpus: str, manifest: dict[str, Any]) -> bool:
     directory = prepared_text_dir(corpus)
     try:
         return all((directory / f).stat().st_size == size
@@ -350,7 +351,7 @@ def _outputs_intact(corpus: str, manifest: dict) -> bool:
         return False
 
 
-def _read_manifest(corpus: str, group: SplitGroup, name: str) -> dict | None:
+def _read_manifest(corpus: str, group: SplitGroup, name: str) -> dict[str, Any] | None:
     """The manifest of a complete build by this recipe version, else None."""
     try:
         manifest = json.loads(_manifest_path(corpus, name).read_text(encoding="utf-8"))
@@ -363,7 +364,7 @@ def _read_manifest(corpus: str, group: SplitGroup, name: str) -> dict | None:
     return manifest
 
 
-def _unchanged_on_disk(corpus: str, manifest: dict) -> bool:
+def _unchanged_on_disk(corpus: str, manifest: dict[str, Any]) -> bool:
     """True when every archive the build came from lies where it lay, with the same size and
     modification time (or has since been removed: the prepared files stay valid)."""
     for name, rec in manifest["archives"].items():

@@ -39,7 +39,7 @@ class Tokenizer(Protocol):
         """Token strings -> detokenized text."""
         ...
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """Plain data (str/int/float/bool/bytes/list/dict) for :func:`tokenizer_from_state`."""
         ...
 
@@ -130,10 +130,12 @@ class SentencePieceTokenizer:
     def encode(self, text: str) -> list[str]:
         if self.lowercase:
             text = text.lower()
-        return self.sp.EncodeAsPieces(text)
+        pieces: list[str] = self.sp.EncodeAsPieces(text)
+        return pieces
 
     def decode(self, tokens: list[str]) -> str:
-        return self.sp.DecodePieces(list(tokens))
+        text: str = self.sp.DecodePieces(list(tokens))
+        return text
 
     def state(self) -> dict[str, Any]:
         return {"kind": self.kind, "model_proto": self.model_proto, "lowercase": self.lowercase}
@@ -295,7 +297,7 @@ class WhitespaceTokenizer:
 # Factories
 
 
-def tokenizer_from_state(state: dict) -> Tokenizer:
+def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
     """Rebuild a tokenizer from its :meth:`Tokenizer.state`."""
     if not isinstance(state, dict) or "kind" not in state:
         raise ValueError(

@@ -28,6 +28,7 @@ from torch import Tensor
 from ..data.vocab import BOS, BOS_TOKEN, EOS_TOKEN
 
 if TYPE_CHECKING:
+    from ..models.seq2seq import Seq2Seq
     from .translator import Translation, Translator
 
 KINDS = ("encoder", "decoder_self", "decoder_src")
@@ -63,7 +64,7 @@ def _layers_heads(layers: Sequence[Tensor]) -> Tensor:
 
 
 @torch.no_grad()
-def teacher_forced_maps(model, src_ids: Sequence[int], tgt_in_ids: Sequence[int],
+def teacher_forced_maps(model: Seq2Seq, src_ids: Sequence[int], tgt_in_ids: Sequence[int],
                         reverse_source: bool = False) -> dict[str, Tensor]:
     """Attention of one sentence pair: kind -> (layers, heads, queries, keys), float32, CPU.
 
@@ -82,7 +83,7 @@ def teacher_forced_maps(model, src_ids: Sequence[int], tgt_in_ids: Sequence[int]
     finally:
         model.train(was_training)
     n_src = src.size(1) - 1  # subwords before </s>
-    maps = {}
+    maps: dict[str, Tensor] = {}
     for kind in [k for k in KINDS if k in raw] + [k for k in raw if k not in KINDS]:
         if not raw[kind]:
             continue
@@ -112,9 +113,9 @@ class SentenceAttention:
                 "target_in": [BOS_TOKEN, *t.tokens]}
 
 
-def sentence_attention(translator: Translator, text: str, *, model=None, beam: int | None = None,
-                       max_length: int | None = None, need_attention: bool = False,
-                       max_src_tokens: int | None = None) -> SentenceAttention:
+def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | None = None,
+                       beam: int | None = None, max_length: int | None = None,
+                       need_attention: bool = False, max_src_tokens: int | None = None) -> SentenceAttention:
     """Translate ``text`` with ``translator``, then teacher-force ``<s>`` + the translation
     through ``model.attention_maps`` (``model``: the translator's unless given).
 

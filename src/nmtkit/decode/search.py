@@ -16,12 +16,16 @@ and hypotheses are ranked by the GNMT length-normalised score
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
 from ..data.vocab import BOS, EOS, PAD
+
+if TYPE_CHECKING:
+    from ..models.seq2seq import Seq2Seq
 
 NEVER = (PAD, BOS)  # ids a hypothesis may never produce
 
@@ -51,7 +55,7 @@ def length_penalty(length: Tensor, length_penalty: float) -> Tensor:
     return ((5.0 + length.float()) / 6.0) ** length_penalty
 
 
-def search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
+def search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
            need_attention: bool = False, max_length: int | None = None) -> list[list[Hypothesis]]:
     """The ``cfg.n_best`` best hypotheses of each sentence: greedy search when ``cfg.beam``
     and ``cfg.n_best`` are 1 (the same result as a beam of one, faster), else beam search."""
@@ -63,7 +67,7 @@ def search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
 
 
 @torch.no_grad()
-def greedy_search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
+def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                   need_attention: bool = False, max_length: int | None = None) -> list[Hypothesis]:
     """Most probable next token at every step, for a whole batch at once; a sentence that
     has ended leaves the batch, so later steps compute only the sentences still going.
@@ -113,7 +117,7 @@ def greedy_search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
+def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                 need_attention: bool = False,
                 max_length: int | None = None) -> list[list[Hypothesis]]:
     """Batched beam search of width ``cfg.beam``; returns the ``cfg.n_best`` hypotheses of

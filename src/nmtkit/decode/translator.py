@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,6 +24,12 @@ from ..data.vocab import EOS
 from ..models.seq2seq import pad_mask
 from .attention import reading_order
 from .search import Hypothesis, search
+
+if TYPE_CHECKING:
+    from ..checkpoint import Bundle
+    from ..data.tokenizers import Tokenizer
+    from ..data.vocab import Vocab
+    from ..models.seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +44,7 @@ class Translation:
 
 
 def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
-                   **overrides) -> DecodeConfig:
+                   **overrides: Any) -> DecodeConfig:
     """``cfg`` with the given options replaced; ``None`` means "not given, keep the default".
 
     The one way the command line, the server and the Python API turn optional arguments
@@ -77,8 +84,8 @@ class TextTranslator:
     the rest in length order and returns them in input order, and detokenizes.
     """
 
-    def __init__(self, src_tok, tgt_tok, decode: DecodeConfig, reverse_source: bool = False,
-                 max_positions: int | None = None):
+    def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig,
+                 reverse_source: bool = False, max_positions: int | None = None) -> None:
         self.src_tok, self.tgt_tok = src_tok, tgt_tok
         self.decode_cfg = decode
         self.reverse_source = reverse_source
@@ -96,7 +103,7 @@ class TextTranslator:
         return toks, (toks[::-1] if self.reverse_source else list(toks))
 
     def call_options(self, max_length: int | None = None,
-                     **overrides) -> tuple[DecodeConfig, int | None]:
+                     **overrides: Any) -> tuple[DecodeConfig, int | None]:
         """(this call's :class:`DecodeConfig`, its ``max_length``): ``overrides`` as in
         :func:`decode_options`; ``max_length`` (output tokens, EOS not counted; at least 1)
         is lowered to what the position table allows."""
@@ -137,7 +144,8 @@ class TextTranslator:
         return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention)
 
     def translate(self, lines: Iterable[str], beam: int | None = None,
-                  batch_size: int | None = None, **options) -> list[list[Translation]]:
+                  batch_size: int | None = None, *, n_best: int | None = None,
+                  max_length: int | None = None) -> list[list[Translation]]:
         raise NotImplementedError
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
@@ -150,7 +158,7 @@ class Translator(TextTranslator):
     """Wraps a model with its tokenizers and vocabularies (everything a checkpoint holds)."""
 
     @classmethod
-    def from_bundle(cls, bundle, **decode_overrides) -> Translator:
+    def from_bundle(cls, bundle: Bundle, **decode_overrides: Any) -> Translator:
         """A translator for a loaded checkpoint (:func:`nmtkit.checkpoint.load_bundle`) with
         the stored decoding options, ``decode_overrides`` replacing some (see
         :func:`decode_options`)."""
@@ -159,8 +167,9 @@ class Translator(TextTranslator):
                    bundle.tgt_vocab, decode_options(cfg.decode, **decode_overrides),
                    cfg.data.reverse_source, cfg.model.max_positions)
 
-    def __init__(self, model, src_tok, tgt_tok, src_vocab, tgt_vocab, decode: DecodeConfig,
-                 reverse_source: bool = False, max_positions: int | None = None):
+    def __init__(self, model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, src_vocab: Vocab,
+                 tgt_vocab: Vocab, decode: DecodeConfig, reverse_source: bool = False,
+                 max_positions: int | None = None) -> None:
         super().__init__(src_tok, tgt_tok, decode, reverse_source, max_positions)
         self.model = model.eval()
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab

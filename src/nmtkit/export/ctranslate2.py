@@ -41,7 +41,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ctranslate2
 from ctranslate2.converters.converter import Converter
@@ -57,6 +57,12 @@ from ..decode.translator import TextTranslator, Translation
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text
 from . import ExportError
 
+if TYPE_CHECKING:
+    import torch
+
+    from ..models.attention import MultiHeadAttention
+    from ..models.transformer import DecoderLayer, EncoderLayer, PositionwiseFeedForward, Transformer
+
 log = logging.getLogger(__name__)
 
 META_FILE = "nmtkit.json"
@@ -70,28 +76,29 @@ QUANTIZATIONS = ACCEPTED_MODEL_TYPES
 # --- weights -> spec ----------------------------------------------------------------------------
 
 
-def _np(t) -> Any:
+def _np(t: torch.Tensor) -> Any:
     return t.detach().to("cpu").float().numpy().copy()
 
 
-def _set_linear(spec: common_spec.LinearSpec, weight, bias=None) -> None:
+def _set_linear(spec: common_spec.LinearSpec, weight: torch.Tensor,
+                bias: torch.Tensor | None = None) -> None:
     spec.weight = _np(weight)
     if bias is not None:
         spec.bias = _np(bias)
 
 
-def _set_layer_norm(spec: common_spec.LayerNormSpec, norm) -> None:
+def _set_layer_norm(spec: common_spec.LayerNormSpec, norm: Any) -> None:
     spec.gamma = _np(norm.weight)
     spec.beta = _np(norm.bias)
 
 
-def _set_self_attention(spec, mha, norm) -> None:
+def _set_self_attention(spec: Any, mha: MultiHeadAttention, norm: Any) -> None:
     _set_linear(spec.linear[0], mha.in_proj.weight, mha.in_proj.bias)  # (3d, d): Q, K, V
     _set_linear(spec.linear[1], mha.out_proj.weight, mha.out_proj.bias)
     _set_layer_norm(spec.layer_norm, norm)
 
 
-def _set_source_attention(spec, mha, norm) -> None:
+def _set_source_attention(spec: Any, mha: MultiHeadAttention, norm: Any) -> None:
     d = mha.d_model
     _set_linear(spec.linear[0], mha.in_proj.weight[:d], mha.in_proj.bias[:d])  # Q
     _set_linear(spec.linear[1], mha.in_proj.weight[d:], mha.in_proj.bias[d:])  # K, V: (2d, d)
@@ -99,7 +106,7 @@ def _set_source_attention(spec, mha, norm) -> None:
     _set_layer_norm(spec.layer_norm, norm)
 
 
-def _set_ffn(spec, ffn, norm) -> None:
+def _set_ffn(spec: Any, ffn: PositionwiseFeedForward, norm: Any) -> None:
     _set_linear(spec.linear_0, ffn.w_1.weight, ffn.w_1.bias)
     _set_linear(spec.linear_1, ffn.w_2.weight, ffn.w_2.bias)
     _set_layer_norm(spec.layer_norm, norm)
@@ -118,7 +125,7 @@ def transformer_spec_from_bundle(bundle: Bundle) -> transformer_spec.Transformer
     """Declare the CTranslate2 model: architecture flags, weights, vocabularies, config."""
     where = str(bundle.path) if bundle.path is not None else "<checkpoint>"
     check_exportable(bundle, where)
-    cfg, model = bundle.cfg.model, bundle.model
+    cfg, model = bundle.cfg.model, cast("Transformer", bundle.model)
     spec = transformer_spec.TransformerSpec.from_config(
         (enc_layers(cfg), dec_layers(cfg)), cfg.heads, pre_norm=cfg.norm == "pre",
         activation=common_spec.Activation.RELU)
@@ -129,13 +136,15 @@ def transformer_spec_from_bundle(bundle: Bundle) -> transformer_spec.Transformer
     table = _np(model.position.pe)  # (max_positions, d): PE(pos, 2i) = sin, PE(pos, 2i+1) = cos
     enc.position_encodings.encodings = table
     dec.position_encodings.encodings = table.copy()
-    for layer_spec, layer in zip(enc.layer, model.encoder_layers, strict=True):
+    for layer_spec, layer in zip(enc.layer, cast("Iterable[EncoderLayer]", model.encoder_layers),
+                                 strict=True):
         _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.sublayer[0].norm)
         _set_ffn(layer_spec.ffn, layer.feed_forward, layer.sublayer[1].norm)
-    for layer_spec, layer in zip(dec.layer, model.decoder_layers, strict=True):
-        _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.sublayer[0].norm)
-        _set_source_attention(layer_spec.attention, layer.src_attn, layer.sublayer[1].norm)
-        _set_ffn(layer_spec.ffn, layer.feed_forward, layer.sublayer[2].norm)
+    for layer_spec, dec_layer in zip(dec.layer, cast("Iterable[DecoderLayer]", model.decoder_layers),
+                                     strict=True):
+        _set_self_attention(layer_spec.self_attention, dec_layer.self_attn, dec_layer.sublayer[0].norm)
+        _set_source_attention(layer_spec.attention, dec_layer.src_attn, dec_layer.sublayer[1].norm)
+        _set_ffn(layer_spec.ffn, dec_layer.feed_forward, dec_layer.sublayer[2].norm)
     if model.encoder_norm is not None:  # pre-norm stacks end with a layer norm
         _set_layer_norm(enc.layer_norm, model.encoder_norm)
         _set_layer_norm(dec.layer_norm, model.decoder_norm)
@@ -151,7 +160,7 @@ def transformer_spec_from_bundle(bundle: Bundle) -> transformer_spec.Transformer
     return spec
 
 
-class NmtkitConverter(Converter):
+class NmtkitConverter(Converter):  # type: ignore[misc]  # ctranslate2 has no type information
     """CTranslate2 converter for an nmtkit checkpoint (a path or a loaded :class:`Bundle`).
 
     ``NmtkitConverter("best.pt").convert("out_dir", quantization="int8")`` writes only
@@ -159,7 +168,7 @@ class NmtkitConverter(Converter):
     and writes atomically.
     """
 
-    def __init__(self, checkpoint: str | Path | Bundle):
+    def __init__(self, checkpoint: str | Path | Bundle) -> None:
         self.checkpoint = checkpoint
 
     def bundle(self) -> Bundle:
@@ -182,10 +191,10 @@ def load_exportable_bundle(path: str | Path) -> Bundle:
 # --- export directory ---------------------------------------------------------------------------
 
 
-def _tokenizer_files(bundle: Bundle) -> tuple[dict[str, dict], dict[str, bytes]]:
+def _tokenizer_files(bundle: Bundle) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
     """JSON-able tokenizer descriptions for nmtkit.json, and the files they refer to."""
     files: dict[str, bytes] = {}
-    described: dict[str, dict] = {}
+    described: dict[str, dict[str, Any]] = {}
     src_state, tgt_state = bundle.src_tok.state(), bundle.tgt_tok.state()
     joint = src_state == tgt_state
     for side, state in (("src", src_state), ("tgt", tgt_state)):
@@ -199,7 +208,7 @@ def _tokenizer_files(bundle: Bundle) -> tuple[dict[str, dict], dict[str, bytes]]
     return described, files
 
 
-def _plain_ct2_snippet(meta: dict) -> list[str]:
+def _plain_ct2_snippet(meta: dict[str, Any]) -> list[str]:
     """Python lines that translate one ``line`` with ctranslate2 (and the tokenizer) alone."""
     src, tgt, dec = meta["tokenizers"]["src"], meta["tokenizers"]["tgt"], meta["decode"]
     code = ["import ctranslate2"]
@@ -231,7 +240,7 @@ def _plain_ct2_snippet(meta: dict) -> list[str]:
     return code
 
 
-def _readme(meta: dict) -> str:
+def _readme(meta: dict[str, Any]) -> str:
     dec = meta["decode"]
     plain = "\n".join("    " + line for line in _plain_ct2_snippet(meta))
     files = ", ".join(meta["files"]) or "(none: the tokenizer needs no model file)"
@@ -331,7 +340,7 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization
 # --- translating with the export ----------------------------------------------------------------
 
 
-def read_meta(model_dir: str | Path) -> dict:
+def read_meta(model_dir: str | Path) -> dict[str, Any]:
     path = Path(model_dir) / META_FILE
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
@@ -347,7 +356,7 @@ def read_meta(model_dir: str | Path) -> dict:
     return meta
 
 
-def _load_tokenizer(desc: dict, model_dir: Path) -> Tokenizer:
+def _load_tokenizer(desc: dict[str, Any], model_dir: Path) -> Tokenizer:
     state = dict(desc)
     name = state.pop("model_file", None)
     if name is not None:
@@ -391,7 +400,7 @@ class CTranslate2Translator(TextTranslator):
     """
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default",
-                 intra_threads: int = 0, inter_threads: int = 1, **translator_kwargs):
+                 intra_threads: int = 0, inter_threads: int = 1, **translator_kwargs: Any) -> None:
         self.model_dir = Path(model_dir)
         meta = read_meta(self.model_dir)
         self.meta = meta

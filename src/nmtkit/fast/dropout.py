@@ -18,6 +18,8 @@ On other devices (CUDA's fused dropout kernel is already fast), in eval mode and
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -40,14 +42,14 @@ class _MaskedScale(torch.autograd.Function):
     """y = x * keep * scale; dy/dx = keep * scale (keep is a saved 0/1 uint8 mask)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, p: float) -> Tensor:  # noqa: D102
+    def forward(ctx: Any, x: Tensor, p: float) -> Tensor:  # noqa: D102
         keep, scale = keep_mask(x.shape, p, x.device)
         ctx.save_for_backward(keep)
         ctx.scale = scale
         return (x * keep).mul_(scale)
 
     @staticmethod
-    def backward(ctx, grad: Tensor):  # noqa: D102
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:  # noqa: D102
         (keep,) = ctx.saved_tensors
         return (grad * keep).mul_(ctx.scale), None
 
@@ -60,7 +62,8 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return torch.zeros_like(x)
     if x.device.type != "cpu" or not x.dtype.is_floating_point:
         return F.dropout(x, p, True)
-    return _MaskedScale.apply(x, p)
+    out: Tensor = _MaskedScale.apply(x, p)  # type: ignore[no-untyped-call]  # Function.apply is unannotated
+    return out
 
 
 class FastDropout(nn.Dropout):

@@ -17,6 +17,7 @@ build refuses a weight, and callers then use ``F.linear``.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -24,7 +25,7 @@ from torch import Tensor
 log = logging.getLogger(__name__)
 
 
-def _ops():
+def _ops() -> Any:
     return getattr(torch.ops, "mkldnn", None)
 
 
@@ -32,9 +33,10 @@ def available() -> bool:
     """oneDNN is built in, not switched off (``torch.backends.mkldnn.flags``), and offers the
     reorder and the packed product."""
     ops = _ops()
-    return (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
-            and ops is not None and hasattr(ops, "_reorder_linear_weight")
-            and hasattr(ops, "_linear_pointwise"))
+    return bool(torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]  # unannotated in torch
+                and torch.backends.mkldnn.enabled
+                and ops is not None and hasattr(ops, "_reorder_linear_weight")
+                and hasattr(ops, "_linear_pointwise"))
 
 
 def reorder(weight: Tensor, rows: int) -> Tensor | None:
@@ -43,7 +45,8 @@ def reorder(weight: Tensor, rows: int) -> Tensor | None:
     if not available():
         return None
     try:
-        return _ops()._reorder_linear_weight(weight.detach().contiguous(), rows)
+        packed: Tensor = _ops()._reorder_linear_weight(weight.detach().contiguous(), rows)
+        return packed
     except RuntimeError as e:  # an unsupported build, dtype or shape
         log.debug("oneDNN cannot reorder a %s weight: %s", tuple(weight.shape), e)
         return None
@@ -51,4 +54,5 @@ def reorder(weight: Tensor, rows: int) -> Tensor | None:
 
 def packed_linear(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
     """``x`` (rows, in) times a weight reordered by :func:`reorder`, plus ``bias`` -> (rows, out)."""
-    return _ops()._linear_pointwise(x, packed, bias, "none", [], "")
+    out: Tensor = _ops()._linear_pointwise(x, packed, bias, "none", [], "")
+    return out

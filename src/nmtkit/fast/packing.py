@@ -21,6 +21,8 @@ that is trained again must be unpacked first (:func:`unpack`, or the context man
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -55,15 +57,15 @@ class PackedProduct:
         self.packed = onednn.reorder(w, hint)
         self.packed_bias = bias.detach()[rows].contiguous() if bias is not None else None
 
-    def _identity(self) -> tuple:
+    def _identity(self) -> tuple[Any, ...]:
         b = self.bias
         return (self.weight.data_ptr(), self.weight._version,
                 (b.data_ptr(), b._version) if b is not None else None)
 
     def usable(self, x: Tensor) -> bool:
-        return (self.packed is not None and x.dtype == torch.float32 and x.device.type == "cpu"
-                and not torch.is_grad_enabled() and torch.backends.mkldnn.enabled
-                and x.numel() // max(x.size(-1), 1) <= MAX_ROWS and self.key == self._identity())
+        return bool(self.packed is not None and x.dtype == torch.float32 and x.device.type == "cpu"
+                    and not torch.is_grad_enabled() and torch.backends.mkldnn.enabled
+                    and x.numel() // max(x.size(-1), 1) <= MAX_ROWS and self.key == self._identity())
 
     def __call__(self, x: Tensor) -> Tensor:
         if not self.usable(x):
@@ -76,6 +78,7 @@ class PackedProduct:
         padded = row_bucket(rows)
         if padded != rows:
             flat = torch.cat([flat, flat.new_zeros(padded - rows, flat.size(1))])  # (padded, in)
+        assert self.packed is not None  # usable(x) checked it
         y = onednn.packed_linear(flat, self.packed, self.packed_bias)  # (padded, out)
         return y[:rows].view(*x.shape[:-1], y.size(-1))
 
@@ -119,15 +122,17 @@ def pack_for_inference(model: nn.Module) -> int:
                 and w.dtype == torch.float32:
             swap_class(module, PackedLinear)
             if not _fresh(module, "_product"):
-                module._product = PackedProduct(module.weight, module.bias)
-                count += module._product.packed is not None
+                product = PackedProduct(module.weight, module.bias)
+                cast(PackedLinear, module)._product = product
+                count += product.packed is not None
         elif isinstance(module, MultiHeadAttention) and module.in_proj.weight.device.type == "cpu" \
                 and module.in_proj.weight.dtype == torch.float32:
             swap_class(module, PackedAttention)
             if not _fresh(module, "_query"):
                 lin = module.in_proj
-                module._query = PackedProduct(lin.weight, lin.bias, slice(0, module.d_model))
-                count += module._query.packed is not None
+                query = PackedProduct(lin.weight, lin.bias, slice(0, module.d_model))
+                cast(PackedAttention, module)._query = query
+                count += query.packed is not None
     return count
 
 

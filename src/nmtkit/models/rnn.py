@@ -104,7 +104,8 @@ class RNNAttention(nn.Module):
     def keys(self, memory: Tensor) -> Tensor:
         """memory H (batch, S, enc) -> keys: W_h H (concat), H W (general) or H (dot)."""
         if self.kind == "concat":
-            return self.w_h(memory)  # (batch, S, attn_dim)
+            keys: Tensor = self.w_h(memory)  # (batch, S, attn_dim)
+            return keys
         if self.kind == "general":
             return memory.matmul(self.weight)  # (batch, S, dec): h^T W
         return memory
@@ -245,7 +246,8 @@ class RNNSeq2Seq(Seq2Seq):
         """f([y; w; s]) -> unnormalised scores over the target vocabulary."""
         if self.pre_output is not None:
             pred_in = self.pre_output(pred_in)
-        return self.generator(pred_in)
+        scores: Tensor = self.generator(pred_in)
+        return scores
 
     def _teacher_forced(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,
                         ratio: float) -> tuple[Tensor, list[Tensor]]:
@@ -257,7 +259,9 @@ class RNNSeq2Seq(Seq2Seq):
         """
         state = self.start(self.encode(src, src_mask), src_mask)
         b, t_len = tgt_in.shape
-        preds, attns, logits = [], [], []
+        preds: list[Tensor] = []
+        attns: list[Tensor] = []
+        logits: list[Tensor] = []
         prev = tgt_in[:, 0]
         for t in range(t_len):
             if t > 0:

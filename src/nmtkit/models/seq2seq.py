@@ -18,11 +18,14 @@ Incremental decoding through ``step`` gives the same log-probabilities as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 
 from ..data.vocab import PAD
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Seq2Seq(nn.Module):
@@ -81,7 +84,7 @@ def pad_mask(ids: Tensor, pad: int = PAD) -> Tensor:
     return (ids != pad).unsqueeze(-2)
 
 
-def subsequent_mask(size: int, device=None) -> Tensor:
+def subsequent_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     """(1, size, size) bool, True on and below the diagonal: position i sees positions <= i."""
     import torch
 

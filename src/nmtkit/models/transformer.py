@@ -10,7 +10,9 @@ the one function from hyperparameters to a model.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +33,8 @@ class Embeddings(nn.Module):
         self.scale = math.sqrt(d_model)
 
     def forward(self, ids: Tensor) -> Tensor:
-        return self.lut(ids) * self.scale
+        emb: Tensor = self.lut(ids)
+        return emb * self.scale
 
 
 def sinusoid_table(max_len: int, d_model: int) -> Tensor:
@@ -51,6 +54,8 @@ def sinusoid_table(max_len: int, d_model: int) -> Tensor:
 class PositionalEncoding(nn.Module):
     """Adds the fixed sinusoidal table, then dropout (Sec. 3.5, 5.4)."""
 
+    pe: Tensor  # (max_len, d_model), a non-persistent buffer
+
     def __init__(self, d_model: int, dropout: float, max_len: int = 1024):
         super().__init__()
         self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)
@@ -62,7 +67,8 @@ class PositionalEncoding(nn.Module):
         if offset + t > self.pe.size(0):
             raise ValueError(f"sequence of {offset + t} positions exceeds max_positions "
                              f"({self.pe.size(0)})")
-        return self.dropout(x + self.pe[offset:offset + t])
+        out: Tensor = self.dropout(x + self.pe[offset:offset + t])
+        return out
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -76,7 +82,8 @@ class PositionwiseFeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (batch, time, d_model) -> (batch, time, d_model); dropout on the hidden ReLU."""
-        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+        out: Tensor = self.w_2(self.dropout(F.relu(self.w_1(x))))
+        return out
 
 
 class SublayerConnection(nn.Module):
@@ -92,10 +99,13 @@ class SublayerConnection(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
 
-    def forward(self, x: Tensor, sublayer) -> Tensor:
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        out: Tensor
         if self.pre:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            out = x + self.dropout(sublayer(self.norm(x)))
+        else:
+            out = self.norm(x + self.dropout(sublayer(x)))
+        return out
 
 
 class EncoderLayer(nn.Module):
@@ -109,14 +119,15 @@ class EncoderLayer(nn.Module):
             SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm, cfg.layer_norm_eps)
             for _ in range(2))
 
-    def forward(self, x: Tensor, mask: Tensor, need_attention: bool = False):
+    def forward(self, x: Tensor, mask: Tensor,
+                need_attention: bool = False) -> tuple[Tensor, Tensor | None]:
         """x: (batch, S, d); mask: (batch, 1, S). Returns x and self-attention (or None)."""
-        weights = []
+        weights: list[Tensor | None] = []
 
         def attn(y: Tensor) -> Tensor:
-            out, w = self.self_attn(y, y, y, mask, need_attention)
-            weights.append(w)
-            return out
+            out: tuple[Tensor, Tensor | None] = self.self_attn(y, y, y, mask, need_attention)
+            weights.append(out[1])
+            return out[0]
 
         x = self.sublayer[0](x, attn)
         return self.sublayer[1](x, self.feed_forward), weights[0]
@@ -142,7 +153,7 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None,
         self_kv: tuple[Tensor, Tensor] | None = None,
         need_attention: bool = False,
-    ):
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], tuple[Tensor | None, Tensor | None]]:
         """x: (batch, T, d); src_kv: projected memory keys/values (batch, heads, S, d_k);
         src_mask: (batch, 1, S); tgt_mask: (batch, T, T) or None for causal.
 
@@ -151,7 +162,7 @@ class DecoderLayer(nn.Module):
         the (self, source) attention probabilities (None unless ``need_attention``).
         """
         sa, ca = self.self_attn, self.src_attn
-        out: dict = {}
+        out: dict[str, Any] = {}
 
         def self_block(y: Tensor) -> Tensor:
             q, k, v = sa.project_qkv(y)
@@ -184,7 +195,7 @@ class TransformerState:
     self_kv: list[tuple[Tensor, Tensor]] | None = None  # per layer, (batch, heads, t, d_k)
     pos: int = 0
     need_attention: bool = False
-    extras: dict = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 class Transformer(Seq2Seq):
@@ -229,7 +240,7 @@ class Transformer(Seq2Seq):
                     m.weight[PAD].zero_()
         self.tie_weights()
 
-    def _mha_linears(self) -> set:
+    def _mha_linears(self) -> set[nn.Module]:
         return {lin for m in self.modules() if isinstance(m, MultiHeadAttention)
                 for lin in (m.in_proj, m.out_proj)}
 
@@ -246,13 +257,13 @@ class Transformer(Seq2Seq):
 
     # --- the seq2seq interface -------------------------------------------------------------
 
-    def encode(self, src: Tensor, src_mask: Tensor, need_attention: bool = False):
+    def encode(self, src: Tensor, src_mask: Tensor, need_attention: bool = False) -> Any:
         """src: (batch, S); src_mask: (batch, 1, S) -> memory (batch, S, d).
 
         With ``need_attention`` returns (memory, [per-layer (batch, heads, S, S)]).
         """
         x = self.position(self.src_embed(src))
-        weights = []
+        weights: list[Tensor | None] = []
         for layer in self.encoder_layers:
             x, w = layer(x, src_mask, need_attention)
             weights.append(w)
@@ -261,7 +272,7 @@ class Transformer(Seq2Seq):
         return (x, weights) if need_attention else x
 
     def _src_kv(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
-        return [layer.src_attn.project_kv(memory) for layer in self.decoder_layers]
+        return [cast(DecoderLayer, layer).src_attn.project_kv(memory) for layer in self.decoder_layers]
 
     def decode(
         self,
@@ -270,10 +281,10 @@ class Transformer(Seq2Seq):
         tgt_in: Tensor,
         tgt_mask: Tensor | None = None,
         need_attention: bool = False,
-    ):
+    ) -> Any:
         """Teacher-forced decoder: -> hidden states (batch, T, d) [, per-layer attention]."""
         x = self.position(self.tgt_embed(tgt_in))
-        weights = []
+        weights: list[tuple[Tensor | None, Tensor | None]] = []
         for layer, kv in zip(self.decoder_layers, self._src_kv(memory), strict=True):
             x, _, w = layer(x, kv, src_mask, tgt_mask, None, need_attention)
             weights.append(w)
@@ -285,7 +296,8 @@ class Transformer(Seq2Seq):
                tgt_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: (batch, T, V) unnormalised scores (the training loss fuses the softmax)."""
         memory = self.encode(src, src_mask)
-        return self.generator(self.decode(memory, src_mask, tgt_in, tgt_mask))
+        scores: Tensor = self.generator(self.decode(memory, src_mask, tgt_in, tgt_mask))
+        return scores
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,
                 tgt_mask: Tensor | None = None) -> Tensor:
@@ -298,11 +310,13 @@ class Transformer(Seq2Seq):
         return TransformerState(src_mask=src_mask, src_kv=self._src_kv(memory),
                                 need_attention=need_attention)
 
-    def step(self, state: TransformerState, prev_tokens: Tensor):
+    def step(self, state: TransformerState,
+             prev_tokens: Tensor) -> tuple[Tensor, TransformerState, Tensor | None]:
         """One target position with the KV cache: prev_tokens (batch,) -> log-probs (batch, V)."""
         x = self.position(self.tgt_embed(prev_tokens.unsqueeze(1)), offset=state.pos)  # (b, 1, d)
-        new_kv, attn = [], None
-        caches = state.self_kv or [None] * len(self.decoder_layers)
+        new_kv: list[tuple[Tensor, Tensor]] = []
+        attn: Tensor | None = None
+        caches: list[tuple[Tensor, Tensor]] | list[None] = state.self_kv or [None] * len(self.decoder_layers)
         for layer, src_kv, cache in zip(self.decoder_layers, state.src_kv, caches, strict=True):
             x, kv, (_, src_w) = layer(x, src_kv, state.src_mask, None, cache,
                                       need_attention=state.need_attention)
@@ -325,7 +339,7 @@ class Transformer(Seq2Seq):
         so the source keys/values and mask stay as they are: only the self-attention cache
         is gathered.
         """
-        def sel(kv):
+        def sel(kv: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
             return (kv[0].index_select(0, index), kv[1].index_select(0, index))
 
         if not same_source:

@@ -15,16 +15,18 @@ disconnects before its answer is ready is dropped: its queued work is skipped.
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..decode.attention import AXES, SentenceAttention, sentence_attention
@@ -34,6 +36,10 @@ from .limits import ServeLimits
 from .schemas import ErrorResponse, TranslateResponse, request_models
 from .security import HostAllowList
 
+if TYPE_CHECKING:
+    from ..checkpoint import Bundle
+    from ..decode.translator import Translator
+
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -41,7 +47,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 
 # --- errors ------------------------------------------------------------------------------------
 
-def _where(loc: tuple | list) -> str:
+def _where(loc: tuple[Any, ...] | list[Any]) -> str:
     parts = [str(p) for p in loc if p != "body"]
     return ".".join(parts) if parts else "body"
 
@@ -72,7 +78,7 @@ def _body_error_message(exc: BaseException | None) -> str | None:
     return None
 
 
-async def _until_disconnected(receive) -> None:
+async def _until_disconnected(receive: Receive) -> None:
     """Return once the client has gone away (call after the request body was read)."""
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -94,10 +100,10 @@ class BodySizeLimit:
     Checks Content-Length up front and also counts a chunked body as it arrives.
     """
 
-    def __init__(self, app, max_bytes: int):
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         too_big = JSONResponse(status_code=413, content={
@@ -111,7 +117,8 @@ class BodySizeLimit:
                 return await JSONResponse(status_code=400, content={
                     "detail": "invalid Content-Length header"})(scope, receive, send)
         # Read the body (bounded), then replay it to the app.
-        chunks, size, more = [], 0, True
+        chunks: list[bytes] = []
+        size, more = 0, True
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -124,7 +131,7 @@ class BodySizeLimit:
             more = message.get("more_body", False)
         body, sent = b"".join(chunks), False
 
-        async def replay():
+        async def replay() -> Message:
             nonlocal sent
             if not sent:
                 sent = True
@@ -154,7 +161,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 # --- time limits and clients that leave ---------------------------------------------------------
 
-async def in_time(request: Request, coro, timeout_s: float) -> Any:
+async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> Any:
     """Await ``coro`` within ``timeout_s``; give up on it if the client disconnects.
 
     Giving up cancels the request's future, so the batcher skips its queued work.
@@ -182,7 +189,7 @@ async def in_time(request: Request, coro, timeout_s: float) -> Any:
 
 # --- model calls (run in the batcher's worker thread) -------------------------------------------
 
-def translate_fn(translator):
+def translate_fn(translator: "Translator") -> Callable[[list[str], int, int | None], list[str]]:
     """The batcher's model call: (texts, beam, max_length) -> the best translation of each."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None) -> list[str]:
         results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
@@ -208,7 +215,7 @@ def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> di
             "tokens": att.tokens, "attention": out}
 
 
-def attention_for(bundle, translator, text: str, beam: int, max_length: int | None,
+def attention_for(bundle: "Bundle", translator: "Translator", text: str, beam: int, max_length: int | None,
                   max_src_tokens: int, kinds: list[str] | None = None) -> dict[str, Any]:
     """Translate ``text``, then return the attention maps of ``bundle.model`` for that
     translation (:func:`nmtkit.decode.attention.sentence_attention`) as JSON."""
@@ -217,7 +224,7 @@ def attention_for(bundle, translator, text: str, beam: int, max_length: int | No
     return attention_json(att, kinds)
 
 
-def health_info(bundle, translator, limits: ServeLimits, batcher: MicroBatcher,
+def health_info(bundle: "Bundle", translator: "Translator", limits: ServeLimits, batcher: MicroBatcher,
                 default_beam: int) -> dict[str, Any]:
     cfg = bundle.cfg
     return {"status": "ok", "model": model_name(bundle), "name": cfg.name,
@@ -228,13 +235,13 @@ def health_info(bundle, translator, limits: ServeLimits, batcher: MicroBatcher,
             "limits": asdict(limits), "batching": batcher.stats.as_dict()}
 
 
-def model_name(bundle) -> str:
+def model_name(bundle: "Bundle") -> str:
     path = bundle.path
     return f"{path.parent.name}/{path.name}" if path is not None else bundle.cfg.name
 
 
 @asynccontextmanager
-async def lifespan(app: FastAPI):
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     yield
     await app.state.batcher.stop()
     app.state.batcher.close()
@@ -242,7 +249,7 @@ async def lifespan(app: FastAPI):
 
 # --- the app -----------------------------------------------------------------------------------
 
-def create_app(bundle, limits: ServeLimits | None = None, translator=None,
+def create_app(bundle: "Bundle", limits: ServeLimits | None = None, translator: "Translator | None" = None,
                allowed_hosts: list[str] | None = None) -> FastAPI:
     """A FastAPI app serving ``bundle`` (see :func:`nmtkit.checkpoint.load_bundle`).
 
@@ -267,26 +274,32 @@ def create_app(bundle, limits: ServeLimits | None = None, translator=None,
     app.state.limits = limits
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
     app.add_middleware(HostAllowList, allowed_hosts=allowed_hosts)  # outermost: runs first
-    app.add_exception_handler(RequestValidationError, on_invalid)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    # Starlette types a handler as taking any Exception; it passes each only its own class.
+    app.add_exception_handler(RequestValidationError, on_invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, on_http_error)  # type: ignore[arg-type]
 
+    # The request models are classes built at run time (bounded by ``limits``): no static type.
     @app.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS,
               summary="Translate sentences (in order)")
-    async def translate(req: TranslateRequest, request: Request) -> TranslateResponse | Response:
-        out = await in_time(request, batcher.submit(req.texts, req.beam, req.max_length),
-                            limits.timeout_s)
+    async def translate(req: TranslateRequest,  # type: ignore[valid-type]
+                        request: Request) -> TranslateResponse | Response:
+        job = batcher.submit(req.texts, req.beam, req.max_length)  # type: ignore[attr-defined]
+        out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
 
     @app.post("/v1/attention", response_model=dict[str, Any],
               responses={**ERRORS, 501: {"model": ErrorResponse}},
               summary="Translate one sentence and return its attention maps")
-    async def attention(req: AttentionRequest, request: Request) -> dict[str, Any] | Response:
+    async def attention(req: AttentionRequest,  # type: ignore[valid-type]
+                        request: Request) -> dict[str, Any] | Response:
         if not hasattr(bundle.model, "attention_maps"):
             raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
-        work = batcher.run(attention_for, bundle, translator, req.text, req.beam, req.max_length,
-                           limits.max_attention_tokens, req.kinds)
+        work = batcher.run(attention_for, bundle, translator,
+                           req.text, req.beam, req.max_length,  # type: ignore[attr-defined]
+                           limits.max_attention_tokens, req.kinds)  # type: ignore[attr-defined]
         try:
-            return await in_time(request, work, limits.timeout_s)
+            result: dict[str, Any] | Response = await in_time(request, work, limits.timeout_s)
+            return result
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
 

@@ -37,7 +37,7 @@ class QueueFull(RuntimeError):
 class _Job:
     texts: list[str]
     key: tuple[int, int | None]  # (beam, max_length): jobs are merged only with equal keys
-    future: asyncio.Future
+    future: asyncio.Future[list[str]]
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -73,7 +73,7 @@ class MicroBatcher:
         self.stats = BatcherStats()
         self._executor: ThreadPoolExecutor | None = None  # made on first use, again after close()
         self._queue: asyncio.Queue[_Job] | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = 0  # sentences queued, not yet handed to the model
 
@@ -125,7 +125,8 @@ class MicroBatcher:
         self._pending += len(texts)
         self.stats.requests += 1
         await queue.put(_Job(list(texts), (beam, max_length), future))
-        return await future
+        result: list[str] = await future
+        return result
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the model thread (e.g. attention maps), outside any batch."""

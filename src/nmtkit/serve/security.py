@@ -10,6 +10,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SECURITY_HEADERS = {
     b"x-content-type-options": b"nosniff",
@@ -45,16 +49,16 @@ class HostAllowList:
     """ASGI middleware: refuse requests whose ``Host`` is not allowed (``*`` allows any),
     and add :data:`SECURITY_HEADERS` to every response."""
 
-    def __init__(self, app, allowed_hosts: Iterable[str] | None):
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] | None) -> None:
         self.app = app
         hosts = None if allowed_hosts is None else {h.strip().lower() for h in allowed_hosts}
         self.allowed = None if hosts is None or "*" in hosts else hosts
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
-        async def send_with_headers(message):
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [(k, v) for k, v in SECURITY_HEADERS.items() if k not in present]

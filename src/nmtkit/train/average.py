@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 
-def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
+def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict[str, Any]:
     """Element-wise mean of the weights of ``paths``; config, tokenizers and vocab of the last.
 
     Optimizer state is dropped (an average is for inference or fine-tuning from scratch).
@@ -26,6 +27,7 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
             total = {k: v.detach().double().clone() if v.is_floating_point() else v.clone()
                      for k, v in ck["model"].items()}
             continue
+        assert total is not None  # set with ref, on the first checkpoint
         if ck["config"]["model"] != ref["config"]["model"] or ck["vocab"] != ref["vocab"]:
             raise CheckpointError(f"{path}: architecture or vocabulary differs from {paths[0]}")
         if set(ck["model"]) != set(total):

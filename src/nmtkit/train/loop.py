@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -74,9 +75,9 @@ class Progress:
     elapsed_s: float = 0.0  # training wall time accumulated over all sessions
     best: float | None = None
     bad_validations: int = 0
-    history: list[dict] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -188,7 +189,7 @@ class Trainer:
             why = f"{blank} with an empty side, the rest longer than data.max_len={d.max_len}"
         return f"{d.corpus} split {d.train!r}: no training pairs left after filtering ({why})"
 
-    def _check_resumable(self, ckpt: dict) -> None:
+    def _check_resumable(self, ckpt: dict[str, Any]) -> None:
         stored = ckpt["config"]
         now = self.cfg.to_dict()
         for section in ("data", "model"):
@@ -202,12 +203,12 @@ class Trainer:
         np.random.seed(seed % 2**32)
         torch.manual_seed(seed)
 
-    def _vocabularies(self, ckpt: dict | None, train: Parallel) -> Vocabularies:
+    def _vocabularies(self, ckpt: dict[str, Any] | None, train: Parallel) -> Vocabularies:
         if ckpt is not None:  # the same segmentation and ids as before the interruption
             return vocab_from_state(ckpt)
         return build_vocabularies(self.cfg.data, pairs_of(train))
 
-    def _prepared_ids(self, ckpt: dict | None) -> tuple[Vocabularies, ParallelIds]:
+    def _prepared_ids(self, ckpt: dict[str, Any] | None) -> tuple[Vocabularies, ParallelIds]:
         """``data.mmap``: memory-mapped training ids, built once. With several processes
         the first to take the store's file lock builds them while the others wait on the
         lock (not on a collective, which would time out during a long first build), then
@@ -217,7 +218,7 @@ class Trainer:
 
     # --- checkpoints --------------------------------------------------------------------------
 
-    def payload(self) -> dict:
+    def payload(self) -> dict[str, Any]:
         return {
             "config": self.cfg.to_dict(),
             **vocab_state(self.vocabs),
@@ -270,7 +271,7 @@ class Trainer:
     # --- validation ---------------------------------------------------------------------------
 
     @torch.no_grad()
-    def validate(self) -> dict:
+    def validate(self) -> dict[str, float]:
         """Validation loss and perplexity (teacher forcing), and greedy BLEU."""
         model, t = self.model, self.cfg.train
         was_training = model.training
@@ -295,13 +296,14 @@ class Trainer:
         model.train(was_training)
         return out
 
-    def _autocast(self):
+    def _autocast(self) -> torch.autocast:
         if self.cfg.train.amp and self.device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return torch.autocast("cpu", enabled=False)
 
-    def _improved(self, metrics: dict) -> bool:
+    def _improved(self, metrics: dict[str, float]) -> bool:
         t = self.cfg.train
+        better: Callable[[float, float], bool]
         if t.early_stop_metric == "bleu" and "valid_bleu" in metrics:
             value, better = metrics["valid_bleu"], lambda a, b: a > b
         else:
@@ -315,7 +317,7 @@ class Trainer:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def run(self) -> dict:
+    def run(self) -> dict[str, Any]:
         """Train until a budget or early stopping ends the run; returns the last metrics."""
         t, p = self.cfg.train, self.progress
         model = self.model
@@ -325,7 +327,7 @@ class Trainer:
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
         nonfinite = 0
         stop_reason = None
-        last_metrics: dict = {}
+        last_metrics: dict[str, Any] = {}
         bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step",
                    dynamic_ncols=True, disable=None)
 
@@ -421,13 +423,15 @@ class Trainer:
                 logits = (self._compiled_logits or self.model.logits)(b.src, b.src_mask, b.tgt_in)
             loss, nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
             # One process: normalise now. Several: sum, and divide by the global count below.
-            (loss / (total if self.world == 1 else 1.0)).backward()
+            scaled = loss / (total if self.world == 1 else 1.0)
+            scaled.backward()  # type: ignore[no-untyped-call]  # Tensor.backward is unannotated in torch
             loss_sum += float(loss.detach())
             nll_sum += float(nll)
         if self.world > 1:
             params = [q for q in self.model.parameters() if q.grad is not None]
             global_total, global_loss = distributed.all_reduce_grads(params, [total, loss_sum])
             for q in params:
+                assert q.grad is not None  # params holds the parameters with a gradient
                 q.grad.div_(global_total)
             if not math.isfinite(global_loss):
                 loss_sum = global_loss
@@ -443,7 +447,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return loss_sum, nll_sum, total
 
-    def _validation_round(self, window: dict, lr: float, elapsed_s: float) -> dict:
+    def _validation_round(self, window: dict[str, Any], lr: float,
+                          elapsed_s: float) -> dict[str, Any]:
         p = self.progress
         metrics = self.validate()
         self.schedule.validation(metrics["valid_loss"])
@@ -466,7 +471,7 @@ class Trainer:
 
 
 def train(cfg: Config, run_dir: str | Path, resume: bool = False, overwrite: bool = False,
-          on_validation: Callable[[Path], None] | None = None) -> dict:
+          on_validation: Callable[[Path], None] | None = None) -> dict[str, Any]:
     """Build a :class:`Trainer` and run it; under torchrun, leave the process group after."""
     try:
         return Trainer(cfg, run_dir, resume, overwrite, on_validation).run()

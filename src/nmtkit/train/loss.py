@@ -14,6 +14,7 @@ exactly one: the log-softmax.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -73,7 +74,8 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, eps: float, pad: int):  # noqa: D102
+    def forward(ctx: Any, logits: Tensor, target: Tensor, eps: float,  # noqa: D102
+                pad: int) -> tuple[Tensor, Tensor]:
         lp = torch.log_softmax(logits.float(), dim=-1)
         keep = target != pad
         cross, nll = _row_terms(lp, target, eps, pad)
@@ -85,7 +87,8 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
         return loss, (nll * keepf).sum()
 
     @staticmethod
-    def backward(ctx, grad_loss: Tensor, grad_nll: Tensor):  # noqa: D102
+    def backward(ctx: Any, grad_loss: Tensor,  # noqa: D102
+                 grad_nll: Tensor) -> tuple[Tensor, None, None, None]:
         lp, target, keepf = ctx.saved_tensors
         eps, pad = ctx.eps, ctx.pad
         v = lp.size(1)
@@ -108,5 +111,8 @@ def label_smoothed_cross_entropy(
     """Training loss from logits: (loss_sum, nll_sum (detached), n_tokens)."""
     v = logits.size(-1)
     tgt = target.reshape(-1)
-    loss, nll = LabelSmoothedCrossEntropy.apply(logits.reshape(-1, v), tgt, eps, pad)
+    loss: Tensor
+    nll: Tensor
+    loss, nll = LabelSmoothedCrossEntropy.apply(  # type: ignore[no-untyped-call]  # unannotated in torch
+        logits.reshape(-1, v), tgt, eps, pad)
     return loss, nll.detach(), int((tgt != pad).sum())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import torch
 
 from ..config import TrainConfig
@@ -14,10 +17,11 @@ def noam_rate(step: int, d_model: int, factor: float, warmup: int) -> float:
     step; the peak is at ``step == warmup``. Step 0 is treated as step 1.
     """
     step = max(step, 1)
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    rate: float = factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return rate
 
 
-def build_optimizer(params, cfg: TrainConfig) -> torch.optim.Adam:
+def build_optimizer(params: Iterable[torch.nn.Parameter], cfg: TrainConfig) -> torch.optim.Adam:
     """Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9 (Sec. 5.3) unless configured otherwise."""
     # fused: one kernel per parameter group instead of ~10 elementwise passes per tensor.
     return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
@@ -65,11 +69,11 @@ class Schedule:
                 self.plateau_scale *= factor
                 self.bad_validations = 0
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return {"plateau_scale": self.plateau_scale, "best_loss": self.best_loss,
                 "bad_validations": self.bad_validations}
 
-    def load_state_dict(self, d: dict) -> None:
+    def load_state_dict(self, d: dict[str, Any]) -> None:
         self.plateau_scale = d["plateau_scale"]
         self.best_loss = d["best_loss"]
         self.bad_validations = d["bad_validations"]

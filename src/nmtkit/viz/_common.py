@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -18,7 +19,7 @@ from ..io import atomic_write_bytes
 DPI = 100
 
 
-def new_figure(width: float, height: float, **kwargs) -> Figure:
+def new_figure(width: float, height: float, **kwargs: Any) -> Figure:
     """A figure bound to the Agg canvas (size in inches)."""
     fig = Figure(figsize=(width, height), **kwargs)
     FigureCanvasAgg(fig)

@@ -24,14 +24,18 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 
 from ..decode.attention import KINDS, sentence_attention, teacher_forced_maps
 from ._common import new_figure, save_figure
+
+if TYPE_CHECKING:
+    from ..checkpoint import Bundle
+    from ..models.seq2seq import Seq2Seq
 
 __all__ = ["KINDS", "AttentionMaps", "attention_figure", "attention_figures", "attention_for_text",
            "compute_attention", "write_attention"]
@@ -79,9 +83,9 @@ class AttentionMaps:
         """Whether a kind hides later positions (its upper triangle is masked, not learned)."""
         return kind == "decoder_self"
 
-    def to_dict(self, decimals: int = 4) -> dict:
+    def to_dict(self, decimals: int = 4) -> dict[str, Any]:
         """Plain JSON-ready data (what the HTML page embeds)."""
-        kinds = {}
+        kinds: dict[str, dict[str, Any]] = {}
         for kind, arr in self.maps.items():
             rows, cols = self.labels(kind)
             row_axis, col_axis = self.axis_names(kind)
@@ -91,7 +95,7 @@ class AttentionMaps:
         return {"source": self.source, "translation": self.translation, "kinds": kinds}
 
 
-def compute_attention(model: torch.nn.Module, src_ids: Sequence[int],
+def compute_attention(model: Seq2Seq, src_ids: Sequence[int],
                       tgt_in_ids: Sequence[int]) -> dict[str, np.ndarray]:
     """Teacher-forced attention of one sentence pair: kind -> (layers, heads, queries, keys).
 
@@ -102,7 +106,7 @@ def compute_attention(model: torch.nn.Module, src_ids: Sequence[int],
     return {kind: w.numpy() for kind, w in teacher_forced_maps(model, src_ids, tgt_in_ids).items()}
 
 
-def attention_for_text(bundle, text: str, beam: int | None = None) -> AttentionMaps:
+def attention_for_text(bundle: Bundle, text: str, beam: int | None = None) -> AttentionMaps:
     """Translate ``text`` with ``bundle`` (a :class:`nmtkit.checkpoint.Bundle`) and
     collect all its attention maps for that translation, source in reading order."""
     att = sentence_attention(bundle.translator(), text, model=bundle.model, beam=beam,

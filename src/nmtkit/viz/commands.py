@@ -50,6 +50,7 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
     if figure == "curves" or (figure == "all" and run is not None):
         from .curves import write_curves
 
+        assert run is not None  # checked above
         run_path = Path(run)
         run_dir = run_path.parent if run_path.is_file() else run_path
         written.append(write_curves(run_dir, output or out / "curves.png", dpi=dpi))
@@ -57,6 +58,7 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
         from ..checkpoint import load_bundle
         from .attention import attention_for_text, write_attention
 
+        assert model is not None and text is not None  # checked above
         att = attention_for_text(load_bundle(model, device), text, beam)
         stem = Path(output).with_suffix("") if output else out / "attention"
         written += write_attention(att, stem, html=html, dpi=dpi)

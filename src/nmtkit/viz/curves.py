@@ -12,8 +12,10 @@ import csv
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ._common import new_figure, save_figure
@@ -55,9 +57,9 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str | None = None) -> F
     fig = new_figure(13, 3.8, layout="constrained")
     ax_loss, ax_ppl, ax_bleu = fig.subplots(1, 3)
     step = metrics.get("step", np.array([]))
-    style = {"marker": "o", "ms": 3} if len(step) < 30 else {}
+    style: dict[str, Any] = {"marker": "o", "ms": 3} if len(step) < 30 else {}
 
-    def draw(ax, column: str, label: str, **kw) -> None:
+    def draw(ax: Axes, column: str, label: str, **kw: Any) -> None:
         y = metrics.get(column)
         if y is not None and len(y) and not np.all(np.isnan(y)):
             ax.plot(step, y, label=label, **style, **kw)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import html
 import json
+from typing import Any
 
 from .attention import AttentionMaps
 
 
-def _script_json(data: dict) -> str:
+def _script_json(data: dict[str, Any]) -> str:
     """JSON that is safe inside a <script> element (no '</script>' or '<!--' can appear)."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
