@@ -35,6 +35,24 @@ def transformer_train_flops(d: int, d_ff: int, layers: int, vocab: int,
     return 3 * 2 * (enc * src_tokens + dec * tgt_tokens)
 
 
+def matmul_peak_gflops(threads: int) -> float:
+    """Best sgemm rate of this CPU for shapes like the model's (measured, not nominal)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    best = 0.0
+    for m, k, n in ((4096, 256, 1024), (4096, 1024, 256), (2048, 1024, 1024)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(3):
+            a @ b
+        t0 = time.perf_counter()
+        reps = 20
+        for _ in range(reps):
+            a @ b
+        best = max(best, 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
 def add_peer_setup_args(p: argparse.ArgumentParser) -> None:
     """The model and batch of ../shared/bench/PEERS.md (3+3 layers, d_model 256, 4 heads,
     d_ff 1024, 4096-token batches, 2 threads): one place for the comparison's defaults."""

@@ -31,7 +31,14 @@ import time
 from pathlib import Path
 
 # benchmarks/ is the script's directory
-from _common import add_baseline_args, add_source_arg, emit, median_round, worker_env
+from _common import (
+    add_baseline_args,
+    add_source_arg,
+    emit,
+    matmul_peak_gflops,
+    median_round,
+    worker_env,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -188,6 +195,7 @@ def main() -> None:
         "model": a.model, "nmtkit_src": a.src, "nmtkit_fast": not a.no_fast,
         "model_dims": {k: m[k] for k in ("layers", "d_model", "d_ff", "heads")},
         "batch_size": a.batch_size, "nmtkit": ours,
+        "cpu_matmul_peak_gflops": round(matmul_peak_gflops(a.threads), 1),
         "reference_one_at_a_time_greedy_sents_per_s": med["reference_sents_per_s"],
         "nmtkit_greedy_sents_per_s_beside_reference": med["nmtkit_greedy_sents_per_s"],
         "greedy_speedup_vs_reference": med["greedy_ratio"],

@@ -29,12 +29,16 @@ def clean(text: str) -> str:
     """A command as recorded, with the paths of the machine it ran on made repository-relative.
 
     ``NMTKIT_DATA=../shared/data`` (the offline mirror) becomes ``NMTKIT_DATA=MIRROR``, the
-    old tree of ``--src`` becomes ``OLD_TREE``, and ``/tmp/...`` or the checkout's absolute
+    old tree of ``--src`` becomes ``OLD_TREE`` (``NEW_TREE`` beside ``--baseline-src OLD_TREE``),
+    a run directory becomes ``runs/...``, and ``/tmp/...`` or the checkout's absolute
     path are dropped, so the page names no file outside the repository.
     """
     text = re.sub(r"NMTKIT_DATA=\S+", "NMTKIT_DATA=MIRROR", text)
     text = re.sub(r"(?:\.\./)+shared/data", "MIRROR", text)
-    text = re.sub(r"--src \S+", "--src OLD_TREE", text)
+    new_old = "--baseline-src" in text  # then --src is the new tree, --baseline-src the old one
+    text = re.sub(r"--baseline-src \S+", "--baseline-src OLD_TREE", text)
+    text = re.sub(r"--src \S+", "--src NEW_TREE" if new_old else "--src OLD_TREE", text)
+    text = re.sub(r"(?<![\w.])/work/(?:[\w.-]+/)*?(runs/)", r"\1", text)
     text = re.sub(r"(?<![\w.])/(?:work/main|tmp)/", "", text)
     return text
 
@@ -284,6 +288,31 @@ def decode_history() -> list[str]:
     return out + [""]
 
 
+def baseline_history() -> list[str]:
+    """Files measured with ``--baseline-src``: the tree under test against an older tree,
+    alternating in the same rounds (the median ratio, and every round's)."""
+    rows = []
+    for f in sorted([*RESULTS.glob("train_speed*.json"), *RESULTS.glob("decode_speed*.json")]):
+        r = _load(str(f))
+        base = r.get("baseline")
+        if not base:
+            continue
+        if r["benchmark"] == "train_speed":
+            what = f"training: **{base['speed_vs_baseline']}x** (rounds {base['rounds_speed_vs_baseline']})"
+        else:
+            what = "; ".join(f"{k}: **{base[f'{k}_speed_vs_baseline']}x**"
+                             for k in ("greedy", "beam5", "beam5_early_stop"))
+        rows.append(f"| `{f.name}` | {r['date'][:10]} | {what} "
+                    f"| {r.get('cpu_matmul_peak_gflops', '-')} | `{clean(r['command'])}` |")
+    if not rows:
+        return []
+    return ["### Before and after a change, in the same rounds", "",
+            "`--baseline-src OLD_TREE` times an older commit's tree in the same alternating rounds "
+            "as the tree under test; the ratio is new / old (1.0 = unchanged).", "",
+            "| file | date | new / old | measured CPU matmul GFLOP/s | command |",
+            "|---|---|---|---|---|", *rows, ""]
+
+
 def gpu_speed_section() -> list[str]:
     s = _load(_res("gpu_h100_2026-11-22/summary.json"))["speed"]
     t, d = s["train"], s["decode"]
@@ -339,7 +368,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
     out += quality_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
-    out += train_history() + decode_history()
+    out += train_history() + decode_history() + baseline_history()
     out += gpu_speed_section() + serve_section()
     return "\n".join(out).rstrip() + "\n"
 

@@ -37,6 +37,7 @@ from _common import (
     add_peer_setup_args,
     add_source_arg,
     emit,
+    matmul_peak_gflops,
     median_round,
     transformer_train_flops,
     worker_env,
@@ -56,24 +57,6 @@ def regex_tokenized_corpus(data_dir: Path, out: Path) -> Path:
                 lines = [" ".join(TOKEN.findall(line.strip())) for line in f]
             (out / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
-
-
-def matmul_peak_gflops(threads: int) -> float:
-    """Best sgemm rate of this CPU for shapes like the model's (measured, not nominal)."""
-    import torch
-
-    torch.set_num_threads(threads)
-    best = 0.0
-    for m, k, n in ((4096, 256, 1024), (4096, 1024, 256), (2048, 1024, 1024)):
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        for _ in range(3):
-            a @ b
-        t0 = time.perf_counter()
-        reps = 20
-        for _ in range(reps):
-            a @ b
-        best = max(best, 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9)
-    return best
 
 
 def nmtkit_worker(args: argparse.Namespace) -> dict:
