@@ -12,8 +12,10 @@ Reported: sentences per second, ratios, peak RSS of the decoding process.
 With ``--ct2`` the checkpoint is also exported to CTranslate2 (float32 and int8, into a
 temporary directory) and decoded there on the same sentences, ``--threads`` intra-op
 threads, through ``nmtkit.export.ctranslate2.CTranslate2Translator`` (tokenization
-included, as for nmtkit), with the share of outputs identical to nmtkit's, and by
-CTranslate2 alone (pre-tokenized input, the same caps and length penalty).
+included, as for nmtkit; one call per batch at its largest length cap, and
+``*_exact_caps_*`` with each sentence's own cap, the default), with the share of outputs
+identical to nmtkit's, and by CTranslate2 alone (pre-tokenized input, the same caps and
+length penalty).
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/decode_speed.py --model runs/x/best.pt [--ct2]
 """
@@ -110,6 +112,14 @@ def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, lis
                                               exact_caps=False)
                     best = min(best, time.perf_counter() - t0)
                 res[f"{name}_sents_per_s"] = round(len(src) / best, 1)
+                # The default: every sentence gets its own length cap (what `nmtkit serve
+                # --engine ctranslate2` and translate_lines() without exact_caps=False run).
+                best_exact = float("inf")
+                for _ in range(a.repeats):
+                    t0 = time.perf_counter()
+                    tr.translate_lines(src, beam=beam, batch_size=a.batch_size)
+                    best_exact = min(best_exact, time.perf_counter() - t0)
+                res[f"{name}_exact_caps_sents_per_s"] = round(len(src) / best_exact, 1)
                 # CTranslate2 alone: pre-tokenized input, the same length cap and penalty,
                 # no detokenizing; what the wrapper adds is the difference.
                 tokens = [tr.encode_source(line)[1] for line in src]

@@ -8,6 +8,15 @@ needed), and writes JSON (also printed) to ``benchmarks/results/serve_load_<date
 
 Each level reports requests/s, p50/p95/max latency, failed requests, and the server's
 batching counters for that level (model calls, mean sentences per call).
+
+``--engine`` picks what the server runs: ``torch`` (the checkpoint, the default),
+``ctranslate2`` (``--model`` is then an ``nmtkit export --format ctranslate2`` directory), or
+``both``: the checkpoint and its CTranslate2 export (``--ct2-model DIR``, or exported here into
+a temporary directory) are served side by side on two ports and, at each concurrency level,
+measured one after the other (the idle one waits), so that both see the same machine; the
+JSON then holds one result per engine and the ratios CTranslate2 / PyTorch:
+
+    python benchmarks/serve_load.py --model runs/x/best.pt --engine both --beam 5
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -63,9 +73,10 @@ def get_json(url: str, timeout: float = 5.0) -> dict:
         return json.loads(r.read())
 
 
-def start_server(model: str, port: int, extra: list[str], log_path: Path) -> subprocess.Popen:
+def start_server(model: str, port: int, extra: list[str], log_path: Path,
+                 engine: str = "torch") -> subprocess.Popen:
     cmd = [sys.executable, "-m", "nmtkit.cli", "serve", "--model", model, "--host", "127.0.0.1",
-           "--port", str(port), *extra]
+           "--port", str(port), "--engine", engine, *extra]
     log = open(log_path, "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     proc.log_file = log  # type: ignore[attr-defined]
@@ -164,9 +175,25 @@ def run_level(base: str, n: int, concurrency: int, beam: int | None, timeout: fl
     }
 
 
+def export_for_ct2(checkpoint: str, tmp: Path) -> str:
+    """``checkpoint`` exported to CTranslate2 (float32 weights; the server's ``--compute-type``
+    decides what it computes in) in ``tmp``."""
+    from nmtkit.export.ctranslate2 import export_ctranslate2
+
+    return str(export_ctranslate2(checkpoint, tmp / "ct2"))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, help="checkpoint (.pt) to serve")
+    p.add_argument("--model", required=True, help="checkpoint (.pt) to serve; with --engine "
+                   "ctranslate2 an export directory")
+    p.add_argument("--engine", choices=["torch", "ctranslate2", "both"], default="torch",
+                   help="server engine; both: the checkpoint and its CTranslate2 export, "
+                   "measured alternately at each level")
+    p.add_argument("--ct2-model", metavar="DIR", help="--engine both: the export of --model to "
+                   "serve (default: export it now into a temporary directory)")
+    p.add_argument("--compute-type", default=None,
+                   help="passed to the CTranslate2 server (default: its own, int8 on cpu)")
     p.add_argument("--requests", type=int, default=500, help="requests per concurrency level")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--beam", type=int, default=None,
@@ -181,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.requests < 1 or min(a.concurrency) < 1 or (a.beam is not None and a.beam < 1):
         p.error("--requests, --concurrency and --beam must be >= 1")
+    if a.ct2_model and a.engine != "both":
+        p.error("--ct2-model goes with --engine both (--engine ctranslate2 serves --model)")
 
     sentences = SENTENCES
     if a.sentences:
@@ -190,40 +219,77 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out) if a.out else (ROOT / "benchmarks" / "results" /
                                      f"serve_load_{dt.date.today().isoformat()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     server_args = list(a.server_arg)
     if a.beam is not None and a.beam > 10:  # the server's default --max-beam is 10
         server_args += ["--max-beam", str(a.beam)]
-    proc = start_server(a.model, port, server_args, out.with_suffix(".server.log"))
-    try:
-        health = get_json(base + "/health")
-        for i in range(a.warmup):
-            one_request(base + "/v1/translate", sentences[i % len(sentences)], a.beam, a.timeout)
-        runs = []
-        for c in a.concurrency:
-            r = run_level(base, a.requests, c, a.beam, a.timeout, sentences)
-            print(f"concurrency {c:>3}: {r['requests_per_s']:8.2f} req/s  "
-                  f"p50 {r['latency_ms']['p50']:7.1f} ms  p95 {r['latency_ms']['p95']:7.1f} ms  "
-                  f"failed {r['failed']}  sentences/call {r['sentences_per_call']}", file=sys.stderr)
-            runs.append(r)
-    finally:
-        stop_server(proc)
-    result = {
+    ct2_args = ["--compute-type", a.compute_type] if a.compute_type else []
+
+    with tempfile.TemporaryDirectory(prefix="serve_load_") as tmp:
+        if a.engine == "both":
+            served = {"torch": a.model, "ctranslate2": a.ct2_model or export_for_ct2(a.model, Path(tmp))}
+        else:
+            served = {a.engine: a.model}
+        procs: dict[str, subprocess.Popen] = {}
+        bases: dict[str, str] = {}
+        try:
+            for engine, model in served.items():
+                port = free_port()
+                log_path = out.with_suffix(".server.log" if len(served) == 1 else f".{engine}.server.log")
+                procs[engine] = start_server(model, port, server_args + (ct2_args if engine ==
+                                             "ctranslate2" else []), log_path, engine)
+                bases[engine] = f"http://127.0.0.1:{port}"
+            health = {e: get_json(b + "/health") for e, b in bases.items()}
+            for base in bases.values():
+                for i in range(a.warmup):
+                    one_request(base + "/v1/translate", sentences[i % len(sentences)], a.beam, a.timeout)
+            runs: dict[str, list[dict]] = {e: [] for e in bases}
+            for c in a.concurrency:
+                for engine, base in bases.items():  # engines alternate: the same machine drift
+                    r = run_level(base, a.requests, c, a.beam, a.timeout, sentences)
+                    print(f"{engine:>11} concurrency {c:>3}: {r['requests_per_s']:8.2f} req/s  "
+                          f"p50 {r['latency_ms']['p50']:7.1f} ms  p95 {r['latency_ms']['p95']:7.1f} ms"
+                          f"  failed {r['failed']}  sentences/call {r['sentences_per_call']}",
+                          file=sys.stderr)
+                    runs[engine].append(r)
+        finally:
+            for proc in procs.values():
+                stop_server(proc)
+
+    def engine_result(engine: str) -> dict:
+        h = health[engine]
+        return {
+            "engine": engine, "served": served[engine],
+            "model": {k: h.get(k) for k in ("model", "name", "architecture", "src_lang", "tgt_lang",
+                                            "device", "parameters")},
+            "server": {"args": server_args + (ct2_args if engine == "ctranslate2" else []),
+                       "limits": h["limits"]},
+            "beam": a.beam if a.beam is not None else h["default_beam"],
+            "runs": runs[engine],
+        }
+
+    result: dict = {
         "benchmark": "serve_load",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": {"platform": platform.platform(), "processor": platform.processor(),
                     "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "torch": importlib.metadata.version("torch")},
-        "model": {k: health[k] for k in ("model", "name", "architecture", "src_lang", "tgt_lang",
-                                         "device", "parameters")},
-        "server": {"args": server_args, "limits": health["limits"]},
-        "beam": a.beam if a.beam is not None else health["default_beam"],
+                    "torch": importlib.metadata.version("torch"),
+                    **({"ctranslate2": importlib.metadata.version("ctranslate2")}
+                       if "ctranslate2" in served else {})},
         "requests_per_level": a.requests,
-        "runs": runs,
-        "failed_total": sum(r["failed"] for r in runs),
     }
+    if len(served) == 1:
+        result.update(engine_result(a.engine))
+        result.pop("served")
+    else:
+        result["engines"] = {e: engine_result(e) for e in served}
+        result["ctranslate2_vs_torch"] = [
+            {"concurrency": t["concurrency"],
+             "requests_per_s_ratio": round(c["requests_per_s"] / t["requests_per_s"], 2),
+             "p50_latency_ratio": round(c["latency_ms"]["p50"] / t["latency_ms"]["p50"], 2),
+             "p95_latency_ratio": round(c["latency_ms"]["p95"] / t["latency_ms"]["p95"], 2)}
+            for t, c in zip(runs["torch"], runs["ctranslate2"], strict=True)]
+    result["failed_total"] = sum(r["failed"] for rs in runs.values() for r in rs)
     text = json.dumps(result, indent=2)
     out.write_text(text + "\n", encoding="utf-8")
     print(text)

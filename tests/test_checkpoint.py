@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint
+from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint, save_checkpoint
 from nmtkit.config import load
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
@@ -121,3 +121,19 @@ def test_a_checkpoint_written_before_nmtkit_fast_loads_and_translates_the_same()
     for (_, s, _), (_, score, _) in zip(expected, got, strict=True):
         assert abs(float(s) - score) < 1e-3
     assert isinstance(bundle.model, torch.nn.Module)
+
+
+def test_checkpoints_that_stored_amp_as_a_boolean_still_load_and_resume(tmp_path):
+    """Before ``train.amp`` took off|bf16|fp16 it was a boolean, and checkpoints store it."""
+    data = Path(__file__).parent / "data"
+    assert load_checkpoint(data / "copy_task_v1_b02ce64.pt")["config"]["train"]["amp"] is False
+    assert load_bundle(data / "copy_task_v1_b02ce64.pt").cfg.train.amp == "off"
+    Trainer(make_cfg(10), tmp_path).run()
+    ckpt = load_checkpoint(tmp_path / "last.pt")
+    ckpt["config"]["train"]["amp"] = True
+    del ckpt["scaler"]  # as written before fp16 existed
+    save_checkpoint(tmp_path / "last.pt", ckpt)
+    assert load_bundle(tmp_path / "last.pt").cfg.train.amp == "bf16"
+    resumed = Trainer(make_cfg(20), tmp_path, resume=True)
+    assert resumed.progress.step == 10 and not resumed.scaler.is_enabled()
+    resumed.run()

@@ -52,6 +52,11 @@ def test_train_translate_evaluate_average_on_multi30k(tmp_path, multi30k_mirror)
     assert result["n"] == 3 and 0.0 <= result["bleu"] <= 100.0
     assert result["signature"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "chrf" in result
+    # On a Multi30k split: also BLEU against the official tokenized lowercased reference.
+    ev = nmtkit("evaluate", "--model", run / "best.pt", "--split", "test_2016_flickr", "--beam", 1)
+    result = json.loads(ev.stdout)
+    assert result["n"] == 1000 and 0.0 <= result["bleu_official_tok"] <= 100.0
+    assert result["signature"]["bleu_official_tok"].endswith("test_2016_flickr.lc.norm.tok.en")
 
     steps = sorted(run.glob("step_*.pt"))
     assert len(steps) == 2

@@ -72,6 +72,8 @@ def test_bad_yaml_and_missing_file(tmp_path):
 # message starts with (after the source file). The first check a config fails is the one
 # reported, so a message that starts with the key shows that this case reached that check.
 RNN = {"arch": "rnn"}
+TSV_SPLIT = {"corpus": "tsv", "tsv_file": "data.txt", "tsv_split": [0.8, 0.2], "train": "train",
+             "valid": "valid"}
 EVERY_CHECK = [
     # data
     ({"data": {"corpus": "nope"}}, "data.corpus"),
@@ -85,6 +87,13 @@ EVERY_CHECK = [
     ({"data": {"copy_valid_size": 0}}, "data.copy_valid_size"),
     ({"data": {"copy_vocab": 1}}, "data.copy_vocab"),
     ({"data": {"tokenizer_sample": -1}}, "data.tokenizer_sample"),
+    ({"data": {"tsv_split": [float("nan"), 0.5]}}, "data.tsv_split"),
+    ({"data": {"tsv_columns": ["src", "src"]}}, "data.tsv_columns"),
+    ({"data": {**TSV_SPLIT, "tsv_split": [0.8, 0.3]}}, "data.tsv_split"),
+    ({"data": {**TSV_SPLIT, "corpus": "parallel"}}, "data.tsv_split"),
+    ({"data": {**TSV_SPLIT, "tsv_file": ""}}, "data.tsv_split"),
+    ({"data": {**TSV_SPLIT, "valid": "val"}}, "data.train"),
+    ({"data": {"tsv_seed": -1}}, "data.tsv_seed"),
     # model
     ({"model": {"dropout": float("nan")}}, "model.dropout"),
     ({"model": {"arch": "nope"}}, "model.arch"),
@@ -140,11 +149,18 @@ EVERY_CHECK = [
     ({"train": {"plateau_patience": -1}}, "train.plateau_patience"),
     ({"train": {"keep_last": -1}}, "train.keep_last"),
     ({"train": {"valid_max_sents": -1}}, "train.valid_max_sents"),
+    ({"train": {"sample_every": -1}}, "train.sample_every"),
+    ({"train": {"samples": 0}}, "train.samples"),
     ({"train": {"threads": -2}}, "train.threads"),
     ({"train": {"warmup": 0}}, "train.warmup"),
     ({"train": {"label_smoothing": 1}}, "train.label_smoothing"),
     ({"train": {"adam_betas": [0.9, 1.0]}}, "train.adam_betas"),
     ({"train": {"plateau_factor": 1}}, "train.plateau_factor"),
+    ({"train": {"amp": "fp32"}}, "train.amp"),
+    ({"train": {"ema": 1.0}}, "train.ema"),
+    ({"train": {"freeze": ["encoder", "attention"]}}, "train.freeze"),
+    ({"train": {"freeze": ["encoder", "decoder", "embeddings"]}}, "train.freeze"),
+    ({"train": {"forgetting_splits": ["val", " "]}}, "train.forgetting_splits"),
     # decode
     ({"decode": {"max_len_a": float("-inf")}}, "decode.max_len_a"),
     ({"decode": {"beam": 0}}, "decode.beam"),
@@ -153,6 +169,10 @@ EVERY_CHECK = [
     ({"decode": {"max_len_a": -1}}, "decode.max_len_a"),
     ({"decode": {"max_len_b": -1}}, "decode.max_len_b"),
     ({"decode": {"n_best": 6}}, "decode.n_best"),
+    ({"decode": {"sampling_top_k": -1}}, "decode.sampling_top_k"),
+    ({"decode": {"sampling_seed": -1}}, "decode.sampling_seed"),
+    ({"decode": {"sampling_temperature": 0}}, "decode.sampling_temperature"),
+    ({"decode": {"sampling_top_p": 0}}, "decode.sampling_top_p"),
     # across sections
     ({"data": {"joint_vocab": False}}, "model.tie_all"),
 ]
@@ -194,7 +214,7 @@ def test_every_check_has_exactly_one_case(monkeypatch):
     assert sorted(c for c in cases if c not in finite) == sorted(checks)
     # The finiteness check is one per section (over all its float fields): one case each.
     assert sorted(c.split(": ")[1].split(".")[0] for c in cases if c in finite) == [
-        "decode", "model", "train"]  # DataConfig has no float field
+        "data", "decode", "model", "train"]
 
 
 def test_validate_runs_every_section_and_the_checks_between_them():
@@ -337,3 +357,38 @@ def test_a_directory_is_no_config(tmp_path):
 def test_bad_set_items(tmp_path, item, msg):
     with pytest.raises(ConfigError, match=msg):
         load(write(tmp_path, "train:\n"), [item])
+
+
+@pytest.mark.parametrize("written,read", [(True, "bf16"), (False, "off"), ("off", "off"),
+                                          ("bf16", "bf16"), ("fp16", "fp16")])
+def test_amp_takes_a_word_and_still_reads_the_old_booleans(tmp_path, written, read):
+    assert Config.from_dict({"train": {"amp": written}}).train.amp == read
+    # YAML 1.1 reads an unquoted ``off`` as false: it means "off" too.
+    text = f"train:\n  amp: {str(written).lower() if isinstance(written, bool) else written}\n"
+    assert load(write(tmp_path, text)).train.amp == read
+    assert load(write(tmp_path, "train:\n  amp: off\n")).train.amp == "off"
+
+
+def test_list_keys_take_a_yaml_list(tmp_path):
+    cfg = load(write(tmp_path, "train:\n  freeze: [encoder, embeddings]\n"),
+               ["train.forgetting_splits=[val, test_2016_flickr]"])
+    assert cfg.train.freeze == ("encoder", "embeddings")
+    assert cfg.train.forgetting_splits == ("val", "test_2016_flickr")
+    assert Config.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match="train.freeze: expected a list of str, got 'encoder'"):
+        load(write(tmp_path, "train:\n  freeze: encoder\n"))
+
+
+def test_tensorboard_without_the_package_is_refused_clearly(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    p = write(tmp_path, "train:\n  tensorboard: true\n")
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(p))}: train\.tensorboard needs the "
+                       r"tensorboard package: pip install 'nmtkit\[tensorboard\]'"):
+        load(p)
+    assert not load(p, ["train.tensorboard=false"]).train.tensorboard
+    # A stored config (a checkpoint's) still loads where the package is missing.
+    assert Config.from_dict({"train": {"tensorboard": True}}, "ckpt.pt").train.tensorboard

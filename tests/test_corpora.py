@@ -144,7 +144,7 @@ def test_multi30k_download_pinned_mismatch_leaves_nothing(monkeypatch, tmp_path)
 def test_multi30k_trust_on_first_use(monkeypatch, tmp_path, caplog):
     payload = b"fake test_2017_flickr.fr"
     remote = _fake_remote(monkeypatch, tmp_path, {"test_2017_flickr.fr.gz": payload})
-    assert "test_2017_flickr.fr.gz" not in MULTI30K_SHA256
+    monkeypatch.delitem(MULTI30K_SHA256, "test_2017_flickr.fr.gz")  # as if it were not pinned
     with caplog.at_level(logging.WARNING, logger="nmtkit.data.fetch"):
         path = multi30k_file("test_2017_flickr", "fr")
     assert "trust on first use" in caplog.text
@@ -171,8 +171,12 @@ def test_multi30k_mirror_miss_falls_through(monkeypatch, tmp_path):
     msg = str(e.value)
     assert str(mirror / "multi30k" / "train.cs.gz") in msg
     assert str(tmp_path / "cache" / "multi30k" / "train.cs.gz") in msg
-    # with the file now upstream, the fall-through downloads it into the cache
+    # with the file now upstream, the fall-through downloads it into the cache; every Multi30k
+    # file is pinned, so a download with other content is refused
     _fake_remote(monkeypatch, tmp_path, {"train.cs.gz": b"czech"})
+    with pytest.raises(CorpusError, match="sha256"):
+        multi30k_file("train", "cs")
+    monkeypatch.setitem(MULTI30K_SHA256, "train.cs.gz", sha(b"czech"))
     assert multi30k_file("train", "cs").read_bytes() == b"czech"
 
 
@@ -246,6 +250,45 @@ def test_load_tsv_without_tab_names_line(tmp_path):
     path = write(tmp_path / "three.tsv", ["a\tb\tc"])
     with pytest.raises(CorpusError, match=r"three\.tsv:1: .*3 tab-separated fields"):
         load_parallel(DataConfig(corpus="tsv"), str(path))
+
+
+def test_tsv_columns_name_source_and_target(tmp_path):
+    """Seed 003's file is ``en<TAB>ru``, translated ru -> en: ``tsv_columns: [tgt, src]``."""
+    path = write(tmp_path / "data.txt", ["a dog\tсобака", "two cats\tдве кошки"])
+    par = load_parallel(DataConfig(corpus="tsv", tsv_columns=("tgt", "src")), str(path))
+    assert par.src == ["собака", "две кошки"] and par.tgt == ["a dog", "two cats"]
+    three = write(tmp_path / "three.tsv", ["17\tein Hund\ta dog"])
+    par = load_parallel(DataConfig(corpus="tsv", tsv_columns=("-", "src", "tgt")), str(three))
+    assert (par.src, par.tgt) == (["ein Hund"], ["a dog"])
+    with pytest.raises(CorpusError, match=r"data\.txt:1: expected 3 columns '-<TAB>src<TAB>tgt'"):
+        load_parallel(DataConfig(corpus="tsv", tsv_columns=("-", "src", "tgt")), str(path))
+
+
+def tsv_split_cfg(path: Path, ratios=(0.8, 0.05, 0.15), seed: int = 1234) -> DataConfig:
+    return DataConfig(corpus="tsv", tsv_file=str(path), tsv_columns=("tgt", "src"),
+                      tsv_split=ratios, tsv_seed=seed, train="train", valid="valid", test="test")
+
+
+def test_tsv_split_cuts_one_file_by_ratios_with_a_seed(tmp_path):
+    path = write(tmp_path / "data.txt", [f"en {i}\tru {i}" for i in range(200)])
+    cfg = tsv_split_cfg(path)
+    parts = {name: load_parallel(cfg, name) for name in ("train", "valid", "test")}
+    assert [len(parts[n]) for n in ("train", "valid", "test")] == [160, 10, 30]
+    ids = {n: [int(s.split()[1]) for s in par.src] for n, par in parts.items()}
+    assert sorted(ids["train"] + ids["valid"] + ids["test"]) == list(range(200))  # a partition
+    for n, par in parts.items():
+        assert ids[n] == sorted(ids[n])  # file order kept within a split
+        assert par.tgt == [f"en {i}" for i in ids[n]]  # columns [tgt, src]: pairs stay aligned
+    assert ids["valid"] != list(range(160, 170))  # shuffled, not cut in file order
+    again = load_parallel(tsv_split_cfg(path), "valid")
+    assert again.src == parts["valid"].src  # same seed, same split
+    other = load_parallel(tsv_split_cfg(path, seed=7), "valid")
+    assert other.src != parts["valid"].src
+    two = tsv_split_cfg(path, ratios=(0.9, 0.1))
+    assert len(load_parallel(two, "train")) == 180 and len(load_parallel(two, "valid")) == 20
+    with pytest.raises(CorpusError, match=r"cuts it into train, valid; there is no split 'test'"):
+        load_parallel(two, "test")
+    assert corpora.tsv_split_indices(50000, (0.8, 0.05, 0.15), 1234)["test"].__len__() == 7500
 
 
 def test_load_empty_file(tmp_path):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from nmtkit.evaluate import perplexity, score
+from nmtkit.evaluate import perplexity, score, tokenized_bleu, word_punct_tokens
 
 
 def test_perfect_and_empty_scores():
@@ -21,6 +21,24 @@ def test_score_is_cased_and_corpus_level():
     assert lower < 100.0  # cased: case errors cost
     one_good = score([refs[0], "x"], refs)["bleu"]
     assert 0.0 < one_good < 100.0
+
+
+def test_tokenized_lowercased_bleu():
+    """``bleu_lc_tok``: WordPunct tokens (nltk's pattern) of both sides, then sacreBLEU with
+    lowercase=True and tokenize="none" -- blind to case and to how punctuation was spaced."""
+    assert word_punct_tokens("Don't stop, Cordelia-Hotel!") == [
+        "Don", "'", "t", "stop", ",", "Cordelia", "-", "Hotel", "!"]
+    refs = ["Cordelia Hotel is situated in Tbilisi, a 3-minute walk away.", "Two dogs play ."]
+    hyps = ["cordelia hotel is situated in tbilisi , a 3 - minute walk away .", "two dogs play."]
+    s = score(hyps, refs)
+    assert s["bleu_lc_tok"] == 100.0 and s["bleu"] < 70.0
+    assert "case:lc" in s["signature"]["bleu_lc_tok"] and "tok:none" in s["signature"]["bleu_lc_tok"]
+    assert s["signature"]["bleu_lc_tok"].endswith("|pretok:wordpunct")
+    partial, _ = tokenized_bleu(["the cat sat on a mat ."], ["The cat sat on the mat."])
+    assert 0.0 < partial < 100.0
+    # By hand: 6/7 unigrams, 4/6 bigrams, 2/5 trigrams, 1/4 4-grams match; equal lengths.
+    expected = 100 * math.exp((math.log(6 / 7) + math.log(4 / 6) + math.log(2 / 5) + math.log(1 / 4)) / 4)
+    assert partial == pytest.approx(expected, abs=0.01)
 
 
 def test_mismatched_counts_are_an_error():

@@ -270,6 +270,21 @@ def test_max_length_and_cap_are_respected(copy_export):
         tr.translate(lines, beam=2, n_best=3)
 
 
+def test_one_shared_call_gives_each_sentence_its_own_cap(copy_export):
+    """All sentences go to CTranslate2 in one call at the largest cap; greedy outputs past
+    their own cap are cut there and rescored, beams that reached it are searched again:
+    the same outputs and scores as searching each sentence alone, at its own cap."""
+    ckpt, out = copy_export
+    tr = CTranslate2Translator(out, intra_threads=1)
+    lines = sentences(20, seed=7) + ["w1", "w2 w2", "w5 w6 w7 w8 w9 w10 w11 w12 w13 w14"]
+    for beam, max_length in ((1, None), (1, 4), (4, None), (4, 3)):
+        together = tr.translate(lines, beam=beam, max_length=max_length)
+        for line, t in zip(lines, together, strict=True):
+            a = tr.translate([line], beam=beam, max_length=max_length)[0]
+            assert t[0].tokens == a[0].tokens, (beam, line)
+            assert t[0].score == pytest.approx(a[0].score, abs=1e-4)
+
+
 # --- int8, SentencePiece, refusals, the command line --------------------------------------------
 
 

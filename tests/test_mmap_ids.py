@@ -299,3 +299,14 @@ def test_a_meta_file_missing_a_field_is_a_clear_error(tmp_path):
     meta.write_text(meta.read_text().replace('"dtypes"', '"kinds"'), encoding="utf-8")
     with pytest.raises(CorpusError, match="meta.json: not a token-id store"):
         mmap_ids.open_ids(tmp_path / "s")
+
+
+def test_the_store_of_a_split_tsv_file_depends_on_that_file(tmp_path):
+    """``data.tsv_split``: the training split is cut from ``data.tsv_file`` (not a file named
+    by ``data.train``), so that file's path, size and time key the prepared store."""
+    path = tmp_path / "data.txt"
+    path.write_text("a dog\tein Hund\n", encoding="utf-8")
+    cfg = DataConfig(corpus="tsv", tsv_file=str(path), tsv_split=(0.5, 0.5), train="train",
+                     valid="valid")
+    [[name, size, _]] = mmap_ids.training_inputs(cfg)
+    assert name == str(path.resolve()) and size == path.stat().st_size

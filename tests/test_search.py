@@ -270,3 +270,134 @@ def test_early_stop_is_read_from_the_config():
         beam_search(model, src, mask, opts(beam=3, max_len_a=2.0, max_len_b=4, early_stop=early))
         steps[early] = n[0]
     assert steps[True] == 2 < steps[False]
+
+
+# --- forced prefixes, per-token scores, sampling (issue 15) ----------------------------------
+
+def tiny_model(arch: str, seed: int = 0):
+    """A small random Transformer or RNN (12 source/target types) that favours EOS a little."""
+    from .test_rnn import make_model as make_rnn
+    from .test_transformer import make_model as make_transformer
+
+    model = (make_transformer if arch == "transformer" else make_rnn)(seed, vocab=(12, 12))
+    with torch.no_grad():
+        model.generator.bias[EOS] += 1.0
+    return model
+
+
+def mixed_batch():
+    torch.manual_seed(11)
+    lengths = [6, 3, 5, 2]
+    src = torch.randint(4, 12, (len(lengths), 6))
+    for i, n in enumerate(lengths):
+        src[i, n:] = PAD
+    return src, pad_mask(src)
+
+
+def forced_log_probs(model, src, mask, tokens):
+    """Teacher-forced log P of each token of BOS tokens EOS, for one sentence: (len + 1,)."""
+    ys = torch.tensor([[BOS, *tokens]])
+    lp = model(src, mask, ys, None)[0]  # (len + 1, V)
+    return lp.gather(1, torch.tensor([*tokens, EOS]).unsqueeze(1)).view(-1)
+
+
+PREFIXES = [[5, 6, 7], [], [9], [4] * 12]  # the last one is longer than its length cap
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_prefixes_are_forced_verbatim_in_a_mixed_batch(arch, beam):
+    model = tiny_model(arch)
+    src, mask = mixed_batch()
+    cfg = opts(beam=beam, n_best=1, max_len_a=1.0, max_len_b=2)
+    out = search(model, src, mask, cfg, prefixes=PREFIXES, token_scores=True)
+    plain = search(model, src, mask, cfg)
+    for i, prefix in enumerate(PREFIXES):
+        h = out[i][0]
+        assert h.tokens[:len(prefix)] == prefix  # verbatim, even past the usual cap
+        one_src = src[i:i + 1, :int(mask[i].sum())]
+        (alone,) = search(model, one_src, pad_mask(one_src), cfg, prefixes=[prefix])
+        assert alone[0].tokens == h.tokens  # batching with other prefixes changes nothing
+        assert alone[0].log_prob == pytest.approx(h.log_prob, abs=1e-4)
+        # the score includes the prefix tokens' log-probs: it is the model's log P(y | x)
+        with torch.no_grad():
+            lp = forced_log_probs(model, one_src, pad_mask(one_src), h.tokens)
+        assert h.log_prob == pytest.approx(float(lp.sum()), abs=1e-4)
+        assert h.token_log_probs == pytest.approx(lp.tolist(), abs=1e-4)
+    assert out[1][0].tokens == plain[1][0].tokens  # no prefix: the plain search's output
+    assert out[1][0].log_prob == pytest.approx(plain[1][0].log_prob, abs=1e-5)
+
+
+def test_a_prefix_the_model_dislikes_is_still_forced():
+    model = prefers_567()  # BOS -> 5 -> 6 -> 7 -> EOS; 9 is nearly impossible
+    src, mask = src_batch([3, 3])
+    for cfg in (opts(beam=1), opts(beam=3)):
+        out = search(model, src, mask, cfg, prefixes=[[9, 9], []])
+        assert out[0][0].tokens[:2] == [9, 9] and out[1][0].tokens == [5, 6, 7]
+        assert out[0][0].log_prob < out[1][0].log_prob
+    with pytest.raises(ValueError, match="2 prefixes for a batch of 1"):
+        greedy_search(model, src[:1], mask[:1], opts(), prefixes=[[], []])
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_per_token_log_probs_sum_to_the_sentence_log_prob(arch):
+    model = tiny_model(arch, seed=3)
+    src, mask = mixed_batch()
+    for cfg in (opts(beam=1), opts(beam=4, n_best=3, length_penalty=0.6)):
+        for hs in search(model, src, mask, cfg, token_scores=True):
+            for h in hs:
+                assert h.token_log_probs is not None
+                assert len(h.token_log_probs) == len(h.tokens) + 1  # the tokens and </s>
+                assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)
+                assert all(x <= 0 for x in h.token_log_probs)
+    assert search(model, src, mask, opts(beam=2))[0][0].token_log_probs is None  # on request only
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_sampling_is_reproducible_with_its_seed_and_differs_across_seeds(arch):
+    model = tiny_model(arch, seed=5)
+    src, mask = mixed_batch()
+
+    def draw(**kw):
+        cfg = opts(sampling=True, n_best=4, max_len_a=1.5, max_len_b=3, **kw)
+        return search(model, src, mask, cfg, token_scores=True)
+
+    a, b, c = draw(sampling_seed=1), draw(sampling_seed=1), draw(sampling_seed=2)
+    assert [len(hs) for hs in a] == [4] * 4  # n_best samples per sentence
+    toks = [[h.tokens for h in hs] for hs in a]
+    assert toks == [[h.tokens for h in hs] for hs in b]
+    assert toks != [[h.tokens for h in hs] for hs in c]
+    assert len({tuple(t) for hs in toks for t in hs}) > 4  # the samples really vary
+    for i, hs in enumerate(a):  # a sample's score is its log-probability under the model
+        one_src = src[i:i + 1, :int(mask[i].sum())]
+        h = hs[0]
+        with torch.no_grad():
+            lp = forced_log_probs(model, one_src, pad_mask(one_src), h.tokens)
+        assert h.score == h.log_prob == pytest.approx(float(lp.sum()), abs=1e-4)
+        assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)
+    # top-k 1 and a tiny top-p leave only the best token: greedy search, whatever the seed
+    greedy = [h.tokens for h in greedy_search(model, src, mask, opts(max_len_a=1.5, max_len_b=3))]
+    for kw in ({"sampling_top_k": 1}, {"sampling_top_p": 1e-6}, {"sampling_temperature": 1e-3}):
+        assert [[h.tokens for h in hs] for hs in draw(sampling_seed=7, **kw)] == [[g] * 4 for g in greedy]
+    # prefixes are forced while sampling too
+    cfg = opts(sampling=True, n_best=2, sampling_seed=3)
+    for hs, prefix in zip(search(model, src, mask, cfg, prefixes=PREFIXES), PREFIXES, strict=True):
+        assert all(h.tokens[:len(prefix)] == prefix for h in hs)
+
+
+def test_top_k_and_top_p_restrict_the_draws():
+    from nmtkit.decode.search import sample_tokens
+
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).repeat(2000, 1)
+    lp = probs.log()
+    gen = torch.Generator().manual_seed(0)
+    _, tok = sample_tokens(lp, opts(sampling=True, sampling_top_k=2), gen)
+    assert set(tok.tolist()) == {0, 1}
+    _, tok = sample_tokens(lp, opts(sampling=True, sampling_top_p=0.75), gen)
+    assert set(tok.tolist()) == {0, 1}  # 0.5 + 0.3 reaches 0.75: the third is never drawn
+    _, tok = sample_tokens(lp, opts(sampling=True, sampling_top_p=0.85), gen)
+    assert set(tok.tolist()) == {0, 1, 2}
+    got, tok = sample_tokens(lp, opts(sampling=True), gen)
+    assert set(tok.tolist()) == {0, 1, 2, 3}
+    assert abs((tok == 0).float().mean().item() - 0.5) < 0.05
+    torch.testing.assert_close(got, lp.gather(1, tok.unsqueeze(1)).view(-1))  # the model's log-prob

@@ -91,6 +91,34 @@ def test_translate_returns_translations_in_order(client, copy_bundle):
     assert r.json()["translations"][1] == ""
 
 
+def test_translate_returns_prefixes_scores_and_alignments_on_request(client, copy_bundle):
+    texts = ["1 2 3 4 5", "", "7 7 8"]
+    r = client.post("/v1/translate", json={"texts": texts, "beam": 2, "prefixes": ["9 9", "", ""],
+                                           "scores": True, "alignments": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"translations", "scores", "token_log_probs", "tokens", "src_tokens",
+                         "alignments"}
+    assert body["translations"][0].startswith("9 9")
+    expected = copy_bundle.translator().translate(texts, beam=2, prefixes=["9 9", "", ""],
+                                                  token_scores=True, alignments=True)
+    assert body["translations"] == [hs[0].text for hs in expected]
+    assert body["scores"] == pytest.approx([hs[0].score for hs in expected], abs=1e-6)
+    assert body["token_log_probs"][0] == pytest.approx(expected[0][0].token_log_probs, abs=1e-6)
+    assert len(body["token_log_probs"][0]) == len(body["tokens"][0]) + 1  # the tokens and </s>
+    assert body["alignments"][1] == "" and len(body["alignments"][0].split()) == len(body["tokens"][0])
+    only = client.post("/v1/translate", json={"texts": texts, "beam": 2, "scores": True}).json()
+    assert set(only) == {"translations", "scores", "token_log_probs", "tokens"}
+    plain = client.post("/v1/translate", json={"texts": texts, "beam": 2, "scores": False}).json()
+    assert set(plain) == {"translations"}  # unchanged when nothing more is asked
+    bad = client.post("/v1/translate", json={"texts": texts, "prefixes": ["1"]})
+    assert bad.status_code == 422 and "1 given for 3 texts" in bad.json()["detail"]
+    cons = client.post("/v1/translate", json={"texts": texts, "beam": 3,
+                                              "constraints": [["8 8"], [], ["2"]]}).json()
+    assert set(cons) == {"translations"} and "8 8" in cons["translations"][0]
+    assert "2" in cons["translations"][2].split()
+
+
 def test_max_length_caps_the_output(client):
     r = client.post("/v1/translate", json={"texts": ["1 2 3 4 5 6 7 8 9"], "beam": 1,
                                            "max_length": 2})
@@ -566,8 +594,9 @@ def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode
     strategy = schema[path][method].as_strategy(generation_mode=schemathesis.GenerationMode(mode))
 
     # What a schema cannot say: an attention text must have tokens, and at most
-    # max_attention_tokens of them (the limit on characters is in the schema).
-    semantic = path == "/v1/attention" and mode == "positive"
+    # max_attention_tokens of them (the limit on characters is in the schema); a translate
+    # request's prefixes and constraints are one per text.
+    semantic = path in ("/v1/attention", "/v1/translate") and mode == "positive"
     excluded = []
     if semantic:
         from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -584,7 +613,8 @@ def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode
         if semantic and response.status_code != 200:
             assert response.status_code == 422, response.text
             assert any(m in response.json()["detail"] for m in (
-                "must not be empty", "nothing to translate", "attention is limited to")), response.text
+                "must not be empty", "nothing to translate", "attention is limited to",
+                "given for")), response.text
 
     check()
 

@@ -5,6 +5,7 @@ and a fresh run never mixes with an earlier run's files."""
 import pytest
 import torch
 
+from nmtkit.checkpoint import load_checkpoint
 from nmtkit.cli import main as cli_main
 from nmtkit.config import load
 from nmtkit.train.loop import Trainer, TrainingError
@@ -98,3 +99,66 @@ def test_a_fresh_run_never_mixes_with_an_earlier_one(tmp_path):
     Trainer(make_cfg(10, ["train.seed=7"]), tmp_path, overwrite=True).run()
     assert (tmp_path / "best.pt").read_bytes() != before
     assert len(list(tmp_path.glob("step_*.pt"))) == 1
+
+
+def fp16_trainer(steps, run_dir, resume=False):
+    """``train.amp: fp16`` on the CPU, with a loss scale so large that the gradients overflow
+    (the scaler must back off) and a short growth interval (it must grow again), so that
+    both sides of the scaler run in a few steps. A resumed run takes both from its checkpoint."""
+    trainer = Trainer(make_cfg(steps, ["train.amp=fp16"]), run_dir, resume=resume)
+    assert trainer.scaler.is_enabled() and trainer._autocast().fast_dtype == torch.float16
+    if not resume:
+        trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24, growth_interval=4)
+    return trainer
+
+
+def test_fp16_scales_the_loss_and_resumes_exactly(tmp_path, monkeypatch, caplog):
+    straight = fp16_trainer(30, tmp_path / "a")
+    with caplog.at_level("INFO", logger="nmtkit.train.loop"):
+        straight.run()
+    overflows = [r.getMessage() for r in caplog.records if "overflowed" in r.getMessage()]
+    assert overflows, "the scaler never backed off"
+    assert straight.scaler.get_scale() < 2.0 ** 24
+    saved = load_checkpoint(tmp_path / "a" / "last.pt")["scaler"]
+    assert saved == straight.scaler.state_dict() and saved["growth_interval"] == 4
+
+    interrupted = fp16_trainer(30, tmp_path / "b")
+    real_update, calls = Trainer._update, {"n": 0}
+
+    def update_then_ctrl_c(self, group):
+        calls["n"] += 1
+        if calls["n"] == 23:
+            raise KeyboardInterrupt
+        return real_update(self, group)
+
+    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.run()
+    monkeypatch.setattr(Trainer, "_update", real_update)
+    resumed = fp16_trainer(30, tmp_path / "b", resume=True)
+    assert resumed.progress.step == 22
+    assert resumed.scaler.state_dict() == load_checkpoint(tmp_path / "b" / "last.pt")["scaler"]
+    resumed.run()
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k
+    assert resumed.scaler.state_dict() == straight.scaler.state_dict()
+
+
+def test_tensorboard_event_files_hold_the_scalars(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trainer = Trainer(make_cfg(20, ["train.tensorboard=true", "train.log_every=5"]), tmp_path)
+    trainer.run()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "train/tokens_per_s", "valid/loss", "valid/ppl",
+            "valid/bleu"} <= tags
+    assert [e.step for e in events.Scalars("train/loss")] == [5, 10, 15, 20]
+    valid = [(e.step, e.value) for e in events.Scalars("valid/loss")]
+    assert valid == [(r["step"], pytest.approx(r["valid_loss"], abs=1e-4))
+                     for r in trainer.progress.history]
+    assert [e.step for e in events.Scalars("valid/bleu")] == [10, 20]
+    # A fresh run over it (--overwrite) does not mix with the old events.
+    Trainer(make_cfg(10, ["train.tensorboard=true"]), tmp_path, overwrite=True).run()
+    assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 1

@@ -1,5 +1,7 @@
 """decode/translator.py: text in, text out; options resolved in one place."""
 
+import json
+
 import pytest
 
 from nmtkit.checkpoint import load_bundle
@@ -55,3 +57,137 @@ def test_attention_is_returned_per_output_token(bundle):
     hyp = Translator.from_bundle(bundle, beam=1).translate(["1 2 3"], need_attention=True)[0][0]
     assert hyp.attention is not None
     assert tuple(hyp.attention.shape) == (len(hyp.tokens) + 1, len(hyp.src_tokens) + 1)
+
+
+# --- prefixes, scores, alignments, sampling, ensembles through text and the CLI (issue 15) -------
+
+LINES = ["1 2 3 4 5 6", "", "7 8", "3 3 4", "9 1 2 3"]
+PREFIX_TEXTS = ["9 9", "5", "", "4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 1 2", "1"]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_prefixes_appear_verbatim_and_decoding_continues(bundle, beam):
+    tr = Translator.from_bundle(bundle, beam=beam, n_best=1)
+    out = tr.translate(LINES, prefixes=PREFIX_TEXTS, batch_size=2)
+    for line, prefix, (h,) in zip(LINES, PREFIX_TEXTS, out, strict=True):
+        if not line:  # an empty source line stays empty
+            assert h.text == ""
+            continue
+        assert h.text.startswith(prefix)
+        assert h.tokens[:len(prefix.split())] == prefix.split()
+    plain = tr.translate(LINES)
+    assert out[2][0].text == plain[2][0].text  # no prefix: unchanged
+    with pytest.raises(ValueError, match="2 prefixes for 5 lines"):
+        tr.translate(LINES, prefixes=["1", "2"])
+
+
+def test_alignments_point_at_the_argmax_of_the_attention(bundle):
+    tr = Translator.from_bundle(bundle, beam=2, n_best=1)
+    out = tr.translate(LINES, need_attention=True, alignments=True, token_scores=True)
+    for (h,) in out:
+        if not h.tokens:
+            continue
+        assert h.alignment is not None and len(h.alignment) == len(h.tokens)
+        for i, j in h.alignment:
+            row = h.attention[j, :len(h.src_tokens)]  # the real source tokens, not </s>
+            assert row[i] == row.max()
+        alpha = tr.decode_cfg.length_penalty
+        assert sum(h.token_log_probs) == pytest.approx(h.score * ((5 + len(h.tokens) + 1) / 6) ** alpha,
+                                                       abs=1e-4)
+    bare = tr.translate(LINES[:1], alignments=True)[0][0]
+    assert bare.attention is None and bare.alignment is not None  # attention only if asked
+
+
+def test_every_feature_gives_the_same_output_without_fast(bundle):
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.decode.ensemble import ensemble_translator
+
+    def run(fast):
+        b = load_bundle(bundle.path)  # a model of its own: fast packs it in place
+        out = []
+        for extra in ({"beam": 3}, {"beam": 1}, {"sampling": True, "n_best": 3, "sampling_seed": 5}):
+            tr = Translator.from_bundle(b, fast=fast, **extra)
+            out.append(tr.translate(LINES, prefixes=PREFIX_TEXTS, token_scores=True, alignments=True))
+        out.append(ensemble_translator([b, b], fast=fast, beam=2).translate(LINES, token_scores=True))
+        return out
+
+    for a, b in zip(run(True), run(False), strict=True):
+        for hs, gs in zip(a, b, strict=True):
+            assert [h.text for h in hs] == [g.text for g in gs]
+            assert [h.alignment for h in hs] == [g.alignment for g in gs]
+            for h, g in zip(hs, gs, strict=True):
+                assert h.score == pytest.approx(g.score, abs=1e-4)
+                assert (h.token_log_probs or []) == pytest.approx(g.token_log_probs or [], abs=1e-4)
+
+
+def test_translate_command_prefixes_scores_alignments_sampling_ensembles(bundle, tmp_path, capsys):
+    from nmtkit import cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("1 2 3 4\n7 8\n")
+    pre = tmp_path / "prefix.txt"
+    pre.write_text("9 9\n\n")
+    ckpt = str(bundle.path)
+
+    def translate(*args):
+        assert cli.main(["translate", "--model", ckpt, "-i", str(src), *args]) == 0
+        return capsys.readouterr().out.splitlines()
+
+    lines = translate("--prefix-file", str(pre), "--scores", "--alignments", "--beam", "2", "--n-best", "1")
+    assert len(lines) == 2
+    score, lps, text, align = lines[0].split("\t")
+    assert text.startswith("9 9")
+    alpha = bundle.cfg.decode.length_penalty
+    assert sum(map(float, lps.split())) == pytest.approx(float(score) * ((5 + len(lps.split())) / 6) ** alpha,
+                                                         abs=1e-3)
+    assert len(align.split()) == len(text.split())
+    assert all(int(p.split("-")[1]) == j for j, p in enumerate(align.split()))
+    greedy = translate("--beam", "1", "--scores")
+    assert float(greedy[1].split("\t")[0]) == pytest.approx(sum(map(float, greedy[1].split("\t")[1].split())),
+                                                           abs=1e-3)
+    sampling = ("--sampling", "--n-samples", "3", "--seed", "1", "--top-k", "5", "--temperature", "1.5")
+    sampled = translate(*sampling)
+    assert sampled == translate(*sampling)
+    assert [ln.split("\t")[0] for ln in sampled] == ["0"] * 3 + ["1"] * 3
+    assert translate("--model", ckpt, "--beam", "2") == translate("--beam", "2")  # an ensemble of itself
+    assert cli.main(["evaluate", "--model", ckpt, "--model", ckpt, "--src", str(src), "--ref", str(src),
+                     "--beam", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == [ckpt, ckpt]
+    cons = tmp_path / "terms.txt"
+    cons.write_text("8\t9 9\n\n")
+    constrained = translate("--constraints-file", str(cons), "--beam", "3", "--n-best", "1")
+    assert "8" in constrained[0].split() and "9 9" in constrained[0]
+    assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--n-samples", "2"]) == 2
+    assert "--n-samples needs --sampling" in capsys.readouterr().err
+    assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--sampling", "--top-p", "0"]) == 2
+    assert "decode.sampling_top_p must be in (0, 1]" in capsys.readouterr().err
+    pre.write_text("1\n")
+    assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--prefix-file", str(pre)]) == 2
+    assert "prefix.txt has 1 lines but the input has 2" in capsys.readouterr().err
+
+
+def test_stream_answers_each_line_before_the_input_ends(bundle):
+    import select
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    proc = subprocess.Popen([sys.executable, "-m", "nmtkit.cli", "translate", "--model", str(bundle.path),
+                             "--stream", "--beam", "1", "--n-best", "1", "--scores"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    try:
+        expected = Translator.from_bundle(bundle, beam=1, n_best=1).translate(["1 2 3", "4 5"])
+        for line, (h,) in zip(["1 2 3", "4 5"], expected, strict=True):
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()  # stdin stays open: the answer must come anyway
+            ready, _, _ = select.select([proc.stdout], [], [], 120)
+            assert ready, "no answer while the input is still open"
+            score, _, text = proc.stdout.readline().rstrip("\n").split("\t")
+            assert text == h.text and float(score) == pytest.approx(h.score, abs=1e-3)
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        assert proc.stdout.read() == ""
+    finally:
+        proc.kill()

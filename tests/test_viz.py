@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -152,7 +153,7 @@ def test_attention_of_a_single_attention_model(tmp_path):
 def copy_run(tmp_path_factory) -> Path:
     """A copy-task run of a few steps: checkpoints, metrics.csv and curves.png."""
     run = tmp_path_factory.mktemp("copy_run")
-    cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps=20))
+    cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps=20) + ["train.log_every=2"])
     Trainer(cfg, run, on_validation=viz.curves.redraw_curves).run()
     return run
 
@@ -162,6 +163,25 @@ def test_training_draws_the_curves(copy_run):
     m = viz.read_metrics(copy_run)
     assert list(m["step"]) == [10.0, 20.0]
     assert np.all(np.isfinite(m["valid_loss"]))
+
+
+def test_curves_have_the_per_batch_loss_panel(copy_run):
+    """losses.csv holds the training loss of every log_every window (here every 2 updates):
+    the first of the four panels of curves.png."""
+    losses = viz.curves.read_losses(copy_run)
+    assert losses is not None
+    assert list(losses["step"]) == [float(s) for s in range(2, 21, 2)]
+    assert np.all(np.isfinite(losses["train_loss"])) and np.all(losses["lr"] > 0)
+    fig = viz.curves_figure(viz.read_metrics(copy_run), losses=losses)
+    panels = fig.get_axes()
+    assert len(panels) == 4 and panels[0].get_title() == "Training loss per logged step"
+    x, y = panels[0].get_lines()[0].get_data()
+    np.testing.assert_allclose(y, losses["train_loss"])
+    # Its mean over a validation interval is about the interval's train_loss of metrics.csv.
+    m = viz.read_metrics(copy_run)
+    assert float(np.mean(y[:5])) == pytest.approx(m["train_loss"][0], rel=0.05)
+    older = viz.curves_figure(viz.read_metrics(copy_run))  # a run without losses.csv
+    assert "no per-step losses recorded" in [t.get_text() for t in older.get_axes()[0].texts]
 
 
 def test_a_failed_plot_does_not_stop_training(tmp_path, caplog, monkeypatch):
@@ -269,6 +289,7 @@ def test_plot_all_with_run_and_model(copy_run, tmp_path, capsys):
     written = [Path(p) for p in json.loads(capsys.readouterr().out)["written"]]
     assert sorted(p.name for p in written) == sorted([
         "mask.png", "positional.png", "lr_schedule.png", "label_smoothing.png", "curves.png",
+        "architecture.png", "architecture_rnn.png", "temperature.png", "teacher_forcing.png",
         "attention_encoder.png", "attention_decoder_self.png", "attention_decoder_src.png",
         "attention.html"])
     for p in written:
@@ -291,6 +312,113 @@ def test_plot_errors(tmp_path, capsys):
     assert "checkpoint not found" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse: -o and --out together
         main(["plot", "mask", "--out", str(tmp_path), "-o", str(tmp_path / "m.png")])
+
+
+# --- the architecture diagrams and the homework's figures ----------------------------------------
+
+TRANSFORMER_MODULES = ["Embeddings", "PositionalEncoding", "MultiHeadAttention", "SublayerConnection",
+                       "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "generator"]
+RNN_MODULES = ["RNNEncoder", "RNNAttention", "GRU", "generator"]
+
+
+def figure_text(fig) -> str:
+    from matplotlib.text import Text
+
+    return "\n".join(t.get_text() for t in fig.findobj(Text))
+
+
+def test_architecture_figure_names_every_module_with_the_config_numbers(tmp_path):
+    from nmtkit.models import transformer
+    from nmtkit.viz.architecture import architecture_figure, transformer_blocks
+
+    cfg = ModelConfig(layers=3, d_model=256, heads=4, d_ff=1024, norm="pre")
+    text = figure_text(architecture_figure(cfg))
+    for name in TRANSFORMER_MODULES:
+        assert name in text, name
+    for numbers in ("EncoderLayer\nx N = 3", "DecoderLayer\nx N = 3", "d_model = 256", "h = 4, d_k = 64",
+                    "256 -> 1024 -> 256", "x + Dropout(Sublayer(LayerNorm(x)))", "decoder_norm"):
+        assert numbers in text, numbers
+    post = figure_text(architecture_figure(ModelConfig(layers=6, enc_layers=2)))
+    assert "EncoderLayer\nx N = 2" in post and "DecoderLayer\nx N = 6" in post
+    assert "LayerNorm(x + Dropout(Sublayer(x)))" in post and "decoder_norm" not in post
+    # The boxes name classes of nmtkit.models.transformer, or attributes of the built model.
+    model = tiny_transformer()
+    for block in {b.name for col in transformer_blocks(cfg).values() for b in col}:
+        assert hasattr(transformer, block) or hasattr(model, block) or block in (
+            "LayerNorm", "log_softmax"), block
+    path = tmp_path / "architecture.png"
+    assert_png(viz.save_figure(architecture_figure(cfg), path))
+
+
+def test_rnn_architecture_figure(tmp_path):
+    from nmtkit.viz.architecture import architecture_figure, rnn_blocks
+
+    cfg = ModelConfig(arch="rnn", layers=2, emb_dim=64, rnn_hidden=128, attention="general",
+                      attention_temperature=0.5)
+    text = figure_text(architecture_figure(cfg))
+    for name in RNN_MODULES:
+        assert name in text, name
+    for numbers in ("biLSTM x 2: 64 fwd + 64 bwd = 128", "general", "T = 0.5", "2 x 128", "emb 64"):
+        assert numbers in text, numbers
+    model = build_model(dataclasses.replace(cfg, tie_all=False), 20, 20)
+    for block in rnn_blocks(cfg)["encoder"]:  # RNNEncoder.<attribute> of the real encoder
+        assert hasattr(model.encoder, block.name.split(".")[1]), block.name
+    assert hasattr(model, "decoder_rnn") and isinstance(model.decoder_rnn, torch.nn.GRU)
+    assert_png(viz.save_figure(architecture_figure(arch="rnn"), tmp_path / "rnn.png"))
+    with pytest.raises(ValueError, match="no architecture figure for 'cnn'"):
+        architecture_figure(arch="cnn")
+
+
+def test_plot_architecture_from_a_recipe(tmp_path, capsys):
+    copy = str(ROOT / "configs" / "copy_task.yaml")
+    assert main(["plot", "architecture", "--config", copy, "--set", "model.layers=4",
+                 "-o", str(tmp_path / "a.png")]) == 0
+    assert_png(tmp_path / "a.png")
+    assert main(["plot", "architecture", "--arch", "rnn", "--out", str(tmp_path / "d")]) == 0
+    assert_png(tmp_path / "d" / "architecture_rnn.png")
+    rnn = str(ROOT / "configs" / "seed003_rnn_ru_en.yaml")
+    assert main(["plot", "teacher-forcing", "--config", rnn, "--set", "model.teacher_forcing=1.0",
+                 "--set", "model.teacher_forcing_anneal_steps=100", "--out", str(tmp_path / "d")]) == 0
+    assert main(["plot", "temperature", "--out", str(tmp_path / "d")]) == 0
+    for name in ("teacher_forcing.png", "temperature.png"):
+        assert_png(tmp_path / "d" / name)
+    capsys.readouterr()
+    assert main(["plot", "mask", "--set", "model.layers=2", "--out", str(tmp_path)]) == 2
+    assert "--set needs --config" in capsys.readouterr().err
+
+
+def test_temperature_rescales_the_same_scores():
+    from nmtkit.viz import homework
+
+    probs = homework.temperature_data()
+    assert list(probs) == [0.5, 1.0, 2.0]
+    scores = np.array(homework.EXAMPLE_SCORES)
+    real = np.array([t != "<pad>" for t in homework.EXAMPLE_SOURCE])
+    for t, p in probs.items():
+        e = np.exp(scores[real] / t)
+        np.testing.assert_allclose(p[real], e / e.sum(), atol=1e-12)
+        assert np.all(p[~real] == 0.0)  # masked: exactly zero
+    peaks = [p.max() for p in probs.values()]
+    assert peaks[0] > peaks[1] > peaks[2]  # T < 1 sharpens, T > 1 flattens
+    assert len({int(np.argmax(p)) for p in probs.values()}) == 1  # the same winner
+    fig = homework.temperature_figure()
+    assert "masked_softmax" in fig.get_axes()[0].get_title()
+
+
+def test_teacher_forcing_schedule_is_the_models():
+    from nmtkit.viz import homework
+
+    cfg = ModelConfig(arch="rnn", teacher_forcing=0.9, teacher_forcing_min=0.3,
+                      teacher_forcing_anneal_steps=1000)
+    steps, ratio = homework.teacher_forcing_data(cfg, steps=2000, points=21)
+    assert list(steps) == list(range(0, 2001, 100))
+    np.testing.assert_allclose(ratio[:11], np.linspace(0.9, 0.3, 11))  # linear over 1000 updates
+    np.testing.assert_allclose(ratio[10:], 0.3)  # then the floor
+    const, r = homework.teacher_forcing_data(ModelConfig(arch="rnn", teacher_forcing=0.5))
+    assert const[-1] == 10000 and np.all(r == 0.5)
+    fig = homework.teacher_forcing_figure()
+    labels = fig.get_axes()[0].get_legend_handles_labels()[1]
+    assert labels == ["seed 003: constant 0.5", "annealed: 1 -> 0.25 over 20000 updates"]
 
 
 # --- the interactive page in a real browser ----------------------------------------------------

@@ -14,7 +14,7 @@ import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -119,6 +119,8 @@ class Bundle:
     src_vocab: Vocab
     tgt_vocab: Vocab
     path: Path | None = None
+    engine: ClassVar[str] = "torch"
+    """What runs the search (``nmtkit serve --engine``): nmtkit's own PyTorch model."""
 
     def translator(self, **decode_overrides: Any) -> Translator:
         """Shorthand for :meth:`nmtkit.decode.translator.Translator.from_bundle`."""

@@ -11,9 +11,14 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .checkpoint import Bundle
+    from .decode.translator import TextTranslator, Translation, Translator
+    from .serve.app import ServedBundle
 
 
 class InputError(ValueError):
@@ -51,10 +56,13 @@ def cmd_train(a: argparse.Namespace) -> int:
     from .config import load
     from .train.loop import train
 
-    cfg = load(a.config, [*a.set, *(["train.fast=false", "decode.fast=false"] if a.no_fast else [])])
+    sets = [*a.set, *(["train.fast=false", "decode.fast=false"] if a.no_fast else [])]
+    if a.report_splits:
+        sets.append(f"train.forgetting_splits={json.dumps(a.report_splits)}")
+    cfg = load(a.config, sets)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
     result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
-                   on_validation=_curves_callback())
+                   on_validation=_curves_callback(), init_from=a.init_from)
     from .train.distributed import world_info
 
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
@@ -98,23 +106,93 @@ def _one_line(text: str) -> str:
 def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
     """The decoding options translate/evaluate flags give (``None``: the checkpoint's); they
     are resolved, as the server's, by :func:`nmtkit.decode.translator.decode_options`."""
-    return {"beam": a.beam, "n_best": getattr(a, "n_best", None), "batch_size": a.batch_size,
-            "fast": False if a.no_fast else None,
-            "early_stop": True if a.early_stop else None}
+    n_samples = getattr(a, "n_samples", None)
+    if n_samples is not None and not a.sampling:
+        raise ValueError("--n-samples needs --sampling")
+    return {"beam": a.beam, "n_best": n_samples or getattr(a, "n_best", None),
+            "batch_size": a.batch_size, "fast": False if a.no_fast else None,
+            "early_stop": True if a.early_stop else None,
+            "sampling": True if a.sampling else None, "sampling_temperature": a.temperature,
+            "sampling_top_k": a.top_k, "sampling_top_p": a.top_p, "sampling_seed": a.seed}
+
+
+def _translator(a: argparse.Namespace) -> tuple[Bundle, Translator]:
+    """(the first checkpoint's bundle, a translator of the one or more ``--model`` given)."""
+    from .checkpoint import load_bundle
+    from .decode.ensemble import ensemble_translator
+
+    bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
+    return bundles[0], ensemble_translator(bundles, a.model, **_decode_overrides(a))
+
+
+def _output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
+    """One output line: ``[i<TAB>][score<TAB>][token log-probs<TAB>]text[<TAB>alignment]``."""
+    from .decode.translator import pharaoh
+
+    cols = [str(i)] if n_best else []
+    if n_best or scores:
+        cols.append(f"{h.score:.4f}")
+    if scores:
+        cols.append(" ".join(f"{x:.4f}" for x in h.token_log_probs or []))
+    cols.append(_one_line(h.text))
+    if alignments:
+        cols.append(pharaoh(h.alignment))
+    return "\t".join(cols) + "\n"
+
+
+def _per_line_files(a: argparse.Namespace) -> tuple[list[str] | None, list[list[str]] | None]:
+    """(the ``--prefix-file`` lines, the ``--constraints-file`` lines split at tabs)."""
+    from .data.corpora import read_lines
+
+    prefixes = read_lines(a.prefix_file) if a.prefix_file else None
+    constraints = ([[p for p in line.split("\t") if p.strip()] for line in read_lines(a.constraints_file)]
+                   if a.constraints_file else None)
+    return prefixes, constraints
+
+
+def _check_lines(path: str | None, given: list[Any] | None, n: int) -> None:
+    if given is not None and len(given) != n:
+        raise InputError(f"{path} has {len(given)} lines but the input has {n}: give one line per "
+                         "input line (empty for none)")
+
+
+def _stream(a: argparse.Namespace, tr: Translator, prefixes: list[str] | None,
+            constraints: list[list[str]] | None) -> int:
+    """``translate --stream``: answer each stdin line as soon as it has arrived (one line per
+    model call), flushing stdout after each, until the end of the input."""
+    n_best = tr.decode_cfg.n_best > 1
+    for n, raw in enumerate(iter(sys.stdin.buffer.readline, b""), 1):
+        try:
+            line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+        except UnicodeDecodeError:
+            raise InputError(f"<stdin>:{n}: invalid UTF-8") from None
+        for path, given in ((a.prefix_file, prefixes), (a.constraints_file, constraints)):
+            if given is not None and n > len(given):
+                raise InputError(f"{path} has {len(given)} lines but the input has more")
+        (hs,) = tr.translate([line], prefixes=None if prefixes is None else [prefixes[n - 1]],
+                             constraints=None if constraints is None else [constraints[n - 1]],
+                             token_scores=a.scores, alignments=a.alignments)
+        sys.stdout.write("".join(_output_line(n - 1, h, n_best, a.scores, a.alignments)
+                                 for h in (hs if n_best else hs[:1])))
+        sys.stdout.flush()
+    return 0
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
-    from .checkpoint import load_bundle
-
-    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
+    _, tr = _translator(a)
+    prefixes, constraints = _per_line_files(a)
+    if a.stream or (a.stream is None and not a.input and not a.output and sys.stdin.isatty()):
+        if a.input or a.output:
+            raise ValueError("--stream reads stdin and writes stdout: drop -i/-o")
+        return _stream(a, tr, prefixes, constraints)
     lines = _read_input(a.input)
-    tr = bundle.translator(**_decode_overrides(a))
-    results = tr.translate(lines)
-    if tr.decode_cfg.n_best > 1:
-        out = "".join(f"{i}\t{h.score:.4f}\t{_one_line(h.text)}\n"
-                      for i, hs in enumerate(results) for h in hs)
-    else:
-        out = "".join(_one_line(hs[0].text) + "\n" for hs in results)
+    _check_lines(a.prefix_file, prefixes, len(lines))
+    _check_lines(a.constraints_file, constraints, len(lines))
+    results = tr.translate(lines, prefixes=prefixes, constraints=constraints, token_scores=a.scores,
+                           alignments=a.alignments)
+    n_best = tr.decode_cfg.n_best > 1
+    out = "".join(_output_line(i, h, n_best, a.scores, a.alignments)
+                  for i, hs in enumerate(results) for h in (hs if n_best else hs[:1]))
     if a.output:
         _write_output(a.output, out, "translations")
     else:
@@ -123,11 +201,10 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    from .checkpoint import load_bundle
     from .data.corpora import load_parallel, read_lines
     from .evaluate import score
 
-    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
+    bundle, tr = _translator(a)
     if a.split:
         par = load_parallel(bundle.cfg.data, a.split)
         src, ref, name = par.src, par.tgt, a.split
@@ -138,12 +215,19 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
                              f"{len(ref)}")
     else:
         raise SystemExit("nmtkit: error: evaluate needs --split NAME or --src FILE --ref FILE")
-    tr = bundle.translator(**_decode_overrides(a))
     hyps = tr.translate_lines(src)
     if a.output:
         _write_output(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
     result = score(hyps, ref)
-    result.update({"split": name, "beam": tr.decode_cfg.beam, "model": a.model})
+    data = bundle.cfg.data
+    if a.split and data.corpus == "multi30k":  # the literature's number, official references
+        from .evaluate import multi30k_tok_bleu
+
+        tok_bleu, tok_sig = multi30k_tok_bleu(hyps, a.split, data.tgt_lang)
+        result["bleu_official_tok"] = tok_bleu
+        result["signature"]["bleu_official_tok"] = tok_sig
+    result.update({"split": name, "beam": tr.decode_cfg.beam,
+                   "model": a.model[0] if len(a.model) == 1 else a.model})
     print(json.dumps(result))
     return 0
 
@@ -174,27 +258,48 @@ def cmd_serve(a: argparse.Namespace) -> int:
     except ImportError as e:
         raise SystemExit(f"nmtkit: error: serving needs the 'serve' extra "
                          f"(pip install 'nmtkit[serve]'): {e}") from None
-    import torch
-
-    from .checkpoint import load_bundle
-
     limits = ServeLimits(max_texts=a.max_texts, max_chars=a.max_chars, max_beam=a.max_beam,
                          max_length=a.max_length, max_body_bytes=a.max_body_bytes,
                          timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
+    bundle, translator = _serve_bundle(a)
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("nmtkit.serve").warning(
             "listening on %s: the service is reachable from other machines", a.host)
     from .serve.security import default_allowed_hosts
 
     hosts = a.allowed_hosts.split(",") if a.allowed_hosts else default_allowed_hosts(a.host)
-    translator = bundle.translator(fast=False) if a.no_fast else None
     uvicorn.run(create_app(bundle, limits, translator, allowed_hosts=hosts), host=a.host, port=a.port,
                 log_level="debug" if a.verbose else "info",
                 timeout_keep_alive=a.timeout_keep_alive)
     return 0
+
+
+def _serve_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator | None]:
+    """What ``nmtkit serve`` serves: a checkpoint run by PyTorch (``--engine torch``), or an
+    ``nmtkit export --format ctranslate2`` directory run by CTranslate2 (``--engine
+    ctranslate2``); and the translator, where the flags ask for other than the default one."""
+    if a.engine == "ctranslate2":
+        if a.no_fast or a.no_verify:
+            raise ValueError("--no-fast and --no-verify apply to --engine torch (a checkpoint) only")
+        try:
+            from .export.ctranslate2 import load_export_bundle
+        except ImportError as e:
+            raise SystemExit(f"nmtkit: error: --engine ctranslate2 needs the 'export' extra "
+                             f"(pip install 'nmtkit[export]'): {e}") from None
+        return load_export_bundle(a.model, a.device, a.compute_type, a.threads), None
+    if a.compute_type is not None:
+        raise ValueError("--compute-type applies to --engine ctranslate2 only")
+    if (Path(a.model) / "nmtkit.json").is_file():
+        raise ValueError(f"{a.model}: a CTranslate2 export directory; serve it with "
+                         "--engine ctranslate2 (or serve the checkpoint it was exported from)")
+    import torch
+
+    from .checkpoint import load_bundle
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
+    return bundle, (bundle.translator(fast=False) if a.no_fast else None)
 
 
 def cmd_plot(a: argparse.Namespace) -> int:
@@ -204,7 +309,8 @@ def cmd_plot(a: argparse.Namespace) -> int:
         raise SystemExit(f"nmtkit: error: figures need the 'viz' extra "
                          f"(pip install 'nmtkit[viz]'): {e}") from None
     written = plot(a.figure, out_dir=a.out, output=a.output, run=a.run, model=a.model,
-                   text=a.text, beam=a.beam, html=a.html, device=a.device, dpi=a.dpi)
+                   text=a.text, beam=a.beam, html=a.html, device=a.device, dpi=a.dpi,
+                   config=a.config, overrides=a.set, arch=a.arch)
     print(json.dumps({"figure": a.figure, "written": [str(w) for w in written]}))
     return 0
 
@@ -221,11 +327,70 @@ def cmd_export(a: argparse.Namespace) -> int:
     return 0
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults shown after each help text (unless it already speaks of its default, or there
+    is none to show); descriptions wrapped by paragraph; the indented lines of an example
+    epilog kept as they are."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for para in text.strip("\n").split("\n\n"):
+            if para.startswith("  "):  # example commands: verbatim
+                paragraphs.append("\n".join(indent + line for line in para.splitlines()))
+            else:
+                paragraphs.append(super()._fill_text(para, width, indent))
+        return "\n\n".join(paragraphs)
+
+
+EXAMPLES: dict[str, str] = {
+    "prepare": "  nmtkit prepare iwslt14\n  nmtkit prepare wmt14 train valid",
+    "train": "  nmtkit train configs/copy_task.yaml\n"
+             "  nmtkit train configs/multi30k_transformer_small.yaml --set train.max_minutes=60\n"
+             "  nmtkit train configs/multi30k_transformer_small.yaml --resume\n"
+             "  nmtkit train NEW.yaml --init-from runs/NAME/best.pt --report-splits val test_2016_flickr",
+    "translate": '  echo "Ein Hund läuft." | nmtkit translate --model runs/NAME/best.pt\n'
+                 "  nmtkit translate --model runs/NAME/best.pt --beam 5 -i in.de -o out.en",
+    "evaluate": "  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flickr\n"
+                "  nmtkit evaluate --model runs/NAME/best.pt --src test.de --ref test.en --beam 4",
+    "average": "  nmtkit average --out runs/NAME/avg.pt runs/NAME/step_*.pt",
+    "serve": "  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
+             "  curl -s localhost:8000/v1/translate -H 'content-type: application/json' "
+             "-d '{\"texts\": [\"Ein Hund.\"]}'",
+    "plot": "  nmtkit plot all --out figures\n"
+            "  nmtkit plot architecture --config configs/multi30k_transformer_base.yaml -o arch.png\n"
+            "  nmtkit plot curves --run runs/NAME\n"
+            '  nmtkit plot attention --model runs/NAME/best.pt --text "Ein Hund läuft." --html',
+    "export": "  nmtkit export --format ctranslate2 --model runs/NAME/best.pt --out ct2 "
+              "--quantization int8",
+}
+"""The example epilog of each subcommand's ``--help``."""
+
+
+def _finish_help(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every parser shows defaults (:class:`HelpFormatter`); each subcommand ends its help
+    with examples (:data:`EXAMPLES`)."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                sub.formatter_class = HelpFormatter
+                if name in EXAMPLES:
+                    sub.epilog = "examples:\n\n" + EXAMPLES[name]
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nmtkit", description=__doc__)
     p.add_argument("--version", action="version", version=f"nmtkit {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug-level logging")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="one of the commands below; nmtkit COMMAND --help for its options")
 
     from .data.recipes import RECIPES
 
@@ -233,12 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "training does it on first use",
                         description="Downloads (sha256-checked, or from the NMTKIT_DATA mirror) and "
                         "prepares the named splits once into $NMTKIT_CACHE; prints the pair counts.")
-    pr.add_argument("corpus", choices=sorted(RECIPES))
+    pr.add_argument("corpus", choices=sorted(RECIPES), help="the corpus recipe")
     pr.add_argument("splits", nargs="*", help="splits to prepare (default: all)")
     pr.set_defaults(func=cmd_prepare)
 
     t = sub.add_parser("train", help="train a model from a YAML recipe")
-    t.add_argument("config")
+    t.add_argument("config", help="YAML recipe (see configs/)")
     t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (repeatable)")
     t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
@@ -250,15 +415,37 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--overwrite", action="store_true",
                       help="start afresh in a RUN_DIR that holds an earlier run (its checkpoints "
                       "and metrics are removed)")
+    t.add_argument("--init-from", metavar="CKPT",
+                   help="fine-tune: start from this checkpoint's weights, tokenizers and "
+                   "vocabularies (its model section must match), with a fresh optimizer and "
+                   "schedule; see train.freeze")
+    t.add_argument("--report-splits", nargs="+", metavar="SPLIT",
+                   help="score these splits (BLEU, chrF) before training and at its end into "
+                   "RUN_DIR/forgetting.json (sets train.forgetting_splits)")
     t.set_defaults(func=cmd_train)
 
     def decode_args(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--model", required=True, help="checkpoint (.pt)")
+        q.add_argument("--model", required=True, action="append",
+                       help="checkpoint (.pt); repeat it for an ensemble, which averages the "
+                       "models' probabilities at each step (same vocabularies required)")
         q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
         q.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
         q.add_argument("--early-stop", action="store_true",
                        help="beam search: stop a sentence once its best hypotheses have ended")
-        q.add_argument("--device", default="cpu")
+        q.add_argument("--sampling", action="store_true",
+                       help="draw each token from the model's distribution instead of searching "
+                       "(back-translation, diversity); the beam is not used")
+        q.add_argument("--temperature", type=float, default=None,
+                       help="sampling: divide the log-probs by T (< 1 sharper, > 1 flatter; default 1)")
+        q.add_argument("--top-k", type=int, default=None,
+                       help="sampling: only among the K most probable tokens (default 0 = all)")
+        q.add_argument("--top-p", type=float, default=None,
+                       help="sampling: only among the most probable tokens whose mass reaches P "
+                       "(nucleus; default 1 = all)")
+        q.add_argument("--seed", type=int, default=None,
+                       help="sampling: random seed (default 0); the same seed, input and batch "
+                       "size give the same samples")
+        q.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 ...")
         q.add_argument("--no-verify", action="store_true",
                        help="load a checkpoint whose weights do not match their stored checksum")
         q.add_argument("--no-fast", action="store_true", help=no_fast)
@@ -276,6 +463,26 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--n-best", type=int, default=None,
                     help="print N best as 'i<TAB>score<TAB>text' (default: the checkpoint's "
                     "decode.n_best, 1 unless set)")
+    tr.add_argument("--n-samples", type=int, default=None,
+                    help="with --sampling: draw N translations per line, printed as with --n-best "
+                    "(in the order drawn)")
+    tr.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
+                    help="answer each stdin line as soon as it arrives (one line per batch) "
+                    "instead of reading all input first; the default when stdin is a terminal")
+    tr.add_argument("--prefix-file", metavar="FILE",
+                    help="forced target prefixes, one per input line (an empty line for none): "
+                    "each translation starts with its prefix, and decoding continues after it")
+    tr.add_argument("--constraints-file", metavar="FILE",
+                    help="terminology: per input line, tab-separated target phrases that the "
+                    "translation must contain (an empty line for none); lexically constrained "
+                    "beam search (dynamic beam allocation, Post & Vilar 2018)")
+    tr.add_argument("--scores", action="store_true",
+                    help="write 'score<TAB>token log-probs<TAB>text' ('i<TAB>' first with N best): "
+                    "the ranking score, then the log-probability of each output token and of </s> "
+                    "(they sum to the sentence log-probability)")
+    tr.add_argument("--alignments", action="store_true",
+                    help="append '<TAB>i-j ...' (Pharaoh): each target token j with the source "
+                    "token i it attends to most (last layer, heads averaged; token positions)")
     tr.set_defaults(func=cmd_translate)
 
     ev = sub.add_parser("evaluate", help="translate a test set and print sacreBLEU JSON")
@@ -287,27 +494,40 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_evaluate)
 
     av = sub.add_parser("average", help="average the weights of checkpoints")
-    av.add_argument("--out", required=True)
-    av.add_argument("checkpoints", nargs="+")
+    av.add_argument("--out", required=True, metavar="CKPT", help="the averaged checkpoint to write")
+    av.add_argument("checkpoints", nargs="+", help="checkpoints of one run (e.g. RUN/step_*.pt)")
     av.set_defaults(func=cmd_average)
 
     from .serve.limits import ServeLimits as L
 
-    sv = sub.add_parser("serve", help="HTTP API and web page for a checkpoint (needs [serve])")
-    sv.add_argument("--model", required=True, help="checkpoint (.pt)")
+    sv = sub.add_parser("serve", help="HTTP API and web page for a checkpoint or a CTranslate2 "
+                        "export (needs [serve])")
+    sv.add_argument("--model", required=True,
+                    help="checkpoint (.pt); with --engine ctranslate2 an export directory")
+    sv.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+                    help="what runs the search: torch (nmtkit's model, the default; attention "
+                    "maps on the page) or ctranslate2 (a directory written by `nmtkit export "
+                    "--format ctranslate2`; faster, no attention maps; needs [export])")
+    sv.add_argument("--compute-type", default=None,
+                    choices=["default", "auto", "int8", "int8_float32", "int8_float16",
+                             "int8_bfloat16", "int16", "float16", "bfloat16", "float32"],
+                    help="--engine ctranslate2: CTranslate2's compute type (default: int8 on "
+                    "cpu, float16 on cuda; 'default': the type the export stores)")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    sv.add_argument("--port", type=port, default=8000)
-    sv.add_argument("--device", default="cpu")
+    sv.add_argument("--port", type=port, default=8000, help="TCP port (0 = any free port)")
+    sv.add_argument("--device", default="cpu", help="torch device: cpu, cuda ...")
     sv.add_argument("--no-verify", action="store_true",
                     help="load a checkpoint whose weights do not match their stored checksum")
     sv.add_argument("--no-fast", action="store_true", help=no_fast)
-    sv.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    sv.add_argument("--threads", type=int, default=0,
+                    help="torch threads, or CTranslate2's intra-op threads (0 = default)")
     sv.add_argument("--max-texts", type=int, default=L.max_texts, help="texts per request")
     sv.add_argument("--max-chars", type=int, default=L.max_chars, help="characters per text")
-    sv.add_argument("--max-beam", type=int, default=L.max_beam)
+    sv.add_argument("--max-beam", type=int, default=L.max_beam, help="largest beam a request may ask for")
     sv.add_argument("--max-length", type=int, default=L.max_length,
                     help="largest max_length (output tokens) a request may ask for")
-    sv.add_argument("--max-body-bytes", type=int, default=L.max_body_bytes)
+    sv.add_argument("--max-body-bytes", type=int, default=L.max_body_bytes,
+                    help="largest request body accepted (413 above)")
     sv.add_argument("--timeout", type=float, default=L.timeout_s,
                     help="seconds per request before a 503")
     sv.add_argument("--max-batch", type=int, default=L.max_batch,
@@ -323,11 +543,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plot", help="draw the figures of the guide (needs [viz])",
                         description="mask | positional | lr-schedule | label-smoothing: concepts of "
-                        "the paper; curves: a run's metrics.csv; attention: every attention map "
+                        "the paper; architecture: the model diagram (Figure 1, or the RNN's with "
+                        "--arch rnn) with a recipe's numbers (--config); temperature | "
+                        "teacher-forcing: the homework's softmax temperature and teacher-forcing "
+                        "schedule; curves: a run's metrics.csv; attention: every attention map "
                         "of a checkpoint for one sentence; all: every figure that the given "
                         "options allow.")
     pl.add_argument("figure", choices=["mask", "positional", "lr-schedule", "label-smoothing",
-                                       "curves", "attention", "all"])
+                                       "architecture", "temperature", "teacher-forcing",
+                                       "curves", "attention", "all"], help="which figure")
     where = pl.add_mutually_exclusive_group()
     where.add_argument("--out", metavar="DIR", help="output directory (default: current directory)")
     where.add_argument("-o", "--output", metavar="FILE",
@@ -338,8 +562,14 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--beam", type=int, default=None, help="beam size for that translation")
     pl.add_argument("--html", action="store_true",
                     help="attention: also write a self-contained interactive HTML page")
-    pl.add_argument("--device", default="cpu")
-    pl.add_argument("--dpi", type=int, default=100)
+    pl.add_argument("--config", metavar="RECIPE",
+                    help="YAML recipe whose model section architecture and teacher-forcing draw")
+    pl.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="override a value of --config (repeatable)")
+    pl.add_argument("--arch", choices=["transformer", "rnn"],
+                    help="architecture: which diagram (default: the recipe's, else transformer)")
+    pl.add_argument("--device", default="cpu", help="torch device for attention")
+    pl.add_argument("--dpi", type=int, default=100, help="resolution of the PNG files")
     pl.set_defaults(func=cmd_plot)
 
     ex = sub.add_parser("export", help="convert a Transformer checkpoint for another inference "
@@ -348,7 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "vocabularies, tokenizer model, nmtkit.json, README.txt), written "
                         "atomically; serve it with ctranslate2.Translator or "
                         "nmtkit.export.ctranslate2.CTranslate2Translator.")
-    ex.add_argument("--format", required=True, choices=["ctranslate2"])
+    ex.add_argument("--format", required=True, choices=["ctranslate2"], help="the target engine")
     ex.add_argument("--model", required=True, metavar="CKPT", help="checkpoint (.pt)")
     ex.add_argument("--out", required=True, metavar="DIR", help="output directory")
     ex.add_argument("--quantization", default="float32",
@@ -357,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="weight type (default float32; int8 for fast CPU inference)")
     ex.add_argument("--force", action="store_true", help="replace DIR if it exists")
     ex.set_defaults(func=cmd_export)
-    return p
+    return _finish_help(p)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ defined once here (``ARCHS``, ``CORPORA`` ...; the modules that use a value impo
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import types
 import typing
@@ -31,6 +32,10 @@ class ConfigError(ValueError):
 CORPORA = ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy")
 TOKENIZERS = ("sentencepiece", "word", "whitespace")
 SPM_MODEL_TYPES = ("bpe", "unigram")
+TSV_COLUMNS = ("src", "tgt", "-")
+"""What a column of a ``tsv`` file may be: the source, the target, or ``-`` (ignored)."""
+TSV_SPLITS = ("train", "valid", "test")
+"""The split names of a ``tsv`` file cut by ``data.tsv_split`` (in the order of the ratios)."""
 
 
 @dataclass
@@ -44,7 +49,7 @@ class DataConfig:
     tgt_lang: str = "en"
     train: str = "train"
     """Split name for ``multi30k``; a path prefix (``<prefix>.<lang>``) for ``parallel``;
-    a file for ``tsv``."""
+    a file for ``tsv`` (with ``tsv_split``: the split names ``train``, ``valid``, ``test``)."""
     valid: str = "val"
     test: str = "test_2016_flickr"
     tokenizer: str = "sentencepiece"
@@ -74,6 +79,16 @@ class DataConfig:
     copy_len: int = 10
     copy_train_size: int = 20000
     copy_valid_size: int = 200
+    tsv_columns: tuple[str, ...] = ("src", "tgt")
+    """``tsv``: what each tab-separated column holds, ``src``, ``tgt`` or ``-`` (ignored); e.g.
+    ``[tgt, src]`` for seed 003's ``en<TAB>ru`` file translated ru -> en."""
+    tsv_file: str = ""
+    """``tsv`` with ``tsv_split``: the one file that train, valid and test are cut from."""
+    tsv_split: tuple[float, ...] = ()
+    """``tsv``: cut ``tsv_file`` at random into splits named ``train``, ``valid`` (and ``test``)
+    with these 2 (or 3) ratios, e.g. ``[0.8, 0.05, 0.15]``; empty = each split is a file."""
+    tsv_seed: int = 1234
+    """``tsv_split``: seed of the shuffle that assigns lines to splits (same seed, same splits)."""
 
     def validate(self, source: str) -> None:
         c = _Checks(self, "data", source)
@@ -85,6 +100,28 @@ class DataConfig:
         c.at_least(1, "min_freq", "max_len", "copy_len", "copy_train_size", "copy_valid_size")
         c.at_least(2, "copy_vocab")
         c.at_least(0, "tokenizer_sample")
+        self._validate_tsv(c)
+
+    def _validate_tsv(self, c: _Checks) -> None:
+        """The ``tsv`` corpus's column order and one-file split."""
+        cols = self.tsv_columns
+        c.require(all(col in TSV_COLUMNS for col in cols) and cols.count("src") == 1
+                  and cols.count("tgt") == 1,
+                  f"data.tsv_columns must name one src and one tgt column (others '-'), got {list(cols)}")
+        ratios = self.tsv_split
+        c.require(not ratios or (len(ratios) in (2, 3) and all(r > 0 for r in ratios)
+                                 and abs(sum(ratios) - 1.0) < 1e-6),
+                  "data.tsv_split must be 2 or 3 positive ratios (train, valid[, test]) summing to 1, "
+                  f"got {list(ratios)}")
+        c.require(not ratios or self.corpus == "tsv",
+                  f"data.tsv_split needs data.corpus: tsv, got {self.corpus!r}")
+        c.require(not ratios or bool(self.tsv_file),
+                  "data.tsv_split needs data.tsv_file (the file to cut into splits)")
+        names = list(TSV_SPLITS[:len(ratios)])
+        c.require(not ratios or [self.train, self.valid, self.test][:len(ratios)] == names,
+                  "data.train/valid/test must be the split names train/valid/test with "
+                  f"data.tsv_split (test only with 3 ratios), got {self.train}/{self.valid}/{self.test}")
+        c.at_least(0, "tsv_seed")
 
 
 ARCHS = ("transformer", "rnn")
@@ -190,6 +227,10 @@ class ModelConfig:
 LR_SCHEDULES = ("noam", "constant", "plateau")
 EARLY_STOP_METRICS = ("bleu", "loss")
 DEVICES = ("auto", "cpu", "cuda")
+AMP_MODES = ("off", "bf16", "fp16")
+FREEZE_GROUPS = ("encoder", "embeddings", "decoder")
+"""What ``train.freeze`` may name (see :mod:`nmtkit.train.finetune` for which parameters
+each group holds)."""
 
 
 @dataclass
@@ -223,6 +264,12 @@ class TrainConfig:
     """Greedy-decode the validation set and report BLEU at each validation."""
     valid_max_sents: int = 0
     """Use only the first N validation pairs for BLEU (0 = all)."""
+    sample_every: int = 1
+    """Every this many validations (0 = never), greedy-translate the first ``samples``
+    validation sentences and print source / reference / hypothesis into the log and
+    ``<run>/samples.txt`` (appended under a step header): the model's progress, read."""
+    samples: int = 3
+    """How many fixed validation sentences (the first ones) ``sample_every`` shows."""
     early_stop_metric: str = "bleu"
     """``bleu`` (higher is better) or ``loss`` (lower is better); selects ``best.pt``."""
     patience: int = 0
@@ -239,8 +286,13 @@ class TrainConfig:
     """torch intra-op threads; 0 = PyTorch's default."""
     device: str = "auto"
     """``auto`` (cuda if available), ``cpu`` or ``cuda``."""
-    amp: bool = False
-    """bf16 autocast on CUDA."""
+    amp: str = "off"
+    """Mixed precision: ``off`` (fp32); ``bf16``: bfloat16 autocast on CUDA (ignored on a
+    CPU, where it is slower than fp32); ``fp16``: float16 autocast with a dynamic loss scale
+    (``torch.amp.GradScaler``) for GPUs without bf16 (V100, T4); it also runs on a CPU, to
+    test the code path. The loss scale goes to the log and into the checkpoint.
+    Older recipes and checkpoints wrote a boolean: ``true`` reads as ``bf16``, ``false`` as
+    ``off`` (YAML 1.1 also reads an unquoted ``off`` as ``false``)."""
     compile: bool = False
     """``torch.compile`` the training forward (dynamic shapes; pays off on GPUs)."""
     fast: bool = True
@@ -254,6 +306,24 @@ class TrainConfig:
     Off: freed memory goes back to the system at once."""
     max_nonfinite: int = 5
     """Stop after this many consecutive steps with a NaN/inf loss (each is skipped)."""
+    freeze: tuple[str, ...] = ()
+    """Parameter groups kept fixed (``requires_grad`` off), any of ``encoder``, ``embeddings``,
+    ``decoder``; meant for fine-tuning (``nmtkit train --init-from``). A tied embedding
+    matrix (``model.tie_output``/``tie_all``) is one parameter: it belongs to ``embeddings``
+    only, so freezing ``embeddings`` also fixes the tied output projection (and the source
+    embedding), and freezing ``decoder`` leaves it trainable."""
+    forgetting_splits: tuple[str, ...] = ()
+    """Splits of ``data.corpus`` (names, or path prefixes for ``parallel``) scored with BLEU
+    and chrF before training and at its end, into ``<run>/forgetting.json`` (before, after,
+    delta): how much a fine-tuned model forgot of its parent's data (the ``--report-splits``
+    option of ``nmtkit train``)."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files (training loss, rate, tokens/s, validation metrics)
+    into ``<run>/tensorboard/`` (needs the ``tensorboard`` extra)."""
+    ema: float = 0.0
+    """Decay of an exponential moving average of the weights, updated after every step
+    (e.g. 0.999; 0 = off). Validation, ``best.pt`` and every checkpoint's weights are then
+    the average (the raw weights are kept beside it, for ``--resume``)."""
 
     def validate(self, source: str) -> None:
         c = _Checks(self, "train", source)
@@ -265,12 +335,22 @@ class TrainConfig:
         c.at_least(1, "accum", "max_steps", "valid_every", "log_every", "max_nonfinite")
         c.at_least(0, "seed", "max_epochs", "max_minutes", "warmup", "weight_decay", "clip_norm",
                    "patience", "plateau_patience", "keep_last", "valid_max_sents", "threads")
+        c.at_least(0, "sample_every")
+        c.at_least(1, "samples")
         c.require(self.lr_schedule != "noam" or self.warmup >= 1, "train.warmup must be >= 1 for noam")
         c.fraction("label_smoothing")
         c.require(all(0.0 <= b < 1.0 for b in self.adam_betas),
                   f"train.adam_betas must each be in [0, 1), got {self.adam_betas}")
         c.require(0.0 < self.plateau_factor < 1.0,
                   f"train.plateau_factor must be in (0, 1), got {self.plateau_factor}")
+        c.one_of("amp", AMP_MODES)
+        c.fraction("ema")
+        c.require(all(g in FREEZE_GROUPS for g in self.freeze),
+                  f"train.freeze may list {', '.join(FREEZE_GROUPS)}, got {list(self.freeze)}")
+        c.require(len(set(self.freeze)) < len(FREEZE_GROUPS),
+                  f"train.freeze must leave a group to train, got {list(self.freeze)}")
+        c.require(all(s.strip() for s in self.forgetting_splits),
+                  f"train.forgetting_splits must name splits, got {list(self.forgetting_splits)}")
 
 
 @dataclass
@@ -293,14 +373,31 @@ class DecodeConfig:
     fast: bool = True
     """Apply :mod:`nmtkit.fast` to the model for decoding (CPU: weights packed once in the
     GEMM library's layout). Off: the readable model as written; same translations."""
+    sampling: bool = False
+    """Draw each output token from the model's distribution instead of searching
+    (back-translation, diversity): ``n_best`` samples per sentence, ``beam`` unused."""
+    sampling_temperature: float = 1.0
+    """Sampling draws from softmax(log-probs / temperature): < 1 sharper, > 1 flatter."""
+    sampling_top_k: int = 0
+    """Sampling: only among the k most probable tokens (0 = all)."""
+    sampling_top_p: float = 1.0
+    """Sampling: only among the most probable tokens whose mass reaches p (nucleus sampling,
+    Holtzman et al. 2020; 1.0 = all)."""
+    sampling_seed: int = 0
+    """Seed of the sampling's random generator: the same seed, input and batch size give the
+    same samples."""
 
     def validate(self, source: str) -> None:
         c = _Checks(self, "decode", source)
         c.finite()
         c.at_least(1, "beam", "batch_size")
-        c.at_least(0, "length_penalty", "max_len_a", "max_len_b")
-        c.require(1 <= self.n_best <= self.beam,
-                  f"decode.n_best must be in [1, decode.beam = {self.beam}], got {self.n_best}")
+        c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed")
+        c.require(1 <= self.n_best and (self.sampling or self.n_best <= self.beam),
+                  f"decode.n_best must be in [1, decode.beam = {self.beam}] (any number >= 1 of "
+                  f"samples with decode.sampling), got {self.n_best}")
+        c.positive("sampling_temperature")
+        c.require(0.0 < self.sampling_top_p <= 1.0,
+                  f"decode.sampling_top_p must be in (0, 1], got {self.sampling_top_p}")
 
 
 @dataclass
@@ -353,6 +450,11 @@ def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
             return value
     elif origin is tuple:
         args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:  # tuple[str, ...]: a YAML list of any length
+            if isinstance(value, (list, tuple)):
+                return tuple(_coerce(v, args[0], where, source) for v in value)
+            raise ConfigError(f"{source}: {where}: expected a list of {args[0].__name__}, "
+                              f"got {value!r}")
         if isinstance(value, (list, tuple)) and len(value) == len(args):
             return tuple(_coerce(v, a, where, source) for v, a in zip(value, args, strict=True))
     elif origin in (types.UnionType, typing.Union):
@@ -383,8 +485,15 @@ def _build(cls: type, raw: Any, source: str, prefix: str) -> Any:
         if dataclasses.is_dataclass(tp):
             kwargs[name] = _build(cast(type, tp), value, source, f"{prefix}{name}.")
         else:
+            if isinstance(value, bool) and prefix + name in LEGACY_BOOLEANS:
+                value = LEGACY_BOOLEANS[prefix + name][value]
             kwargs[name] = _coerce(value, tp, prefix + name, source)
     return cls(**kwargs)
+
+
+LEGACY_BOOLEANS: dict[str, dict[bool, str]] = {"train.amp": {True: "bf16", False: "off"}}
+"""Keys that were booleans before they took a word: what the old values mean now (older
+checkpoints store the boolean in their config, and must still load)."""
 
 
 class _Checks:
@@ -490,7 +599,17 @@ def load(path: str | Path, overrides: list[str] | None = None) -> Config:
     raw = apply_overrides(raw, overrides or [])
     if "name" not in raw:
         raw["name"] = path.stem
-    return Config.from_dict(raw, str(path))
+    cfg = Config.from_dict(raw, str(path))
+    check_installed(cfg, str(path))
+    return cfg
+
+
+def check_installed(cfg: Config, source: str) -> None:
+    """A recipe that is to run needs its optional packages. (Not part of :func:`validate`:
+    a checkpoint's stored config must load where they are not installed, e.g. to translate.)"""
+    if cfg.train.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError(f"{source}: train.tensorboard needs the tensorboard package: pip "
+                          "install 'nmtkit[tensorboard]' (or set train.tensorboard: false)")
 
 
 def enc_layers(m: ModelConfig) -> int:

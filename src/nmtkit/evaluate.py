@@ -1,18 +1,57 @@
-"""Corpus-level scores with sacreBLEU (Post 2018) on detokenized, cased text, with signatures."""
+"""Corpus-level scores with sacreBLEU (Post 2018) on detokenized, cased text, with signatures,
+and the tokenized lowercased BLEU of the homework (seed 003) and the Multi30k literature.
+
+``bleu`` is sacreBLEU's standard score: cased, on detokenized text, its own ``13a``
+tokenizer; compare it with other sacreBLEU numbers. ``bleu_lc_tok`` is BLEU on tokenized
+lowercased text as seed 003 reports it (nltk's ``corpus_bleu`` on ``WordPunctTokenizer``
+tokens of lowercased text), for any corpus; on Multi30k, :func:`multi30k_tok_bleu` scores
+against the official Moses-tokenized references instead (the multimodal-MT literature's
+``multi-bleu.perl`` number). nmtkit computes ``bleu_lc_tok`` as follows, exactly:
+
+1. tokenize hypotheses and references alike with :func:`word_punct_tokens`, the regular
+   expression ``\\w+|[^\\w\\s]+`` (nltk's ``WordPunctTokenizer``: runs of letters/digits,
+   runs of punctuation; ``"don't."`` -> ``don ' t .``), and join the tokens with spaces;
+2. score with ``sacrebleu.metrics.BLEU(lowercase=True, tokenize="none")``: 4-gram corpus
+   BLEU, case folded, no further tokenization (its signature says ``case:lc|tok:none``).
+
+On a corpus with at least one match of every n-gram order this equals nltk's unsmoothed
+``corpus_bleu`` on the same tokens (x 100); it is not comparable with ``bleu``.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
 
+WORD_PUNCT = re.compile(r"\w+|[^\w\s]+")
+"""nltk's ``WordPunctTokenizer`` pattern (seed 003 tokenizes with it)."""
+
+
+def word_punct_tokens(text: str) -> list[str]:
+    """Runs of word characters and runs of other non-space characters: ``"a,b!" -> [a , b !]``."""
+    return WORD_PUNCT.findall(text)
+
+
+def tokenized_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
+    """``bleu_lc_tok``: sacreBLEU (``lowercase=True``, ``tokenize="none"``) on
+    :func:`word_punct_tokens` of both sides. Returns (score, signature)."""
+    def tok(lines: list[str]) -> list[str]:
+        return [" ".join(word_punct_tokens(line)) for line in lines]
+
+    bleu = BLEU(lowercase=True, tokenize="none")
+    result = bleu.corpus_score(tok(hypotheses), [tok(references)])
+    return round(result.score, 2), f"{bleu.get_signature()}|pretok:wordpunct"
+
 
 def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
-    """BLEU and chrF of detokenized hypotheses against one reference each.
+    """BLEU and chrF of detokenized hypotheses against one reference each, and
+    ``bleu_lc_tok`` (:func:`tokenized_bleu`).
 
-    Returns {"bleu", "chrf", "signature": {"bleu", "chrf"}, "n"}.
+    Returns {"bleu", "chrf", "bleu_lc_tok", "signature": {"bleu", "chrf", "bleu_lc_tok"}, "n"}.
     """
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses vs {len(references)} references")
@@ -20,12 +59,43 @@ def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
     chrf = CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
+    lc_tok, lc_tok_signature = tokenized_bleu(hypotheses, references)
     return {
         "bleu": round(b.score, 2),
         "chrf": round(c.score, 2),
-        "signature": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())},
+        "bleu_lc_tok": lc_tok,
+        "signature": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature()),
+                      "bleu_lc_tok": lc_tok_signature},
         "n": len(hypotheses),
     }
+
+
+def moses_lc_norm_tok(lines: list[str], lang: str) -> list[str]:
+    """What Multi30k's official ``tok/*.lc.norm.tok.<lang>`` files hold, from raw text:
+    lowercase, then Moses punctuation normalisation, then the Moses tokenizer with its
+    default escaping (``'`` -> ``&apos;``), via sacremoses. On the raw val and test_2016_flickr
+    files of de and en this reproduces 4027 of the 4028 official lines."""
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    norm, tok = MosesPunctNormalizer(lang), MosesTokenizer(lang)
+    return [tok.tokenize(norm.normalize(line.lower()), return_str=True) for line in lines]
+
+
+def multi30k_tok_bleu(hypotheses: list[str], split: str, lang: str) -> tuple[float, str]:
+    """BLEU of detokenized ``hypotheses`` against Multi30k's official lowercased, normalised,
+    tokenized reference of ``split`` in ``lang`` (:func:`nmtkit.data.corpora.multi30k_reference_file`),
+    the convention of the multimodal-MT literature (``multi-bleu.perl`` on these files):
+    the hypotheses go through :func:`moses_lc_norm_tok`, then sacreBLEU with
+    ``tokenize="none"`` (the text is already tokenized and lowercased). Returns (score, signature)."""
+    from .data.corpora import multi30k_reference_file
+
+    path = multi30k_reference_file(split, lang)
+    refs = path.read_text(encoding="utf-8").splitlines()
+    if len(refs) != len(hypotheses):
+        raise ValueError(f"{path}: {len(refs)} references vs {len(hypotheses)} hypotheses")
+    bleu = BLEU(tokenize="none")
+    result = bleu.corpus_score(moses_lc_norm_tok(hypotheses, lang), [refs])
+    return round(result.score, 2), f"{bleu.get_signature()}|ref:multi30k-{split}.lc.norm.tok.{lang}"
 
 
 def perplexity(nll_sum: float, n_tokens: int) -> float:

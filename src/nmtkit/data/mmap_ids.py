@@ -59,7 +59,12 @@ def _digest(obj: object) -> str:
 def training_inputs(cfg: DataConfig) -> list[list[Any]]:
     """Path, size and modification time of the files the training split is read from."""
     files = split_files(cfg, cfg.train)
-    paths = [] if cfg.corpus == "copy" else [Path(cfg.train)] if files is None else files[:2]
+    if files is not None:
+        paths = list(files[:2])
+    elif cfg.corpus == "copy":
+        paths = []
+    else:  # tsv: the file, or the one file its splits are cut from
+        paths = [Path(cfg.tsv_file if cfg.tsv_split else cfg.train)]
     out = []
     for path in paths:
         st = Path(path).stat()

@@ -11,10 +11,27 @@ flat batch of ``batch * beam`` rows; a finished hypothesis keeps a frozen score 
 for the ``beam`` slots with the live extensions (better-ranked extensions can push it out),
 and hypotheses are ranked by the GNMT length-normalised score
 (Wu et al. 2016): ``log P(y) / ((5 + |y|) / 6) ** length_penalty``.
+
+Options for what practitioners need, each free when unused (no per-step work):
+
+- ``prefixes``: one list of target ids per sentence (empty: none) that the output must
+  start with. At each step the rows whose prefix is not finished keep only the log-prob of
+  their prefix token (the others are masked to ``-inf``), so one batch mixes sentences with
+  and without prefixes and the scores include the prefix tokens' log-probs. A sentence's
+  length cap is raised to fit its prefix and ``</s>``.
+- ``token_scores``: every :class:`Hypothesis` carries ``token_log_probs``, the model's
+  log-probability of each output token and of ``</s>`` (they sum to ``log_prob``).
+- ``cfg.sampling``: :func:`sample_search` draws ``cfg.n_best`` outputs per sentence from
+  the model's distribution (temperature, top-k, top-p), seeded with ``cfg.sampling_seed``.
+- ``constraints``: target phrases each output must contain; :func:`search` hands such a
+  batch to :func:`nmtkit.decode.constraints.constrained_beam_search`.
+
+An ensemble (:class:`nmtkit.decode.ensemble.Ensemble`) is a model to these searches.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +45,8 @@ if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
 
 NEVER = (PAD, BOS)  # ids a hypothesis may never produce
+Prefixes = Sequence[Sequence[int]]
+"""One list of target ids per sentence that its output must start with (may be empty)."""
 
 
 @dataclass
@@ -36,6 +55,9 @@ class Hypothesis:
     score: float  # length-normalised log-probability
     log_prob: float
     attention: Tensor | None = None  # (len(tokens) + 1, S): source attention per output step
+    token_log_probs: list[float] | None = None
+    """With ``token_scores``: log P of each token and of ``</s>`` (len(tokens) + 1 values,
+    summing to ``log_prob``)."""
 
 
 def length_caps(src_mask: Tensor, max_len_a: float, max_len_b: int,
@@ -55,42 +77,144 @@ def length_penalty(length: Tensor, length_penalty: float) -> Tensor:
     return ((5.0 + length.float()) / 6.0) ** length_penalty
 
 
+def prefix_table(prefixes: Prefixes | None, batch: int, device: torch.device) -> Tensor | None:
+    """(batch, P) the prefixes' ids, ``-1`` after each one's end; ``None`` when no sentence
+    has a prefix (the search then does no prefix work at all)."""
+    if prefixes is None:
+        return None
+    if len(prefixes) != batch:
+        raise ValueError(f"{len(prefixes)} prefixes for a batch of {batch} sentences")
+    width = max((len(p) for p in prefixes), default=0)
+    if width == 0:
+        return None
+    table = torch.full((batch, width), -1, dtype=torch.long)
+    for i, p in enumerate(prefixes):
+        table[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+    return table.to(device)
+
+
+def force_tokens(log_probs: Tensor, want: Tensor) -> None:
+    """In place: a row with ``want >= 0`` keeps only the log-prob of token ``want``
+    (every other token gets ``-inf``); a row with ``want == -1`` is left alone.
+
+    log_probs: (rows, V); want: (rows,).
+    """
+    forced = want >= 0  # (rows,)
+    idx = want.clamp(min=0).unsqueeze(1)  # (rows, 1)
+    only = torch.full_like(log_probs, float("-inf")).scatter_(1, idx, log_probs.gather(1, idx))
+    log_probs[forced] = only[forced]
+
+
+def sample_tokens(log_probs: Tensor, cfg: DecodeConfig,
+                  generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Draw one token per row: (the model's log-prob of it, the token), both (rows,).
+
+    The distribution drawn from is ``softmax(log_probs / T)`` (``T`` =
+    ``cfg.sampling_temperature``), restricted to the ``cfg.sampling_top_k`` most probable
+    tokens (0: all) and then to the smallest set of most probable tokens whose mass reaches
+    ``cfg.sampling_top_p`` (nucleus sampling, Holtzman et al. 2020; 1.0: all). The log-prob
+    returned is the model's own (untempered, unrestricted), so a sample's score is its
+    log-probability under the model.
+    """
+    logits = log_probs / cfg.sampling_temperature  # (rows, V)
+    if 0 < cfg.sampling_top_k < logits.size(1):
+        kth = logits.topk(cfg.sampling_top_k, dim=1).values[:, -1:]  # (rows, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if cfg.sampling_top_p < 1.0:
+        ranked, order = logits.sort(dim=1, descending=True)  # (rows, V)
+        probs = ranked.softmax(dim=1)
+        # Drop a token when the tokens ranked above it already reach top_p (the first stays).
+        drop = (probs.cumsum(dim=1) - probs) >= cfg.sampling_top_p
+        logits = logits.scatter(1, order, ranked.masked_fill(drop, float("-inf")))
+    tok = torch.multinomial(logits.softmax(dim=1), 1, generator=generator).view(-1)  # (rows,)
+    return log_probs.gather(1, tok.unsqueeze(1)).view(-1), tok
+
+
 def search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
-           need_attention: bool = False, max_length: int | None = None) -> list[list[Hypothesis]]:
+           need_attention: bool = False, max_length: int | None = None,
+           prefixes: Prefixes | None = None, token_scores: bool = False,
+           constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> list[list[Hypothesis]]:
     """The ``cfg.n_best`` best hypotheses of each sentence: greedy search when ``cfg.beam``
-    and ``cfg.n_best`` are 1 (the same result as a beam of one, faster), else beam search."""
-    if cfg.beam == 1 and cfg.n_best == 1:
+    and ``cfg.n_best`` are 1 (the same result as a beam of one, faster), else beam search;
+    with ``cfg.sampling``, ``cfg.n_best`` samples of each (:func:`sample_search`); with
+    ``constraints`` (target phrases per sentence) that some sentence has,
+    :func:`nmtkit.decode.constraints.constrained_beam_search`."""
+    if constraints is not None and any(any(len(p) for p in cs) for cs in constraints):
+        if cfg.sampling:
+            raise ValueError("constraints cannot be combined with sampling")
+        from .constraints import constrained_beam_search
+
+        return constrained_beam_search(model, src, src_mask, cfg, constraints,
+                                       need_attention=need_attention, max_length=max_length,
+                                       prefixes=prefixes, token_scores=token_scores)
+    run = sample_search if cfg.sampling else beam_search
+    if not cfg.sampling and cfg.beam == 1 and cfg.n_best == 1:
         return [[h] for h in greedy_search(model, src, src_mask, cfg, need_attention=need_attention,
-                                           max_length=max_length)]
-    return beam_search(model, src, src_mask, cfg, need_attention=need_attention,
-                       max_length=max_length)
+                                           max_length=max_length, prefixes=prefixes,
+                                           token_scores=token_scores)]
+    return run(model, src, src_mask, cfg, need_attention=need_attention, max_length=max_length,
+               prefixes=prefixes, token_scores=token_scores)
+
+
+@torch.no_grad()
+def sample_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
+                  need_attention: bool = False, max_length: int | None = None,
+                  prefixes: Prefixes | None = None,
+                  token_scores: bool = False) -> list[list[Hypothesis]]:
+    """``cfg.n_best`` samples per sentence, in the order drawn (score = log-probability).
+
+    Each sentence is repeated ``n_best`` times in one batch and decoded like greedy search,
+    drawing each token with :func:`sample_tokens` from a ``torch.Generator`` seeded with
+    ``cfg.sampling_seed``: the same input, batch and device give the same samples."""
+    n = cfg.n_best
+    generator = torch.Generator(device=src.device).manual_seed(cfg.sampling_seed)
+    rows = torch.arange(src.size(0), device=src.device).repeat_interleave(n)  # (b*n,)
+    pre = None if prefixes is None else [prefixes[i] for i in rows.tolist()]
+    flat = greedy_search(model, src[rows], src_mask[rows], cfg, need_attention=need_attention,
+                         max_length=max_length, prefixes=pre, token_scores=token_scores,
+                         generator=generator)
+    return [flat[i * n:(i + 1) * n] for i in range(src.size(0))]
 
 
 @torch.no_grad()
 def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
-                  need_attention: bool = False, max_length: int | None = None) -> list[Hypothesis]:
+                  need_attention: bool = False, max_length: int | None = None,
+                  prefixes: Prefixes | None = None, token_scores: bool = False,
+                  generator: torch.Generator | None = None) -> list[Hypothesis]:
     """Most probable next token at every step, for a whole batch at once; a sentence that
     has ended leaves the batch, so later steps compute only the sentences still going.
 
-    Reads ``cfg.max_len_a`` and ``cfg.max_len_b`` (the beam options are not used).
+    Reads ``cfg.max_len_a`` and ``cfg.max_len_b`` (the beam options are not used). With a
+    ``generator`` each token is drawn (:func:`sample_tokens`) instead of taken greedily.
     """
     b, dev = src.size(0), src.device
     caps = length_caps(src_mask, cfg.max_len_a, cfg.max_len_b, max_length)  # (b,)
+    forced = prefix_table(prefixes, b, dev)  # (b, P) or None
+    if forced is not None:  # room for the whole prefix and </s>
+        caps = torch.maximum(caps, (forced >= 0).sum(1) + 1)
     state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
     prev = torch.full((b,), BOS, dtype=torch.long, device=dev)
     alive = torch.arange(b, device=dev)  # input position of each row still decoding
     scores = torch.zeros(b, device=dev)
-    steps: list[tuple[Tensor, Tensor, Tensor | None]] = []  # (rows' inputs, tokens, attention)
+    steps: list[tuple[Tensor, Tensor, Tensor | None, Tensor]] = []  # (rows, tokens, attn, lp)
     for t in range(int(caps.max())):
         log_probs, state, attn = model.step(state, prev)
+        if forced is not None:
+            if t < forced.size(1):
+                force_tokens(log_probs, forced[alive, t])
+            else:
+                forced = None
         log_probs[:, NEVER] = float("-inf")
         at_cap = (t + 1) >= caps
         if bool(at_cap.any()):
             log_probs[at_cap] = log_probs[at_cap].masked_fill(
                 torch.arange(log_probs.size(1), device=dev) != EOS, float("-inf"))
-        lp, tok = log_probs.max(dim=-1)
+        if generator is None:
+            lp, tok = log_probs.max(dim=-1)
+        else:
+            lp, tok = sample_tokens(log_probs, cfg, generator)
         scores.index_add_(0, alive, lp)
-        steps.append((alive, tok, attn))
+        steps.append((alive, tok, attn, lp))
         going = tok != EOS
         if not bool(going.all()):
             if not bool(going.any()):
@@ -101,25 +225,31 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
         prev = tok
     # Scatter each step's tokens back to input positions: (batch, steps), PAD once ended.
     ys = torch.full((b, len(steps)), PAD, dtype=torch.long, device=dev)
+    lps = torch.zeros(b, len(steps), device=dev) if token_scores else None
     attn_all = None
-    for t, (rows, tok, attn) in enumerate(steps):
+    for t, (rows, tok, attn, lp) in enumerate(steps):
         ys[rows, t] = tok
+        if lps is not None:
+            lps[rows, t] = lp
         if attn is not None:
             if attn_all is None:
                 attn_all = torch.zeros(b, len(steps), attn.size(-1), device=dev)
             attn_all[rows, t] = attn
+    lp_rows = lps.tolist() if lps is not None else None
     hyps = []
     for i, row in enumerate(ys.tolist()):
         n = row.index(EOS) if EOS in row else len(row)
         a = attn_all[i, : n + 1] if attn_all is not None else None
-        hyps.append(Hypothesis(row[:n], float(scores[i]), float(scores[i]), a))
+        tlp = lp_rows[i][: n + 1] if lp_rows is not None else None
+        hyps.append(Hypothesis(row[:n], float(scores[i]), float(scores[i]), a, tlp))
     return hyps
 
 
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
-                need_attention: bool = False,
-                max_length: int | None = None) -> list[list[Hypothesis]]:
+                need_attention: bool = False, max_length: int | None = None,
+                prefixes: Prefixes | None = None,
+                token_scores: bool = False) -> list[list[Hypothesis]]:
     """Batched beam search of width ``cfg.beam``; returns the ``cfg.n_best`` hypotheses of
     each sentence, best first, ranked with ``cfg.length_penalty``.
 
@@ -133,7 +263,12 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
     model then computes only the sentences still being searched.
     """
     b, k, dev = src.size(0), cfg.beam, src.device
-    caps = length_caps(src_mask, cfg.max_len_a, cfg.max_len_b, max_length).repeat_interleave(k)  # (b*k,)
+    caps = length_caps(src_mask, cfg.max_len_a, cfg.max_len_b, max_length)  # (b,)
+    forced = prefix_table(prefixes, b, dev)  # (b, P) or None
+    if forced is not None:  # room for the whole prefix and </s>; every hypothesis is forced
+        caps = torch.maximum(caps, (forced >= 0).sum(1) + 1)
+        forced = forced.repeat_interleave(k, 0)  # (b*k, P)
+    caps = caps.repeat_interleave(k)  # (b*k,)
     memory = model.encode(src, src_mask)
     state = model.start(memory, src_mask, need_attention=need_attention)
     state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))
@@ -144,11 +279,17 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
     finished = torch.zeros(b * k, dtype=torch.bool, device=dev)
     tokens = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     attn_hist = None
+    lp_hist = torch.zeros(b * k, 0, device=dev) if token_scores else None  # (b*k, t)
     prev = torch.full((b * k,), BOS, dtype=torch.long, device=dev)
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
         n = len(alive)
         log_probs, state, attn = model.step(state, prev)  # (n*k, V)
+        if forced is not None:
+            if t < forced.size(1):
+                force_tokens(log_probs, forced[:, t])
+            else:
+                forced = None
         log_probs[:, NEVER] = float("-inf")
         top_lp, top_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (n*k, kk)
         # At the cap a hypothesis may only end; a finished one continues with EOS at no cost.
@@ -171,6 +312,9 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
         tok = tok.masked_fill(was_finished, PAD)
         finished = was_finished | (tok == EOS)
         tokens = torch.cat([tokens[rows], tok.unsqueeze(1)], dim=1)
+        if lp_hist is not None:  # the chosen token's log-prob (0 after the end)
+            step_lp = top_lp.view(n, k * kk).gather(1, pick).view(-1, 1)  # (n*k, 1)
+            lp_hist = torch.cat([lp_hist[rows], step_lp], dim=1)
         if attn is not None:
             step_attn = attn[rows].unsqueeze(1)  # (n*k, 1, S)
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
@@ -183,7 +327,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
                 part = slice(i * k, (i + 1) * k)
                 results[alive[i]] = _best(scores[i], lengths[part], finished[part], tokens[part],
                                           None if attn_hist is None else attn_hist[part],
-                                          cfg)
+                                          None if lp_hist is None else lp_hist[part], cfg)
             if bool(settled.all()):
                 break
             keep = (~settled).nonzero().view(-1)  # (n',)
@@ -192,6 +336,8 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
             scores, caps, lengths = scores[keep], caps[keep_rows], lengths[keep_rows]
             finished, tokens, tok = finished[keep_rows], tokens[keep_rows], tok[keep_rows]
             attn_hist = None if attn_hist is None else attn_hist[keep_rows]
+            lp_hist = None if lp_hist is None else lp_hist[keep_rows]
+            forced = None if forced is None else forced[keep_rows]  # a sentence's rows share it
             state = model.reorder(state, rows[keep_rows])  # across sentences: sources too
         else:
             state = model.reorder(state, rows, same_source=True)  # rows stay in their sentence
@@ -200,10 +346,11 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
 
 
 def _best(scores: Tensor, lengths: Tensor, finished: Tensor, tokens: Tensor,
-          attn: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis]:
+          attn: Tensor | None, token_lps: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis]:
     """The ``cfg.n_best`` hypotheses of one sentence's beam, by length-normalised score.
 
-    scores, lengths, finished: (k,); tokens: (k, t); attn: (k, t, S) or None.
+    scores, lengths, finished: (k,); tokens: (k, t); attn: (k, t, S) or None;
+    token_lps: (k, t) or None.
     """
     final = (scores / length_penalty(lengths, cfg.length_penalty)).masked_fill(~finished, float("-inf"))
     order = final.argsort(descending=True)[:cfg.n_best].tolist()
@@ -212,5 +359,6 @@ def _best(scores: Tensor, lengths: Tensor, finished: Tensor, tokens: Tensor,
     for j in order:
         n = int(lengths[j]) - 1  # without EOS
         a = attn[j, : n + 1] if attn is not None else None
-        hyps.append(Hypothesis(tok_list[j][:n], float(final[j]), float(scores[j]), a))
+        tlp = token_lps[j, : n + 1].tolist() if token_lps is not None else None
+        hyps.append(Hypothesis(tok_list[j][:n], float(final[j]), float(scores[j]), a, tlp))
     return hyps

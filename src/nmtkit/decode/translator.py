@@ -41,6 +41,30 @@ class Translation:
     src_tokens: list[str]
     score: float
     attention: torch.Tensor | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
+    token_log_probs: list[float] | None = None
+    """On request: log P of each token and of ``</s>`` (len(tokens) + 1 values, their sum
+    the translation's log-probability)."""
+    alignment: list[tuple[int, int]] | None = None
+    """On request: (source position, target position) pairs, Pharaoh ``i-j``: each target
+    token with the source token it attends to most (:func:`alignment_from_attention`)."""
+
+
+def alignment_from_attention(attention: torch.Tensor, n_src: int, n_tgt: int) -> list[tuple[int, int]]:
+    """For each of the ``n_tgt`` target tokens, the source token (of the first ``n_src``:
+    ``</s>`` excluded) with the most attention: [(i, j)], j = 0, 1, ...
+
+    attention: (>= n_tgt, >= n_src), the source attention the search saw at each output step
+    (the last decoder layer's, averaged over heads).
+    """
+    if n_src == 0 or n_tgt == 0:
+        return []
+    best = attention[:n_tgt, :n_src].argmax(dim=1).tolist()  # (n_tgt,)
+    return [(int(i), j) for j, i in enumerate(best)]
+
+
+def pharaoh(alignment: list[tuple[int, int]] | None) -> str:
+    """``0-0 1-2 ...``: source-target pairs in Pharaoh format."""
+    return " ".join(f"{i}-{j}" for i, j in alignment or [])
 
 
 def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
@@ -54,7 +78,8 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
       ``n_best`` becomes the beam;
     - ``max_beam`` (the server's limit) clamps the resolved beam (and ``n_best``) to it;
     - the result is checked: ``ValueError`` for a beam below 1, an ``n_best`` outside
-      ``[1, beam]`` or a ``batch_size`` below 1.
+      ``[1, beam]`` (with ``sampling``: below 1), a ``batch_size`` below 1, or any other value
+      that :meth:`~nmtkit.config.DecodeConfig.validate` rejects (e.g. a ``sampling_top_p``).
     """
     given = {k: v for k, v in overrides.items() if v is not None}
     if not given and max_beam is None:
@@ -63,15 +88,16 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     if max_beam is not None:
         beam = max(1, min(beam, max_beam))
         given["beam"] = beam
-    if "n_best" not in given and cfg.n_best > beam:
+    if "n_best" not in given and cfg.n_best > beam and not given.get("sampling", cfg.sampling):
         given["n_best"] = beam
     out = replace(cfg, **given)
     if out.beam < 1:
         raise ValueError(f"beam must be >= 1, got {out.beam}")
-    if not 1 <= out.n_best <= out.beam:
+    if out.n_best < 1 or (not out.sampling and out.n_best > out.beam):
         raise ValueError(f"n_best must be between 1 and the beam size ({out.beam}), got {out.n_best}")
     if out.batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {out.batch_size}")
+    out.validate("decoding options")
     return out
 
 
@@ -139,9 +165,20 @@ class TextTranslator:
         return results  # type: ignore[return-value]
 
     def translation(self, tokens: list[str], src_tokens: list[str], score: float,
-                    attention: torch.Tensor | None = None) -> Translation:
+                    attention: torch.Tensor | None = None, *,
+                    token_log_probs: list[float] | None = None,
+                    alignment: list[tuple[int, int]] | None = None) -> Translation:
         """A :class:`Translation` of output ``tokens`` (detokenized with the target tokenizer)."""
-        return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention)
+        return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention,
+                           token_log_probs, alignment)
+
+    def prefix_tokens(self, prefix: str, max_length: int | None) -> list[str]:
+        """A forced prefix's target tokens (target tokenizer), cut to ``max_length``."""
+        toks = self.tgt_tok.encode(prefix.strip()) if prefix.strip() else []
+        if max_length is not None and len(toks) > max_length:
+            log.warning("prefix of %d tokens truncated to %d", len(toks), max_length)
+            toks = toks[:max_length]
+        return toks
 
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, *, n_best: int | None = None,
@@ -185,8 +222,10 @@ class Translator(TextTranslator):
     @torch.no_grad()
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, need_attention: bool = False,
-                  n_best: int | None = None,
-                  max_length: int | None = None) -> list[list[Translation]]:
+                  n_best: int | None = None, max_length: int | None = None, *,
+                  prefixes: Sequence[str] | None = None, token_scores: bool = False,
+                  alignments: bool = False,
+                  constraints: Sequence[Sequence[str]] | None = None) -> list[list[Translation]]:
         """One list of ``n_best`` translations per input line, in input order (``None``:
         the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``; see
         :func:`decode_options`).
@@ -194,10 +233,33 @@ class Translator(TextTranslator):
         ``max_length`` caps every output at that many tokens (EOS not counted) on top of the
         configured ``max_len_a * src_len + max_len_b``. ``need_attention``: each translation
         carries the source attention the search saw, (len(tokens) + 1, source positions).
+
+        ``prefixes``: one target text per line (``""``: none) that its translation must
+        start with; it is tokenized with the target tokenizer, kept as it is, and the search
+        continues after it (an empty source line still gives an empty translation).
+        ``token_scores``: each translation carries ``token_log_probs``. ``alignments``: each
+        carries its ``alignment`` (source position, target position) from the attention.
+        ``constraints``: per line, target phrases (texts) its translation must contain
+        (lexically constrained beam search, :mod:`nmtkit.decode.constraints`).
         """
         cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                             max_length=max_length)
         encoded = [self.encode_source(line) for line in lines]
+        forced: list[list[int]] | None = None
+        if prefixes is not None:
+            if len(prefixes) != len(encoded):
+                raise ValueError(f"{len(prefixes)} prefixes for {len(encoded)} lines: give one "
+                                 "per line (an empty one for none)")
+            forced = [self.tgt_vocab.encode(self.prefix_tokens(p, max_length), add_eos=False)
+                      for p in prefixes]
+        phrases: list[list[list[int]]] | None = None
+        if constraints is not None:
+            if len(constraints) != len(encoded):
+                raise ValueError(f"{len(constraints)} constraint lists for {len(encoded)} lines: "
+                                 "give one per line (an empty one for none)")
+            phrases = [[self.tgt_vocab.encode(self.tgt_tok.encode(p.strip()), add_eos=False)
+                        for p in cs if p.strip()] for cs in constraints]
+        attention = need_attention or alignments
 
         def batches(todo: list[int]) -> Iterable[list[int]]:
             return (todo[i:i + cfg.batch_size] for i in range(0, len(todo), cfg.batch_size))
@@ -205,16 +267,23 @@ class Translator(TextTranslator):
         def run(batch: list[int]) -> list[list[Translation]]:
             src = pad_batch([encoded[i][1] for i in batch]).to(self.device)  # (batch, S)
             src_mask = pad_mask(src)  # (batch, 1, S)
-            hyps = search(self.model, src, src_mask, cfg, need_attention=need_attention,
-                          max_length=max_length)
-            return [[self._finish(h, encoded[i][0]) for h in hs]
+            hyps = search(self.model, src, src_mask, cfg, need_attention=attention,
+                          max_length=max_length, token_scores=token_scores,
+                          prefixes=None if forced is None else [forced[i] for i in batch],
+                          constraints=None if phrases is None else [phrases[i] for i in batch])
+            return [[self._finish(h, encoded[i][0], need_attention, alignments) for h in hs]
                     for i, hs in zip(batch, hyps, strict=True)]
 
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
 
-    def _finish(self, h: Hypothesis, src_tokens: list[str]) -> Translation:
+    def _finish(self, h: Hypothesis, src_tokens: list[str], need_attention: bool = True,
+                alignments: bool = False) -> Translation:
         toks = self.tgt_vocab.decode([t for t in h.tokens if t != EOS])
         attn = h.attention.cpu() if h.attention is not None else None  # (T, S)
         if attn is not None and self.reverse_source:
             attn = reading_order(attn, len(src_tokens), dims=[1])
-        return self.translation(toks, src_tokens, h.score, attn)
+        align = None
+        if alignments and attn is not None:
+            align = alignment_from_attention(attn, len(src_tokens), len(toks))
+        return self.translation(toks, src_tokens, h.score, attn if need_attention else None,
+                                token_log_probs=h.token_log_probs, alignment=align)

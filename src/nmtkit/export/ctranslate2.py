@@ -35,13 +35,14 @@ export directory holds what is needed to go from text to text: the SentencePiece
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import ctranslate2
 from ctranslate2.converters.converter import Converter
@@ -50,10 +51,10 @@ from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
 from .. import __version__
 from ..checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
-from ..config import DecodeConfig, dec_layers, enc_layers
+from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig, dec_layers, enc_layers
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
-from ..decode.translator import TextTranslator, Translation
+from ..decode.translator import TextTranslator, Translation, decode_options
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text
 from . import ExportError
 
@@ -69,6 +70,7 @@ META_FILE = "nmtkit.json"
 META_FORMAT = "nmtkit-ctranslate2"
 META_VERSION = 1
 _NEVER = (PAD_TOKEN, BOS_TOKEN)  # tokens nmtkit's search never produces
+_NEVER_SET = frozenset(_NEVER)
 QUANTIZATIONS = ACCEPTED_MODEL_TYPES
 """int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16, float32."""
 
@@ -322,6 +324,9 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization
                 "d_model": cfg.model.d_model, "heads": cfg.model.heads, "tokenizers": toks,
                 "files": sorted(files), "reverse_source": cfg.data.reverse_source,
                 "max_positions": cfg.model.max_positions, "decode": asdict(cfg.decode),
+                # for `nmtkit serve --engine ctranslate2` (name, languages, /health)
+                "config": cfg.to_dict(),
+                "parameters": sum(p.numel() for p in bundle.model.parameters()),
             }
             NmtkitConverter(bundle).convert(str(tmp), quantization=quantization, force=True)
             for name, data in files.items():
@@ -382,8 +387,8 @@ class CTranslate2Translator(TextTranslator):
     The text side is nmtkit's own (:class:`~nmtkit.decode.translator.TextTranslator`: the
     checkpoint's tokenizer, truncation to the position table, ``reverse_source``, options,
     empty lines, length order, detokenizing). It gives CTranslate2 the same length cap per
-    sentence (sentences are grouped by cap, since CTranslate2's ``max_decoding_length`` is per
-    call) and never returns ``<pad>``/``<s>`` (nmtkit's search cannot produce them).
+    sentence (CTranslate2's ``max_decoding_length`` is per call: see :meth:`translate`) and
+    never returns ``<pad>``/``<s>`` (nmtkit's search cannot produce them).
 
     Where it can, the result is nmtkit's own, scores included. It differs:
 
@@ -408,6 +413,7 @@ class CTranslate2Translator(TextTranslator):
                          _load_tokenizer(meta["tokenizers"]["tgt"], self.model_dir),
                          DecodeConfig(**meta["decode"]), bool(meta["reverse_source"]),
                          meta.get("max_positions"))
+        self.device = device
         self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
                                                  compute_type=compute_type,
                                                  intra_threads=intra_threads,
@@ -424,9 +430,15 @@ class CTranslate2Translator(TextTranslator):
         """One list of ``n_best`` :class:`Translation` per input line, in input order
         (``None``: the exported decoding options, as :meth:`Translator.translate`).
 
-        ``exact_caps``: give every sentence nmtkit's own length cap (one CTranslate2 call per
-        distinct cap); False: one call, every sentence capped at the largest cap (larger
-        batches; only outputs that would have reached their own cap change).
+        Every sentence is searched in one CTranslate2 call (which batches them by length),
+        capped at the largest length cap among them, since CTranslate2's
+        ``max_decoding_length`` is per call. ``exact_caps`` then gives each sentence nmtkit's
+        own cap: greedy search chooses each token without looking at the cap, so an output
+        that went past its cap is cut there (and its score recomputed as CTranslate2 gives it
+        at the cap); a beam search that reached its sentence's cap is run again at that cap
+        (one call per distinct cap, for those sentences only; a beam search that ended before
+        its cap keeps its result, unless a hypothesis cut at the cap would have outscored it,
+        which CTranslate2 would rank too). False: the shared cap only.
 
         ``score`` is CTranslate2's: the log-probability (``</s>`` included) divided by
         ``(len(tokens) + 1) ** length_penalty`` (a hypothesis cut at the length cap has no
@@ -436,43 +448,64 @@ class CTranslate2Translator(TextTranslator):
         cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                             length_penalty=length_penalty, max_length=max_length)
         encoded = [self.encode_source(line) for line in lines]
-        # tokens before EOS that each sentence may produce
-        steps = [length_cap(len(toks) + 1, cfg, max_length) - 1 for toks, _ in encoded]
+        # tokens before EOS that each sentence may produce (one length_cap per source length)
+        caps: dict[int, int] = {}
+        for toks, _ in encoded:
+            if len(toks) not in caps:
+                caps[len(toks)] = length_cap(len(toks) + 1, cfg, max_length) - 1
+        steps = [caps[len(toks)] for toks, _ in encoded]
+        options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
+                       num_hypotheses=cfg.n_best,
+                       length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
+                       min_decoding_length=0, max_input_length=0, return_scores=True)
+
+        def search(idx: list[int], n_steps: int) -> list[list[tuple[list[str], float]]]:
+            """CTranslate2's n-best (tokens, score) of the sentences ``idx``, ``n_steps`` tokens
+            at most. Suppressing tokens renormalises CTranslate2's softmax over the others,
+            which nmtkit does not do (it computes log-probabilities over all tokens, then
+            excludes <pad>/<s>): search unconstrained first, then again only where that
+            produced them."""
+            sources = [encoded[i][1] for i in idx]
+            out = [list(zip(r.hypotheses, r.scores, strict=True))
+                   for r in self.translator.translate_batch(sources, max_decoding_length=n_steps,
+                                                            **options)]
+            redo = [j for j, hyps in enumerate(out) if any(not _NEVER_SET.isdisjoint(h) for h, _ in hyps)]
+            if redo:
+                again = self.translator.translate_batch([sources[j] for j in redo],
+                                                        max_decoding_length=n_steps, **options,
+                                                        suppress_sequences=[[t] for t in _NEVER])
+                for j, r in zip(redo, again, strict=True):
+                    out[j] = list(zip(r.hypotheses, r.scores, strict=True))
+            return out
 
         def batches(todo: list[int]) -> list[list[int]]:
-            groups: dict[int, list[int]] = {}
-            for i in todo:
-                groups.setdefault(steps[i], []).append(i)
-            none = groups.pop(0, None)  # only EOS fits: nothing to search
-            if not exact_caps and groups:
-                groups = {max(groups): sorted((i for idx in groups.values() for i in idx),
-                                              key=lambda i: len(encoded[i][0]))}
-            return ([none] if none else []) + [groups[n] for n in sorted(groups)]
+            none = [i for i in todo if steps[i] == 0]  # only EOS fits: nothing to search
+            rest = [i for i in todo if steps[i] > 0]  # (in length order, as given)
+            return [b for b in (none, rest) if b]
 
         def run(idx: list[int]) -> list[list[Translation]]:
             n_steps = max(steps[i] for i in idx)
             if n_steps == 0:
                 return [[self.translation([], encoded[i][0], 0.0)] * cfg.n_best for i in idx]
-            sources = [encoded[i][1] for i in idx]
-            options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
-                           num_hypotheses=cfg.n_best,
-                           length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
-                           max_decoding_length=n_steps, min_decoding_length=0,
-                           max_input_length=0, return_scores=True)
-            # Suppressing tokens in CTranslate2 renormalises the softmax over the others, which
-            # nmtkit does not do (it computes log-probabilities over all tokens, then excludes
-            # <pad>/<s>): search unconstrained first, then again only where that produced them.
-            out = list(self.translator.translate_batch(sources, **options))
-            redo = [j for j, res in enumerate(out)
-                    if any(t in _NEVER for h in res.hypotheses for t in h)]
-            if redo:
-                again = self.translator.translate_batch([sources[j] for j in redo], **options,
-                                                        suppress_sequences=[[t] for t in _NEVER])
-                for j, res in zip(redo, again, strict=True):
-                    out[j] = res
-            return [[self.translation(list(h), encoded[i][0], float(s))
-                     for h, s in zip(res.hypotheses, res.scores, strict=True)]
-                    for i, res in zip(idx, out, strict=True)]
+            out = search(idx, n_steps)
+            # sentences whose own cap is below the call's and whose search reached it
+            reached = [j for j, i in enumerate(idx) if steps[i] < n_steps
+                       and any(len(h) >= steps[i] for h, _ in out[j])] if exact_caps else []
+            if reached and cfg.beam == 1:  # greedy: cut at the cap, score without </s>
+                cut = [out[j][0][0][:steps[idx[j]]] for j in reached]
+                scored = self.translator.score_batch([encoded[idx[j]][1] for j in reached], cut,
+                                                     max_input_length=0)
+                for j, toks, r in zip(reached, cut, scored, strict=True):
+                    out[j] = [(toks, float(sum(r.log_probs[:len(toks)])))]
+            elif reached:  # beam: search those again, each at its own cap
+                by_cap: dict[int, list[int]] = {}
+                for j in reached:
+                    by_cap.setdefault(steps[idx[j]], []).append(j)
+                for cap, js in by_cap.items():
+                    for j, hyps in zip(js, search([idx[j] for j in js], cap), strict=True):
+                        out[j] = hyps
+            return [[self.translation(h, encoded[i][0], float(s)) for h, s in hyps]
+                    for i, hyps in zip(idx, out, strict=True)]
 
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
 
@@ -486,3 +519,90 @@ class CTranslate2Translator(TextTranslator):
         src = [self.encode_source(s)[1] for s in sources]
         tgt = [self.tgt_tok.encode(t.strip()) for t in targets]
         return [list(r.log_probs) for r in self.translator.score_batch(src, tgt, max_input_length=0)]
+
+
+# --- serving the export ---------------------------------------------------------------------------
+
+
+def default_compute_type(device: str) -> str:
+    """What ``nmtkit serve --engine ctranslate2`` computes in unless told: int8 on CPU,
+    float16 on GPU (CTranslate2 converts the stored weights when it loads them)."""
+    return "float16" if device.startswith("cuda") else "int8"
+
+
+def _device_and_index(device: str) -> tuple[str, int]:
+    """``cpu`` / ``cuda`` / ``cuda:N`` -> (CTranslate2's device, device_index)."""
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and (not index.isdigit() or kind == "cpu")):
+        raise ExportError(f"device {device!r}: CTranslate2 runs on 'cpu', 'cuda' or 'cuda:N'")
+    return kind, int(index or 0)
+
+
+def export_config(meta: dict[str, Any], model_dir: Path) -> Config:
+    """The checkpoint's config stored in ``nmtkit.json`` (name, languages, architecture; the
+    decoding options are ``meta["decode"]``). An export made before configs were stored gives
+    what ``nmtkit.json`` says (languages unknown: ``?``)."""
+    where = str(model_dir / META_FILE)
+    try:
+        if isinstance(meta.get("config"), dict):
+            cfg = Config.from_dict(meta["config"], where)
+        else:
+            cfg = Config(name=model_dir.name, data=DataConfig(src_lang="?", tgt_lang="?"),
+                         model=ModelConfig(arch=meta.get("arch", "transformer")))
+        return replace(cfg, decode=DecodeConfig(**meta["decode"]))
+    except (ConfigError, KeyError, TypeError) as e:
+        raise ExportError(f"{where}: unreadable config: {e}") from None
+
+
+@dataclass
+class CTranslate2Bundle:
+    """An export loaded for serving: the surface of :class:`nmtkit.checkpoint.Bundle` that
+    :func:`nmtkit.serve.app.create_app` reads (config, path, translator), with
+    :class:`CTranslate2Translator` as the translator. ``model`` is None: CTranslate2 keeps its
+    weights to itself and returns no per-layer attention maps."""
+
+    cfg: Config
+    path: Path
+    engine_translator: CTranslate2Translator
+    parameters: int | None = None
+    """Parameter count of the exported model (None for an export that did not record it)."""
+    model: None = None
+    engine: ClassVar[str] = "ctranslate2"
+
+    def translator(self, **decode_overrides: Any) -> CTranslate2Translator:
+        """The loaded translator; with ``decode_overrides`` (see
+        :func:`nmtkit.decode.translator.decode_options`) a copy that shares its model."""
+        if not any(v is not None for v in decode_overrides.values()):
+            return self.engine_translator
+        tr = copy.copy(self.engine_translator)
+        tr.decode_cfg = decode_options(tr.decode_cfg, **decode_overrides)
+        return tr
+
+
+def load_export_bundle(model_dir: str | Path, device: str = "cpu", compute_type: str | None = None,
+                       threads: int = 0) -> CTranslate2Bundle:
+    """Load an ``nmtkit export --format ctranslate2`` directory to serve it.
+
+    ``compute_type``: CTranslate2's (``int8``, ``float16``, ``float32``, ``default`` = as
+    stored, ...); None: :func:`default_compute_type`. ``threads``: intra-op threads (0 =
+    CTranslate2's default). Errors name the directory and what is wrong with it.
+    """
+    path = Path(model_dir)
+    if not path.is_dir():
+        what = "not found" if not path.exists() else "not a directory"
+        raise ExportError(f"{path}: {what}; the ctranslate2 engine serves the directory that "
+                          "`nmtkit export --format ctranslate2` writes")
+    meta = read_meta(path)
+    cfg = export_config(meta, path)
+    kind, index = _device_and_index(device)
+    compute_type = compute_type or default_compute_type(kind)
+    try:
+        tr = CTranslate2Translator(path, device=kind, compute_type=compute_type,
+                                   intra_threads=threads, device_index=index)
+    except (RuntimeError, ValueError) as e:  # a missing/corrupt model.bin, an unsupported type
+        raise ExportError(f"{path}: CTranslate2 cannot load it on {device} as {compute_type}: "
+                          f"{e}") from None
+    resolved = str(getattr(tr.translator, "compute_type", compute_type))  # "default" resolved
+    tr.device = f"{device} ({resolved})"  # what /health and the page show
+    parameters = meta.get("parameters")
+    return CTranslate2Bundle(cfg, path, tr, parameters if isinstance(parameters, int) else None)

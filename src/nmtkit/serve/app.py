@@ -2,7 +2,11 @@
 
 - ``POST /v1/translate`` ``{"texts": [...], "beam": 5, "max_length": null}`` ->
   ``{"translations": [...]}`` in input order; concurrent requests share model calls
-  (:mod:`nmtkit.serve.batcher`).
+  (:mod:`nmtkit.serve.batcher`). Optional ``"prefixes": [...]`` (forced target prefixes),
+  ``"constraints": [[...], ...]`` (target phrases each translation must contain),
+  ``"scores": true`` (adds ``scores``, ``token_log_probs``, ``tokens``) and
+  ``"alignments": true`` (adds ``alignments`` in Pharaoh ``i-j``, ``tokens``, ``src_tokens``)
+  run as one direct call; a response has only the fields asked for.
 - ``POST /v1/attention`` ``{"text": "..."}`` -> source/target tokens and every attention
   map of the model for that sentence (kind -> layer -> head -> query x key).
 - ``GET /health`` -> model name, architecture, languages, device, limits, batching counters.
@@ -19,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,19 +34,40 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..decode.attention import AXES, SentenceAttention, sentence_attention
-from ..decode.translator import decode_options
+from ..decode.translator import Translator, decode_options, pharaoh
 from .batcher import MicroBatcher, QueueFull
 from .limits import ServeLimits
 from .schemas import ErrorResponse, TranslateResponse, request_models
 from .security import HostAllowList
 
 if TYPE_CHECKING:
-    from ..checkpoint import Bundle
-    from ..decode.translator import Translator
+    from ..config import Config
+    from ..decode.translator import TextTranslator
+    from ..models.seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+
+class ServedBundle(Protocol):
+    """What the app serves, whatever runs the search: a checkpoint
+    (:class:`nmtkit.checkpoint.Bundle`, ``nmtkit serve --engine torch``) or an export
+    (:class:`nmtkit.export.ctranslate2.CTranslate2Bundle`, ``--engine ctranslate2``)."""
+
+    @property
+    def cfg(self) -> "Config": ...  # name, languages, architecture, decoding defaults
+
+    @property
+    def path(self) -> Path | None: ...
+
+    @property
+    def model(self) -> "Seq2Seq | None": ...  # None: no attention maps (CTranslate2)
+
+    @property
+    def engine(self) -> str: ...
+
+    def translator(self, **decode_overrides: Any) -> "TextTranslator": ...
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -189,7 +214,7 @@ async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> A
 
 # --- model calls (run in the batcher's worker thread) -------------------------------------------
 
-def translate_fn(translator: "Translator") -> Callable[[list[str], int, int | None], list[str]]:
+def translate_fn(translator: "TextTranslator") -> Callable[[list[str], int, int | None], list[str]]:
     """The batcher's model call: (texts, beam, max_length) -> the best translation of each."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None) -> list[str]:
         results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
@@ -197,6 +222,26 @@ def translate_fn(translator: "Translator") -> Callable[[list[str], int, int | No
         return [r[0].text for r in results]
 
     return translate_batch
+
+
+def translate_details(translator: Translator, texts: list[str], beam: int, max_length: int | None,
+                      prefixes: list[str] | None, constraints: list[list[str]] | None, scores: bool,
+                      alignments: bool) -> dict[str, Any]:
+    """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
+    scores, alignments): one direct call outside the micro-batches, the fields it asked for."""
+    results = [r[0] for r in translator.translate(
+        texts, beam=beam, batch_size=max(1, len(texts)), max_length=max_length,
+        prefixes=prefixes, constraints=constraints, token_scores=scores, alignments=alignments)]
+    out: dict[str, Any] = {"translations": [r.text for r in results]}
+    if scores:
+        out["scores"] = [r.score for r in results]
+        out["token_log_probs"] = [r.token_log_probs or [] for r in results]
+    if scores or alignments:
+        out["tokens"] = [r.tokens for r in results]
+    if alignments:
+        out["src_tokens"] = [r.src_tokens for r in results]
+        out["alignments"] = [pharaoh(r.alignment) for r in results]
+    return out
 
 
 def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> dict[str, Any]:
@@ -215,7 +260,7 @@ def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> di
             "tokens": att.tokens, "attention": out}
 
 
-def attention_for(bundle: "Bundle", translator: "Translator", text: str, beam: int, max_length: int | None,
+def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam: int, max_length: int | None,
                   max_src_tokens: int, kinds: list[str] | None = None) -> dict[str, Any]:
     """Translate ``text``, then return the attention maps of ``bundle.model`` for that
     translation (:func:`nmtkit.decode.attention.sentence_attention`) as JSON."""
@@ -224,18 +269,32 @@ def attention_for(bundle: "Bundle", translator: "Translator", text: str, beam: i
     return attention_json(att, kinds)
 
 
-def health_info(bundle: "Bundle", translator: "Translator", limits: ServeLimits, batcher: MicroBatcher,
-                default_beam: int) -> dict[str, Any]:
+def health_info(bundle: ServedBundle, translator: "TextTranslator", limits: ServeLimits,
+                batcher: MicroBatcher, default_beam: int) -> dict[str, Any]:
     cfg = bundle.cfg
     return {"status": "ok", "model": model_name(bundle), "name": cfg.name,
             "architecture": cfg.model.arch, "src_lang": cfg.data.src_lang,
-            "tgt_lang": cfg.data.tgt_lang, "device": str(translator.device),
-            "parameters": sum(p.numel() for p in bundle.model.parameters()),
+            "tgt_lang": cfg.data.tgt_lang, "device": str(getattr(translator, "device", "?")),
+            "engine": bundle.engine, "attention": has_attention(bundle, translator),
+            "parameters": parameter_count(bundle),
             "default_beam": default_beam, "version": __version__,
             "limits": asdict(limits), "batching": batcher.stats.as_dict()}
 
 
-def model_name(bundle: "Bundle") -> str:
+def parameter_count(bundle: ServedBundle) -> int | None:
+    if bundle.model is not None:
+        return sum(p.numel() for p in bundle.model.parameters())
+    count = getattr(bundle, "parameters", None)  # an export records its model's count
+    return count if isinstance(count, int) else None
+
+
+def has_attention(bundle: ServedBundle, translator: "TextTranslator") -> bool:
+    """Whether ``POST /v1/attention`` can answer: the PyTorch engine (attention maps of
+    every layer and head, or an RNN's one map); CTranslate2 returns no per-layer maps."""
+    return bundle.model is not None and isinstance(translator, Translator)
+
+
+def model_name(bundle: ServedBundle) -> str:
     path = bundle.path
     return f"{path.parent.name}/{path.name}" if path is not None else bundle.cfg.name
 
@@ -249,9 +308,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 # --- the app -----------------------------------------------------------------------------------
 
-def create_app(bundle: "Bundle", limits: ServeLimits | None = None, translator: "Translator | None" = None,
+def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
+               translator: "TextTranslator | None" = None,
                allowed_hosts: list[str] | None = None) -> FastAPI:
-    """A FastAPI app serving ``bundle`` (see :func:`nmtkit.checkpoint.load_bundle`).
+    """A FastAPI app serving ``bundle`` (see :func:`nmtkit.checkpoint.load_bundle`, or
+    :func:`nmtkit.export.ctranslate2.load_export_bundle` for the CTranslate2 engine).
 
     ``allowed_hosts``: the ``Host`` names accepted (:mod:`nmtkit.serve.security`); ``None``
     accepts any (the command line passes the bind address and the loopback names).
@@ -280,9 +341,18 @@ def create_app(bundle: "Bundle", limits: ServeLimits | None = None, translator: 
 
     # The request models are classes built at run time (bounded by ``limits``): no static type.
     @app.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS,
-              summary="Translate sentences (in order)")
+              response_model_exclude_none=True, summary="Translate sentences (in order)")
     async def translate(req: TranslateRequest,  # type: ignore[valid-type]
                         request: Request) -> TranslateResponse | Response:
+        extras = (req.prefixes, req.constraints, req.scores, req.alignments)  # type: ignore[attr-defined]
+        if any(x is not None and x is not False for x in extras):
+            if not isinstance(translator, Translator):
+                raise HTTPException(501, "prefixes, constraints, scores and alignments need the "
+                                         "PyTorch engine")
+            work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
+                               req.max_length, *extras)  # type: ignore[attr-defined]
+            detail = await in_time(request, work, limits.timeout_s)
+            return detail if isinstance(detail, Response) else TranslateResponse(**detail)
         job = batcher.submit(req.texts, req.beam, req.max_length)  # type: ignore[attr-defined]
         out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
@@ -292,6 +362,10 @@ def create_app(bundle: "Bundle", limits: ServeLimits | None = None, translator: 
               summary="Translate one sentence and return its attention maps")
     async def attention(req: AttentionRequest,  # type: ignore[valid-type]
                         request: Request) -> dict[str, Any] | Response:
+        if not has_attention(bundle, translator) or not isinstance(translator, Translator):
+            raise HTTPException(422, f"attention maps are not available with the {bundle.engine} "
+                                     "engine (CTranslate2 returns no per-layer attention); serve "
+                                     "the checkpoint (.pt) with --engine torch to see them")
         if not hasattr(bundle.model, "attention_maps"):
             raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
         work = batcher.run(attention_for, bundle, translator,

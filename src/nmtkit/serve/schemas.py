@@ -8,7 +8,7 @@ one set of limits and the default beam.
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from .limits import ServeLimits
 
@@ -28,8 +28,28 @@ def _integral(value: Any) -> Any:
 Integer = Annotated[int, BeforeValidator(_integral)]
 
 
+MAX_PHRASES = 4
+"""Constraint phrases per text in ``POST /v1/translate``."""
+
+
 class TranslateResponse(BaseModel):
+    """``translations``; the other fields only when the request asked for them (a field not
+    asked for is left out of the JSON)."""
+
     translations: list[str]
+    scores: list[float] | None = Field(
+        default=None, description='with "scores": each translation\'s score (length-normalised '
+        "log-probability for beam search)")
+    token_log_probs: list[list[float]] | None = Field(
+        default=None, description='with "scores": log-probability of each output token and of </s> '
+        "(they sum to the sentence log-probability)")
+    tokens: list[list[str]] | None = Field(
+        default=None, description='with "scores" or "alignments": the output tokens they refer to')
+    src_tokens: list[list[str]] | None = Field(
+        default=None, description='with "alignments": the source tokens they refer to')
+    alignments: list[str] | None = Field(
+        default=None, description='with "alignments": Pharaoh "i-j" pairs (source token i, target token '
+        "j), each target token with the source token it attends to most")
 
 
 class ErrorResponse(BaseModel):
@@ -48,6 +68,7 @@ def request_models(limits: ServeLimits, default_beam: int) -> RequestModels:
     """``TranslateRequest`` and ``AttentionRequest`` bounded by ``limits``; a request without
     ``beam`` gets ``default_beam``."""
     Text = Annotated[str, Field(max_length=limits.max_chars)]
+    Phrases = Annotated[list[Text], Field(max_length=MAX_PHRASES)]
     # The bounds go on the int itself: on ``int | None`` they would not reach the JSON schema.
     MaxLength = Annotated[int, Field(ge=1, le=limits.max_length), BeforeValidator(_integral)]
 
@@ -64,6 +85,24 @@ def request_models(limits: ServeLimits, default_beam: int) -> RequestModels:
                                   description="sentences to translate (one per item)")
         beam: Integer = beam_field()
         max_length: MaxLength | None = max_length_field()
+        prefixes: list[Text] | None = Field(
+            None, max_length=limits.max_texts,
+            description="forced target prefixes, one per text (\"\" for none): each translation "
+            "starts with its prefix and decoding continues after it")
+        constraints: list[Phrases] | None = Field(
+            None, max_length=limits.max_texts,
+            description="per text, target phrases its translation must contain ([] for none)")
+        scores: bool = Field(False, description="also return scores and per-token log-probabilities")
+        alignments: bool = Field(False, description="also return source-target alignments")
+
+        @model_validator(mode="after")
+        def one_prefix_per_text(self) -> Any:
+            for name in ("prefixes", "constraints"):
+                given = getattr(self, name)
+                if given is not None and len(given) != len(self.texts):
+                    raise ValueError(f"{name}: {len(given)} given for {len(self.texts)} texts: "
+                                     "give one per text (an empty one for none)")
+            return self
 
     class AttentionRequest(BaseModel):
         model_config = STRICT

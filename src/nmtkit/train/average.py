@@ -42,7 +42,8 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict[str, A
     avg = {k: (v / len(paths)).to(ref["model"][k].dtype) if v.is_floating_point() else v
            for k, v in total.items()}
     payload = {k: v for k, v in ref.items()
-               if k not in ("format", "version", "optimizer", "schedule", "rng")}
+               if k not in ("format", "version", "optimizer", "schedule", "rng", "scaler",
+                            "train_model")}  # (the last two: state for resuming, see train.loop)
     payload["model"] = avg
     payload["averaged_from"] = [str(p) for p in paths]
     save_checkpoint(out, payload)

@@ -24,6 +24,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from tqdm import tqdm
 
 from .. import fast
 from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
-from ..config import Config
+from ..config import Config, check_installed
 from ..data.batching import ParallelIds
 from ..data.corpora import Parallel
 from ..data.mmap_ids import prepare_training_ids
@@ -50,7 +51,9 @@ from ..data.prepare import (
 from ..evaluate import perplexity, score
 from ..io import atomic_write_text
 from ..models import build_model
-from . import distributed
+from . import distributed, finetune
+from .ema import WeightAverage
+from .finetune import forgetting_report, score_splits, write_forgetting_report
 from .loss import label_smoothed_cross_entropy
 from .schedule import Schedule, build_optimizer
 
@@ -58,6 +61,9 @@ log = logging.getLogger(__name__)
 
 METRIC_FIELDS = ["step", "epoch", "train_loss", "train_ppl", "valid_loss", "valid_ppl",
                  "valid_bleu", "lr", "tgt_tokens", "elapsed_s"]
+LOSS_FIELDS = ["step", "epoch", "train_loss", "lr"]
+"""Columns of ``losses.csv``: the training loss of each ``log_every`` window."""
+SAMPLES_TXT = "samples.txt"
 
 
 class TrainingError(RuntimeError):
@@ -76,9 +82,20 @@ class Progress:
     best: float | None = None
     bad_validations: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    parent: str | None = None  # --init-from: the checkpoint this run started from
+    forgetting_before: dict[str, Any] = field(default_factory=dict)  # train.forgetting_splits
+    train_log: list[list[float]] = field(default_factory=list)  # [step, epoch, loss, lr] per log_every
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def pick_device(name: str) -> torch.device:
@@ -91,9 +108,14 @@ class Trainer:
     """Builds data, model and optimizer from a :class:`Config` and runs the loop."""
 
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False,
-                 overwrite: bool = False, on_validation: Callable[[Path], None] | None = None):
+                 overwrite: bool = False, on_validation: Callable[[Path], None] | None = None,
+                 init_from: str | Path | None = None):
         """``on_validation(run_dir)``: called after each validation has written metrics.csv
-        (the command line passes :func:`nmtkit.viz.curves.redraw_curves`)."""
+        (the command line passes :func:`nmtkit.viz.curves.redraw_curves`).
+
+        ``init_from``: a checkpoint to fine-tune (see :mod:`nmtkit.train.finetune`): its
+        weights, tokenizers and vocabularies, a fresh optimizer and schedule. Ignored with
+        ``resume`` (the run's own ``last.pt`` already holds all of it)."""
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.on_validation = on_validation
         t = cfg.train
@@ -120,18 +142,30 @@ class Trainer:
             self._check_resumable(ckpt)
         else:
             self._check_fresh(overwrite)
+        parent = None
+        if init_from is not None and resume:
+            log.info("--init-from %s ignored: resuming %s", init_from, self.run_dir / "last.pt")
+        elif init_from is not None:
+            parent = load_checkpoint(init_from)
+            finetune.check_parent(parent["config"], cfg, init_from)
+            log.info("fine-tuning %s: its weights, tokenizers and vocabularies", init_from)
+        given = ckpt if ckpt is not None else parent  # where tokenizers and vocabularies come from
         self._seed(t.seed)
         # The data first: a corpus error leaves no run directory behind.
         if cfg.data.mmap:
-            self.vocabs, self.train_ids = self._prepared_ids(ckpt)
+            self.vocabs, self.train_ids = self._prepared_ids(given)
             blank = None
         else:
             train_par = load_split(cfg.data, "train")  # read once: vocabulary and ids
             blank = train_par.skipped_empty
-            self.vocabs = self._vocabularies(ckpt, train_par)
+            self.vocabs = self._vocabularies(given, train_par)
             self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
         if len(self.train_ids) == 0:
             raise TrainingError(self._no_pairs_message(blank))
+        if parent is not None:
+            src_unk, tgt_unk = finetune.unknown_rates(self.train_ids)
+            log.info("new training data under the parent's vocabularies: %.2f%% of source and "
+                     "%.2f%% of target tokens are <unk>", 100 * src_unk, 100 * tgt_unk)
         self.valid_text = load_split(cfg.data, "valid")
         self.valid_ids = encode_parallel(cfg.data, self.valid_text, self.vocabs, drop_long=False)
         log.info("train %d pairs, valid %d pairs", len(self.train_ids), len(self.valid_ids))
@@ -145,33 +179,52 @@ class Trainer:
                                  len(self.vocabs.tgt_vocab)).to(self.device)
         if t.fast:  # speed-ups from outside the readable model (nmtkit.fast), same numbers
             fast.for_training(self.model, retain_memory=t.retain_freed_memory)
+        if parent is not None:
+            self.model.load_state_dict(parent["model"])
+        if t.freeze:  # before the optimizer: frozen weights never get a gradient or a step
+            n = finetune.freeze(self.model, t.freeze)
+            log.info("frozen (%s): %.2fM weights", ", ".join(t.freeze), n / 1e6)
         # The training forward, compiled on request; checkpoints and decoding use self.model.
         self._compiled_logits = torch.compile(self.model.logits, dynamic=True) if t.compile else None
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = Schedule(self.optimizer, t, cfg.model.d_model)
-        self.progress = Progress()
+        # fp16: dynamic loss scaling (off for fp32 and bf16, whose range needs none).
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.amp == "fp16")
+        self.progress = Progress(parent=str(init_from) if parent is not None else None)
         if ckpt is not None:
-            self.model.load_state_dict(ckpt["model"])
+            # With train.ema, "model" holds the average and "train_model" the weights trained.
+            self.model.load_state_dict(ckpt.get("train_model", ckpt["model"]))
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.schedule.load_state_dict(ckpt["schedule"])
             self.progress = Progress(**ckpt["progress"])
+            if ckpt.get("scaler"):  # (absent in older checkpoints and when fp16 was off)
+                self.scaler.load_state_dict(ckpt["scaler"])
             torch.set_rng_state(ckpt["rng"]["torch"])
             random.setstate(ckpt["rng"]["python"])
             if torch.cuda.is_available() and ckpt["rng"].get("cuda") is not None:
                 torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
             log.info("resumed from step %d (epoch %d, batch %d)", self.progress.step,
                      self.progress.epoch, self.progress.batch_in_epoch)
+        self.ema = WeightAverage(self.model, t.ema) if t.ema > 0 else None
+        if self.ema is not None and ckpt is not None and "train_model" in ckpt:
+            self.ema.load_state_dict(ckpt["model"])
         n_params = sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values())
         log.info("model %s: %.2fM parameters on %s", cfg.model.arch, n_params / 1e6, self.device)
         self.n_params = n_params
+        if t.forgetting_splits and ckpt is None:  # the "before" of forgetting.json
+            self.progress.forgetting_before = score_splits(self.bundle(), cfg.data,
+                                                           t.forgetting_splits)
+        self.tensorboard = self._tensorboard_writer(resume)
 
     # --- set-up -------------------------------------------------------------------------------
 
     def _run_files(self) -> list[Path]:
         """What a run writes into its directory (and a fresh run would mix with)."""
-        names = ["last.pt", "best.pt", "metrics.csv", "curves.png"]
+        names = ["last.pt", "best.pt", "metrics.csv", "curves.png", "forgetting.json", "losses.csv",
+                 SAMPLES_TXT]
         return [*(self.run_dir / n for n in names if (self.run_dir / n).exists()),
-                *sorted(self.run_dir.glob("step_*.pt"))]
+                *sorted(self.run_dir.glob("step_*.pt")),
+                *sorted(self.run_dir.glob("tensorboard/events.out.tfevents.*"))]
 
     def _check_fresh(self, overwrite: bool) -> None:
         """A new run never silently mixes with an earlier run's checkpoints and metrics."""
@@ -196,6 +249,26 @@ class Trainer:
             if stored[section] != now[section]:
                 raise ValueError(f"{self.run_dir / 'last.pt'}: cannot resume: the {section} section "
                                  "of the config differs from the checkpoint's")
+
+    def _tensorboard_writer(self, resume: bool) -> Any:
+        """``train.tensorboard``: a SummaryWriter on ``<run>/tensorboard`` (rank 0). On resume,
+        events the interrupted session wrote after its last checkpoint are purged."""
+        if not self.cfg.train.tensorboard or self.rank != 0:
+            return None
+        check_installed(self.cfg, "train.tensorboard")
+        from torch.utils.tensorboard import SummaryWriter
+
+        return SummaryWriter(str(self.run_dir / "tensorboard"),
+                             purge_step=self.progress.step + 1 if resume else None)
+
+    def _tensorboard_scalars(self, values: dict[str, Any]) -> None:
+        """Write numeric ``values`` at the current step (non-numbers, e.g. an empty BLEU, skipped)."""
+        if self.tensorboard is None:
+            return
+        for tag, value in values.items():
+            if isinstance(value, (int, float)) or (isinstance(value, str) and _is_number(value)):
+                self.tensorboard.add_scalar(tag, float(value), self.progress.step)
+        self.tensorboard.flush()
 
     @staticmethod
     def _seed(seed: int) -> None:
@@ -222,10 +295,13 @@ class Trainer:
         return {
             "config": self.cfg.to_dict(),
             **vocab_state(self.vocabs),
-            "model": self.model.state_dict(),
+            # train.ema: every reader (translate, evaluate, average, best.pt) gets the average.
+            "model": self.model.state_dict() if self.ema is None else self.ema.state_dict(),
+            **({"train_model": self.model.state_dict()} if self.ema is not None else {}),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "progress": self.progress.to_dict(),
+            "scaler": self.scaler.state_dict(),  # {} unless fp16
             "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
         }
@@ -244,6 +320,23 @@ class Trainer:
             for old in steps[:-k]:
                 old.unlink()
 
+    def _averaged(self) -> AbstractContextManager[None]:
+        """``train.ema``: the model holds the averaged weights inside the block."""
+        return self.ema.applied() if self.ema is not None else nullcontext()
+
+    def _end_session(self, finished: bool) -> None:
+        """At the end of training (``finished``) the forgetting report's "after"; in any case,
+        the TensorBoard events written out."""
+        t, p = self.cfg.train, self.progress
+        if finished and t.forgetting_splits and self.rank == 0:
+            with self._averaged():
+                after = score_splits(self.bundle(), self.cfg.data, t.forgetting_splits)
+            report = forgetting_report(p.forgetting_before, after, p.parent, p.step)
+            write_forgetting_report(self.run_dir / "forgetting.json", report)
+            log.info("forgetting report: %s", self.run_dir / "forgetting.json")
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
     def bundle(self) -> Bundle:
         v = self.vocabs
         return Bundle(self.cfg, self.model, v.src_tok, v.tgt_tok, v.src_vocab, v.tgt_vocab)
@@ -257,6 +350,53 @@ class Trainer:
         for row in self.progress.history:
             w.writerow({k: row.get(k, "") for k in METRIC_FIELDS})
         atomic_write_text(self.run_dir / "metrics.csv", buf.getvalue())
+        buf = io.StringIO()
+        csv.writer(buf).writerows([LOSS_FIELDS, *self.progress.train_log])
+        atomic_write_text(self.run_dir / "losses.csv", buf.getvalue())
+
+    _log_interval: tuple[float, int] = (0.0, 0)  # loss sum and target tokens since the last log
+
+    def _note_loss(self, loss_sum: float, n_tok: int, lr: float) -> None:
+        """The per-batch training loss panel of curves.png: every ``log_every`` updates, the
+        mean loss per target token over them goes into ``progress.train_log`` (written to
+        ``losses.csv`` beside metrics.csv, whose rows average a whole validation interval)."""
+        total, tok = self._log_interval
+        total, tok = total + loss_sum, tok + n_tok
+        p = self.progress
+        if p.step % self.cfg.train.log_every == 0:
+            p.train_log.append([p.step, p.epoch, round(total / max(tok, 1), 4), float(f"{lr:.6g}")])
+            total, tok = 0.0, 0
+        self._log_interval = (total, tok)
+
+    @torch.no_grad()
+    def write_samples(self) -> list[tuple[str, str, str]]:
+        """Every ``train.sample_every`` validations: the first ``train.samples`` validation
+        sentences, greedy-translated, as (source, reference, hypothesis) into the log and
+        appended to ``<run>/samples.txt`` under a step header. Returns them ([] when it is
+        not the time, or on a rank other than 0)."""
+        t, p = self.cfg.train, self.progress
+        if self.rank != 0 or not t.sample_every or len(p.history) % t.sample_every:
+            return []
+        src, ref = self.valid_text.src[:t.samples], self.valid_text.tgt[:t.samples]
+        if not src:
+            return []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with fast.inference(self.model, enabled=self.cfg.decode.fast):
+                hyps = self.bundle().translator(fast=False).translate_lines(src, beam=1)
+        finally:
+            self.model.train(was_training)
+        samples = list(zip(src, ref, hyps, strict=True))
+        lines = [f"== step {p.step}, epoch {p.epoch}: {len(samples)} validation sentences, greedy =="]
+        for i, (s, r, h) in enumerate(samples, start=1):
+            lines += [f"[{i}] src: {s}", f"[{i}] ref: {r}", f"[{i}] hyp: {h}"]
+        for line in lines:
+            log.info("%s", line)
+        path = self.run_dir / SAMPLES_TXT
+        before = path.read_text(encoding="utf-8") if path.is_file() else ""
+        atomic_write_text(path, before + "\n".join(lines) + "\n\n")
+        return samples
 
     def after_validation(self) -> None:
         """Call ``on_validation(run_dir)`` (e.g. the CLI's curves.png redraw); a failing
@@ -297,7 +437,12 @@ class Trainer:
         return out
 
     def _autocast(self) -> torch.autocast:
-        if self.cfg.train.amp and self.device.type == "cuda":
+        """``train.amp``: fp16 on any device (a CPU runs it to test the code path), bf16 on
+        CUDA only (on a CPU it would be slower than fp32)."""
+        amp = self.cfg.train.amp
+        if amp == "fp16":
+            return torch.autocast(self.device.type, dtype=torch.float16)
+        if amp == "bf16" and self.device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return torch.autocast("cpu", enabled=False)
 
@@ -371,14 +516,24 @@ class Trainer:
                     window["nll"] += nll_val
                     window["tok"] += n_tok
                     bar.update(1)
+                    self._note_loss(loss_val, n_tok, lr)
                     if p.step % t.log_every == 0:
                         dt = time.perf_counter() - window["t0"]
                         stats = {"loss": f"{window['loss'] / window['tok']:.3f}", "lr": f"{lr:.2e}",
                                  "tok_s": f"{window['tok'] / dt:.0f}"}
+                        if self.scaler.is_enabled():  # fp16
+                            stats["scale"] = f"{self.scaler.get_scale():g}"
                         bar.set_postfix(stats)
                         if bar.disable:  # no terminal: the same numbers go to the log
                             log.info("step %d epoch %d loss %s lr %s tgt tok/s %s", p.step, p.epoch,
                                      stats["loss"], stats["lr"], stats["tok_s"])
+                            if "scale" in stats:
+                                log.info("step %d fp16 loss scale %s", p.step, stats["scale"])
+                        self._tensorboard_scalars({
+                            "train/loss": window["loss"] / window["tok"], "train/lr": lr,
+                            "train/tokens_per_s": window["tok"] / dt,
+                            **({"train/loss_scale": self.scaler.get_scale()}
+                               if self.scaler.is_enabled() else {})})
                     out_of_time = bool(t.max_minutes) and elapsed() >= t.max_minutes * 60
                     if self.world > 1:  # every rank stops at the same step
                         out_of_time = distributed.agree(out_of_time, self.device)
@@ -402,6 +557,7 @@ class Trainer:
             log.warning("interrupted at step %d: saved %s; continue with --resume",
                         p.step, self.run_dir / "last.pt")
             bar.close()
+            self._end_session(finished=False)
             raise
         bar.close()
         p.elapsed_s = elapsed()
@@ -409,6 +565,7 @@ class Trainer:
             log.info("ranks in sync: weight checksum %.6f", distributed.assert_in_sync(self.model))
         log.info("stopped: %s (step %d, epoch %d, %.1f min)", stop_reason, p.step, p.epoch,
                  p.elapsed_s / 60)
+        self._end_session(finished=True)
         return {**last_metrics, "step": p.step, "epoch": p.epoch, "stop_reason": stop_reason}
 
     def _update(self, group: list[np.ndarray]) -> tuple[float, float, int]:
@@ -424,7 +581,8 @@ class Trainer:
             loss, nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
             # One process: normalise now. Several: sum, and divide by the global count below.
             scaled = loss / (total if self.world == 1 else 1.0)
-            scaled.backward()  # type: ignore[no-untyped-call]  # Tensor.backward is unannotated in torch
+            # fp16: times the loss scale, so that small gradients do not underflow (a no-op else).
+            self.scaler.scale(scaled).backward()  # type: ignore[no-untyped-call]  # unannotated in torch
             loss_sum += float(loss.detach())
             nll_sum += float(nll)
         if self.world > 1:
@@ -438,6 +596,11 @@ class Trainer:
         if not math.isfinite(loss_sum):
             self.optimizer.zero_grad(set_to_none=True)
             return loss_sum, nll_sum, total
+        if self.scaler.is_enabled():
+            out = self._scaled_step(loss_sum, nll_sum, total)
+            if self.ema is not None:
+                self.ema.update(self.progress.step + 1)
+            return out
         if t.clip_norm > 0:
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
             if not torch.isfinite(norm):
@@ -445,12 +608,33 @@ class Trainer:
                 return float("nan"), nll_sum, total
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update(self.progress.step + 1)
+        return loss_sum, nll_sum, total
+
+    def _scaled_step(self, loss_sum: float, nll_sum: float, total: int) -> tuple[float, float, int]:
+        """fp16 (``train.amp: fp16``): the optimizer step through the loss scaler. Gradients that
+        overflowed at this scale (inf/NaN while the loss is finite) skip the step and halve the
+        scale; the step still counts, as in PyTorch's AMP recipe. After ``growth_interval``
+        clean steps the scale doubles."""
+        t = self.cfg.train
+        self.scaler.unscale_(self.optimizer)  # true gradients, for clipping
+        if t.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+        before = self.scaler.get_scale()
+        self.scaler.step(self.optimizer)  # skipped if unscale_ found inf/NaN gradients
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler.get_scale() < before:
+            log.info("step %d: fp16 gradients overflowed: update skipped, loss scale %g -> %g",
+                     self.progress.step + 1, before, self.scaler.get_scale())
         return loss_sum, nll_sum, total
 
     def _validation_round(self, window: dict[str, Any], lr: float,
                           elapsed_s: float) -> dict[str, Any]:
         p = self.progress
-        metrics = self.validate()
+        with self._averaged():  # train.ema: the average is what is validated and kept
+            metrics = self.validate()
         self.schedule.validation(metrics["valid_loss"])
         tok = max(window["tok"], 1)
         row = {"step": p.step, "epoch": p.epoch, "train_loss": round(window["loss"] / tok, 4),
@@ -464,16 +648,20 @@ class Trainer:
         p.elapsed_s = elapsed_s
         self.save(best=improved)
         self.write_metrics()
+        self._tensorboard_scalars({f"valid/{k.removeprefix('valid_')}": row[k]
+                                   for k in ("valid_loss", "valid_ppl", "valid_bleu")})
         self.after_validation()
         log.info("step %d: valid loss %.4f ppl %.2f bleu %s%s", p.step, metrics["valid_loss"],
                  metrics["valid_ppl"], metrics.get("valid_bleu", "-"), " (best)" if improved else "")
+        self.write_samples()
         return row
 
 
 def train(cfg: Config, run_dir: str | Path, resume: bool = False, overwrite: bool = False,
-          on_validation: Callable[[Path], None] | None = None) -> dict[str, Any]:
+          on_validation: Callable[[Path], None] | None = None,
+          init_from: str | Path | None = None) -> dict[str, Any]:
     """Build a :class:`Trainer` and run it; under torchrun, leave the process group after."""
     try:
-        return Trainer(cfg, run_dir, resume, overwrite, on_validation).run()
+        return Trainer(cfg, run_dir, resume, overwrite, on_validation, init_from).run()
     finally:
         distributed.shutdown()

@@ -1,9 +1,10 @@
 """Training curves from a run's ``metrics.csv`` (written by :class:`nmtkit.train.loop.Trainer`).
 
-Three panels against the optimizer step: training and validation loss (label-smoothed,
-per target token), perplexity (from the plain NLL) and validation BLEU (greedy). The
-trainer calls :func:`write_curves` after every validation, so ``RUN_DIR/curves.png``
-follows a long run.
+Four panels against the optimizer step: the training loss of every logged window
+(``losses.csv``: the mean over ``train.log_every`` updates, the homework's per-batch panel),
+training and validation loss per validation (label-smoothed, per target token), perplexity
+(from the plain NLL) and validation BLEU (greedy). The trainer calls :func:`write_curves`
+after every validation, so ``RUN_DIR/curves.png`` follows a long run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from matplotlib.figure import Figure
 from ._common import new_figure, save_figure
 
 CURVES_PNG = "curves.png"
+LOSSES_CSV = "losses.csv"
 
 
 def read_metrics(path: str | Path) -> dict[str, np.ndarray]:
@@ -52,11 +54,26 @@ def read_metrics(path: str | Path) -> dict[str, np.ndarray]:
             for name in fields}
 
 
-def curves_figure(metrics: dict[str, np.ndarray], title: str | None = None) -> Figure:
-    """Loss, perplexity and BLEU against step; missing columns leave a panel empty."""
-    fig = new_figure(13, 3.8, layout="constrained")
-    ax_loss, ax_ppl, ax_bleu = fig.subplots(1, 3)
+def read_losses(run_dir: str | Path) -> dict[str, np.ndarray] | None:
+    """``run_dir/losses.csv`` (the training loss per logged window) as :func:`read_metrics`
+    gives columns, or None if the run has none (a run of an older nmtkit)."""
+    path = Path(run_dir) / LOSSES_CSV
+    return read_metrics(path) if path.is_file() else None
+
+
+def curves_figure(metrics: dict[str, np.ndarray], title: str | None = None,
+                  losses: dict[str, np.ndarray] | None = None) -> Figure:
+    """Training loss per logged window (``losses``), loss, perplexity and BLEU against step;
+    missing columns leave a panel empty."""
+    fig = new_figure(17, 3.8, layout="constrained")
+    ax_batch, ax_loss, ax_ppl, ax_bleu = fig.subplots(1, 4)
     step = metrics.get("step", np.array([]))
+    if losses is not None and len(losses.get("step", [])):
+        ax_batch.plot(losses["step"], losses["train_loss"], lw=0.8, color="C0")
+    else:
+        ax_batch.text(0.5, 0.5, "no per-step losses recorded", ha="center", va="center",
+                      transform=ax_batch.transAxes, color="grey")
+    ax_batch.set_title("Training loss per logged step")
     style: dict[str, Any] = {"marker": "o", "ms": 3} if len(step) < 30 else {}
 
     def draw(ax: Axes, column: str, label: str, **kw: Any) -> None:
@@ -84,7 +101,7 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str | None = None) -> F
     else:
         ax_bleu.text(0.5, 0.5, "no BLEU recorded", ha="center", va="center",
                      transform=ax_bleu.transAxes, color="grey")
-    for ax in (ax_loss, ax_ppl, ax_bleu):
+    for ax in (ax_batch, ax_loss, ax_ppl, ax_bleu):
         ax.set_xlabel("step")
         if len(step):
             ax.set_xlim(0, float(np.nanmax(step)) * 1.04)
@@ -112,7 +129,8 @@ def write_curves(run_dir: str | Path, out: str | Path | None = None, dpi: int = 
     """Draw ``run_dir/metrics.csv`` into ``out`` (default ``run_dir/curves.png``)."""
     run_dir = Path(run_dir)
     metrics = read_metrics(run_dir)
-    fig = curves_figure(metrics, title=f"{run_dir.resolve().name}: {_progress(metrics)}")
+    fig = curves_figure(metrics, title=f"{run_dir.resolve().name}: {_progress(metrics)}",
+                        losses=read_losses(run_dir))
     return save_figure(fig, out or run_dir / CURVES_PNG, dpi=dpi)
 
 

@@ -72,10 +72,12 @@ async function loadInfo() {
     $("pair").textContent = `${info.src_lang} → ${info.tgt_lang}`;
     $("src-label").textContent = langName(info.src_lang);
     $("tgt-label").textContent = langName(info.tgt_lang);
-    const params = info.parameters >= 1e6 ? `${(info.parameters / 1e6).toFixed(1)}M`
-      : `${(info.parameters / 1e3).toFixed(0)}k`;
+    const params = info.parameters == null ? null : info.parameters >= 1e6
+      ? `${(info.parameters / 1e6).toFixed(1)}M` : `${(info.parameters / 1e3).toFixed(0)}k`;
     const names = info.model === info.name ? info.name : `${info.name} · ${info.model}`;
-    $("model").textContent = `${names} · ${info.architecture} · ${params} parameters · ${info.device}`;
+    const engine = info.engine && info.engine !== "torch" ? ` · ${info.engine}` : "";
+    $("model").textContent = `${names} · ${info.architecture}`
+      + (params ? ` · ${params} parameters` : "") + ` · ${info.device}${engine}`;
     const beams = [];
     for (let b = 1; b <= info.limits.max_beam; b++) beams.push([b, b === 1 ? "1 (greedy)" : String(b)]);
     fillSelect($("beam"), beams, false);
@@ -104,8 +106,10 @@ async function translate() {
       if (l.trim()) opts.push([i, l.length > 40 ? `${i + 1}: ${l.slice(0, 40)}…` : `${i + 1}: ${l}`]);
     });
     fillSelect($("sentence"), opts, false);
-    $("sentence-wrap").hidden = opts.length < 2;
-    await loadAttention(opts[0][0]);
+    // An engine without attention maps (CTranslate2): translations only.
+    const attention = !state.info || state.info.attention !== false;
+    $("sentence-wrap").hidden = opts.length < 2 || !attention;
+    if (attention) await loadAttention(opts[0][0]);
   } catch (e) {
     setStatus(e.message, true);
   } finally {

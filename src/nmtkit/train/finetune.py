@@ -1,0 +1,134 @@
+"""Training that starts from another model: ``nmtkit train NEW.yaml --init-from PARENT.pt``.
+
+The child run takes the parent's weights, tokenizers and vocabularies (the new corpus is
+encoded with them, so a word the parent never saw becomes ``<unk>``: the rate is logged),
+and starts a fresh optimizer and schedule (its own warmup). ``train.freeze`` keeps groups of
+parameters fixed; ``train.forgetting_splits`` scores named splits before training and at
+its end, so that what the model gained on the new data can be set against what it lost on
+the old (``forgetting.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..checkpoint import Bundle
+from ..config import FREEZE_GROUPS, Config, ConfigError, DataConfig
+from ..data.batching import ParallelIds
+from ..data.corpora import load_parallel
+from ..data.vocab import UNK
+from ..evaluate import score
+from ..io import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+TOKENIZER_KEYS = ("tokenizer", "spm_model_type", "vocab_size", "joint_vocab", "min_freq",
+                  "tokenizer_sample", "lowercase")
+"""``data`` keys that shape the tokenizers and vocabularies: a child run takes its parent's."""
+
+
+def check_parent(parent_config: dict[str, Any], cfg: Config, parent: str | Path) -> Config:
+    """The child's ``model`` section must be the parent's (the weights are loaded as they
+    are); differences in how text became tokens are reported, not refused (the parent's
+    tokenizers are used). Returns the parent's config."""
+    try:
+        pcfg = Config.from_dict(parent_config, str(parent))  # old checkpoints: defaults filled in
+    except ConfigError as e:
+        raise ConfigError(f"{parent}: stored config is invalid: {e}") from None
+    mine, theirs = cfg.to_dict()["model"], pcfg.to_dict()["model"]
+    differ = [k for k in mine if mine[k] != theirs[k]]
+    if differ:
+        shown = ", ".join(f"model.{k} = {theirs[k]!r} in the parent, {mine[k]!r} here"
+                          for k in differ)
+        raise ConfigError(f"--init-from {parent}: the model section must match the parent's: "
+                          f"{shown}")
+    ignored = [k for k in TOKENIZER_KEYS if getattr(cfg.data, k) != getattr(pcfg.data, k)]
+    if ignored:
+        log.warning("--init-from: data.%s differ from the parent's and are ignored: the parent's "
+                    "tokenizers and vocabularies encode the new corpus", ", data.".join(ignored))
+    if cfg.data.reverse_source != pcfg.data.reverse_source:
+        log.warning("--init-from: data.reverse_source differs from the parent's (the parent "
+                    "read its sources %s)", "reversed" if pcfg.data.reverse_source else "in order")
+    return pcfg
+
+
+def unknown_rates(ids: ParallelIds) -> tuple[float, float]:
+    """Fraction of ``<unk>`` among the source and target tokens (source EOS not counted)."""
+    n_src = len(ids.src_tokens) - len(ids)
+    src_unk = int(np.count_nonzero(np.asarray(ids.src_tokens) == UNK))
+    tgt_unk = int(np.count_nonzero(np.asarray(ids.tgt_tokens) == UNK))
+    return src_unk / max(n_src, 1), tgt_unk / max(len(ids.tgt_tokens), 1)
+
+
+def parameter_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
+    """Every distinct parameter of a model, in exactly one of :data:`FREEZE_GROUPS`.
+
+    ``embeddings``: the weights of the ``nn.Embedding`` tables, and anything tied to them
+    (a tied pre-softmax projection *is* the target embedding). ``encoder``: the rest of
+    the modules whose name starts with ``encoder`` (the Transformer's ``encoder_layers``
+    and ``encoder_norm``, the RNN's ``encoder``). ``decoder``: everything else (decoder
+    layers or GRU, the RNN's attention, the output projection's bias or untied weight).
+    """
+    embedding_ids = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    groups: dict[str, list[nn.Parameter]] = {g: [] for g in FREEZE_GROUPS}
+    for name, p in model.named_parameters():  # each shared parameter once
+        if id(p) in embedding_ids:
+            groups["embeddings"].append(p)
+        elif name.startswith("encoder"):
+            groups["encoder"].append(p)
+        else:
+            groups["decoder"].append(p)
+    return groups
+
+
+def freeze(model: nn.Module, names: tuple[str, ...]) -> int:
+    """Turn off ``requires_grad`` for the named groups; returns how many weights are frozen."""
+    groups = parameter_groups(model)
+    n = 0
+    for g in names:
+        for p in groups[g]:
+            p.requires_grad_(False)
+            n += p.numel()
+    return n
+
+
+def score_splits(bundle: Bundle, data: DataConfig, splits: tuple[str, ...]) -> dict[str, Any]:
+    """BLEU and chrF (sacreBLEU) of the bundle's model on each split, with the config's search."""
+    out: dict[str, Any] = {}
+    was_training = bundle.model.training
+    bundle.model.eval()
+    try:
+        translator = bundle.translator(fast=False)
+        for split in splits:
+            par = load_parallel(data, split)
+            with torch.no_grad():
+                hyps = translator.translate_lines(par.src)
+            s = score(hyps, par.tgt)
+            out[split] = {"bleu": s["bleu"], "chrf": s["chrf"], "n": s["n"]}
+            log.info("%s: BLEU %.2f chrF %.2f (%d sentences)", split, s["bleu"], s["chrf"], s["n"])
+    finally:
+        bundle.model.train(was_training)
+    return out
+
+
+def forgetting_report(before: dict[str, Any], after: dict[str, Any],
+                      parent: str | None, step: int) -> dict[str, Any]:
+    """``{"parent", "step", "splits": {name: {"before", "after", "delta"}}}``; delta = after -
+    before for BLEU and chrF (negative on the old data: what was forgotten)."""
+    splits: dict[str, Any] = {}
+    for name in after:
+        b, a = before.get(name), after[name]
+        delta = ({k: round(a[k] - b[k], 2) for k in ("bleu", "chrf")} if b is not None else None)
+        splits[name] = {"before": b, "after": a, "delta": delta}
+    return {"parent": parent, "step": step, "splits": splits}
+
+
+def write_forgetting_report(path: Path, report: dict[str, Any]) -> None:
+    atomic_write_text(path, json.dumps(report, indent=2) + "\n")

@@ -1,0 +1,186 @@
+"""Fine-tuning (issue 16, item 1): ``nmtkit train --init-from`` starts from the parent's
+weights, tokenizers and vocabularies with a fresh optimizer; ``train.freeze`` keeps groups
+fixed; ``train.forgetting_splits`` writes the before/after report."""
+
+import json
+import logging
+
+import pytest
+import torch
+
+from nmtkit.checkpoint import load_checkpoint
+from nmtkit.cli import main as cli_main
+from nmtkit.config import FREEZE_GROUPS, ConfigError, ModelConfig, load
+from nmtkit.models import build_model
+from nmtkit.train.finetune import parameter_groups
+from nmtkit.train.loop import Trainer
+
+from .conftest import ROOT, tiny_copy_overrides
+
+COPY = ROOT / "configs" / "copy_task.yaml"
+
+
+def make_cfg(steps=20, extra=()):
+    return load(COPY, tiny_copy_overrides(steps) + list(extra))
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    """A copy-task model trained for 20 steps: (its run directory, the Trainer)."""
+    run = tmp_path_factory.mktemp("parent")
+    trainer = Trainer(make_cfg(20), run)
+    trainer.run()
+    return run, trainer
+
+
+def test_init_from_starts_from_the_parent_weights_with_a_fresh_optimizer(parent, tmp_path):
+    run, trainer = parent
+    parent_valid = trainer.validate()
+    child = Trainer(make_cfg(5, ["train.lr=0.5", "train.warmup=3", "train.seed=9"]), tmp_path,
+                    init_from=run / "last.pt")
+    # Step 0 of the child is the parent: the same validation loss on the same data.
+    assert child.validate()["valid_loss"] == parent_valid["valid_loss"]
+    assert child.vocabs.src_vocab == trainer.vocabs.src_vocab
+    assert child.progress.step == 0 and child.progress.parent == str(run / "last.pt")
+    assert not child.optimizer.state  # fresh: no Adam moments carried over
+    child.run()
+    saved = load_checkpoint(tmp_path / "last.pt")
+    assert saved["progress"]["parent"] == str(run / "last.pt")
+    assert saved["progress"]["step"] == 5
+
+
+def test_the_new_corpus_is_encoded_with_the_parents_vocabulary(parent, tmp_path, caplog):
+    run, trainer = parent
+    # Symbols 11..15 never occurred in the parent's data: they become <unk>.
+    cfg = make_cfg(2, ["data.copy_vocab=16"])
+    with caplog.at_level(logging.INFO, logger="nmtkit.train.loop"):
+        child = Trainer(cfg, tmp_path, init_from=run / "last.pt")
+    assert child.vocabs.tgt_vocab == trainer.vocabs.tgt_vocab
+    rate = next(r.getMessage() for r in caplog.records if "are <unk>" in r.getMessage())
+    # 5 of 15 symbols are unknown: about a third of the tokens on both sides.
+    src_pct, tgt_pct = (float(w.rstrip("%")) for w in rate.split() if w.endswith("%"))
+    assert 25 < src_pct < 42 and 25 < tgt_pct < 42
+
+
+def test_the_model_section_must_match_the_parents(parent, tmp_path):
+    run, _ = parent
+    with pytest.raises(ConfigError, match=r"model\.d_ff = 64 in the parent, 128 here"):
+        Trainer(make_cfg(2, ["model.d_ff=128"]), tmp_path, init_from=run / "last.pt")
+    assert not (tmp_path / "last.pt").exists()
+
+
+def changed(before, after):
+    return {k for k in before if not torch.equal(before[k], after[k])}
+
+
+def weight_names(model):
+    """Every name of a parameter (a tied matrix under each of its names; no buffers)."""
+    return {n for n, _ in model.named_parameters(remove_duplicate=False)}
+
+
+@pytest.mark.parametrize("frozen", [("encoder",), ("embeddings",), ("decoder",),
+                                    ("encoder", "embeddings")])
+def test_frozen_parameters_do_not_change(parent, tmp_path, frozen):
+    run, trainer = parent
+    names = weight_names(trainer.model)
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items() if k in names}
+    child = Trainer(make_cfg(4, [f"train.freeze={list(frozen)}"]), tmp_path,
+                    init_from=run / "last.pt")
+    child.run()
+    moved = changed(start, child.model.state_dict())
+    enc = {k for k in start if k.startswith("encoder")}
+    # The copy recipe ties all three embeddings (tie_all): one matrix, in "embeddings".
+    emb = {"src_embed.lut.weight", "tgt_embed.lut.weight", "generator.weight"}
+    dec = set(start) - enc - emb
+    expect_fixed = set().union(*({"encoder": enc, "embeddings": emb, "decoder": dec}[g]
+                                 for g in frozen))
+    assert not moved & expect_fixed
+    assert moved == set(start) - expect_fixed  # everything else trained
+    assert all(not p.requires_grad for g in frozen for p in parameter_groups(child.model)[g])
+
+
+def test_freezing_the_decoder_leaves_a_tied_output_projection_trainable(parent, tmp_path):
+    """The tied pre-softmax matrix is the target embedding: it trains unless ``embeddings``
+    is frozen (the output bias belongs to the decoder)."""
+    run, trainer = parent
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    child = Trainer(make_cfg(4, ["train.freeze=[decoder]"]), tmp_path, init_from=run / "last.pt")
+    child.run()
+    after = child.model.state_dict()
+    assert not torch.equal(start["generator.weight"], after["generator.weight"])
+    assert torch.equal(start["generator.bias"], after["generator.bias"])
+
+
+TINY = dict(layers=1, d_model=16, d_ff=32, heads=2, emb_dim=8, rnn_hidden=16, max_positions=32)
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+@pytest.mark.parametrize("tie", [(False, False), (True, False), (True, True)])
+def test_every_parameter_is_in_exactly_one_group(arch, tie):
+    model = build_model(ModelConfig(arch=arch, tie_output=tie[0], tie_all=tie[1], **TINY), 20, 20)
+    groups = parameter_groups(model)
+    ids = [id(p) for g in FREEZE_GROUPS for p in groups[g]]
+    assert len(ids) == len(set(ids)) == len({id(p) for p in model.parameters()})
+    assert all(groups[g] for g in FREEZE_GROUPS)
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    assert {id(p) for p in groups["embeddings"]} == embeddings
+
+
+def test_forgetting_report_before_and_after(parent, tmp_path, capsys):
+    run, _ = parent
+    args = ["train", str(COPY), "--run-dir", str(tmp_path / "child"), "--init-from",
+            str(run / "last.pt"), "--report-splits", "val", "other"]
+    for s in tiny_copy_overrides(10):
+        args += ["--set", s]
+    assert cli_main(args) == 0
+    report = json.loads((tmp_path / "child" / "forgetting.json").read_text())
+    assert report["parent"] == str(run / "last.pt") and report["step"] == 10
+    assert set(report["splits"]) == {"val", "other"}
+    capsys.readouterr()
+    # "before" is the parent as ``nmtkit evaluate`` scores it; "after" the child's last.pt.
+    for split, entry in report["splits"].items():
+        for model, when in ((run / "last.pt", "before"), (tmp_path / "child" / "last.pt", "after")):
+            assert cli_main(["evaluate", "--model", str(model), "--split", split]) == 0
+            scored = json.loads(capsys.readouterr().out)
+            assert entry[when] == {"bleu": scored["bleu"], "chrf": scored["chrf"], "n": scored["n"]}
+        assert entry["delta"] == {k: round(entry["after"][k] - entry["before"][k], 2)
+                                  for k in ("bleu", "chrf")}
+
+
+def test_forgetting_before_survives_a_resume(parent, tmp_path, monkeypatch):
+    run, _ = parent
+    cfg = make_cfg(10, ["train.forgetting_splits=[val]"])
+    first = Trainer(cfg, tmp_path, init_from=run / "last.pt")
+    before = first.progress.forgetting_before
+    assert set(before) == {"val"}
+    real_update, calls = Trainer._update, {"n": 0}
+
+    def update_then_ctrl_c(self, group):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise KeyboardInterrupt
+        return real_update(self, group)
+
+    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        first.run()
+    monkeypatch.setattr(Trainer, "_update", real_update)
+    assert not (tmp_path / "forgetting.json").exists()  # written when training ends
+    resumed = Trainer(cfg, tmp_path, resume=True, init_from=run / "last.pt")
+    assert resumed.progress.forgetting_before == before
+    resumed.run()
+    report = json.loads((tmp_path / "forgetting.json").read_text())
+    assert report["splits"]["val"]["before"] == before["val"]
+
+
+def test_the_command_line_reports_a_bad_parent_in_one_line(parent, tmp_path, capsys):
+    run, _ = parent
+    base = ["train", str(COPY), "--run-dir", str(tmp_path / "child")]
+    for s in tiny_copy_overrides(2):
+        base += ["--set", s]
+    assert cli_main([*base, "--init-from", str(tmp_path / "nope.pt")]) == 2
+    assert "nope.pt: checkpoint not found" in capsys.readouterr().err
+    assert cli_main([*base, "--set", "model.heads=4", "--init-from", str(run / "last.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "the model section must match the parent's: model.heads = 2 in the parent, 4 here" in err
+    assert "Traceback" not in err and not (tmp_path / "child").exists()
