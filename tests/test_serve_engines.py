@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -214,3 +215,57 @@ def test_load_benchmark_compares_both_engines_at_toy_size(copy_export, tmp_path)
             assert r["requests_per_s"] > 0 and r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
     assert [r["concurrency"] for r in result["ctranslate2_vs_torch"]] == [1, 4]
     assert all(r["requests_per_s_ratio"] > 0 for r in result["ctranslate2_vs_torch"])
+
+
+@pytest.mark.skipif(not (Path("/usr/bin/chromium").exists() and Path("/usr/bin/chromedriver").exists()),
+                    reason="needs Debian's chromium and chromium-driver (apt)")
+def test_page_with_the_ctranslate2_engine_in_headless_chromium(ct2_bundle, tmp_path):
+    """The page translates and, the engine having no attention maps, does not ask for them."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    import socket
+    import time
+
+    import uvicorn
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(ct2_bundle), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
+        time.sleep(0.05)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    try:
+        wait = WebDriverWait(driver, 60)
+        driver.get(f"http://127.0.0.1:{sock.getsockname()[1]}/")
+        wait.until(lambda d: "ctranslate2" in d.find_element(By.ID, "model").text)
+        assert "cpu (float32)" in driver.find_element(By.ID, "model").text
+        src = driver.find_element(By.ID, "source")
+        src.clear()
+        src.send_keys("1 2 3 4\n5 6")
+        driver.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.find_element(By.ID, "status").text.startswith("Translated in"))
+        expected = ct2_bundle.translator().translate_lines(["1 2 3 4", "5 6"])
+        assert driver.find_element(By.ID, "translation").text.split("\n") == expected
+        assert driver.find_element(By.ID, "status").get_attribute("class") == "status"
+        assert not driver.find_element(By.ID, "attention-panel").is_displayed()
+        assert not driver.find_element(By.ID, "sentence-wrap").is_displayed()
+        assert ct2_bundle.path.name in driver.find_element(By.ID, "model").text
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        driver.quit()
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -8,8 +8,11 @@
   ``"alignments": true`` (adds ``alignments`` in Pharaoh ``i-j``, ``tokens``, ``src_tokens``)
   run as one direct call; a response has only the fields asked for.
 - ``POST /v1/attention`` ``{"text": "..."}`` -> source/target tokens and every attention
-  map of the model for that sentence (kind -> layer -> head -> query x key).
-- ``GET /health`` -> model name, architecture, languages, device, limits, batching counters.
+  map of the model for that sentence (kind -> layer -> head -> query x key); the PyTorch
+  engine only (``nmtkit serve --engine ctranslate2`` answers 422: CTranslate2 returns no
+  per-layer attention).
+- ``GET /health`` -> model name, architecture, languages, device, engine (``torch`` or
+  ``ctranslate2``) and whether it has attention maps, limits, batching counters.
 - ``GET /`` -> the page (``static/``): translate and look at the attention.
 
 Every error is JSON ``{"detail": "<message>"}`` (validation errors add ``"errors"``): bad input
