@@ -94,6 +94,10 @@ EVERY_CHECK = [
     ({"data": {**TSV_SPLIT, "tsv_file": ""}}, "data.tsv_split"),
     ({"data": {**TSV_SPLIT, "valid": "val"}}, "data.train"),
     ({"data": {"tsv_seed": -1}}, "data.tsv_seed"),
+    ({"data": {"extra": [{"path": " "}]}}, "data.extra.path"),
+    ({"data": {"extra": [{"path": "s", "weight": -1}]}}, "data.extra.weight"),
+    ({"data": {"extra": [{"path": "s", "tag": "<pad>"}]}}, "data.extra.tag"),
+    ({"data": {"extra": [{"path": "s"}], "mmap": True}}, "data.extra"),
     # model
     ({"model": {"dropout": float("nan")}}, "model.dropout"),
     ({"model": {"arch": "nope"}}, "model.arch"),

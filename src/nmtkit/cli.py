@@ -1,6 +1,6 @@
 """nmtkit: attention-based neural machine translation.
 
-Commands: prepare, train, translate, evaluate, average, plot, serve, export.
+Commands: prepare, train, translate, evaluate, backtranslate, average, plot, serve, export.
 """
 
 from __future__ import annotations
@@ -232,6 +232,19 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backtranslate(a: argparse.Namespace) -> int:
+    from .train.backtranslate import backtranslate
+
+    bundle, tr = _translator(a)
+    result = backtranslate(tr, bundle.cfg.data, _read_input(a.input), a.output)
+    print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
+                      "pairs": result.pairs, "dropped_empty": result.dropped_empty,
+                      "empty_translations": result.empty_translations,
+                      "beam": None if tr.decode_cfg.sampling else tr.decode_cfg.beam,
+                      "sampling": tr.decode_cfg.sampling}))
+    return 0
+
+
 def cmd_prepare(a: argparse.Namespace) -> int:
     from .data.recipes import prepare, prepared_text_dir
 
@@ -358,6 +371,10 @@ EXAMPLES: dict[str, str] = {
                  "  nmtkit translate --model runs/NAME/best.pt --beam 5 -i in.de -o out.en",
     "evaluate": "  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flickr\n"
                 "  nmtkit evaluate --model runs/NAME/best.pt --src test.de --ref test.en --beam 4",
+    "backtranslate": "  nmtkit backtranslate --model runs/EN_DE/best.pt -i mono.en -o synth --beam 5\n"
+                     "  nmtkit backtranslate --model runs/EN_DE/best.pt -i mono.en -o synth "
+                     "--sampling --seed 1\n"
+                     "  nmtkit train de_en.yaml --set 'data.extra=[{path: synth, weight: 1, tag: \"<bt>\"}]'",
     "average": "  nmtkit average --out runs/NAME/avg.pt runs/NAME/step_*.pt",
     "serve": "  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
              "  curl -s localhost:8000/v1/translate -H 'content-type: application/json' "
@@ -492,6 +509,21 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ref", help="reference file")
     ev.add_argument("-o", "--output", help="also write the hypotheses here")
     ev.set_defaults(func=cmd_evaluate)
+
+    bt = sub.add_parser("backtranslate", help="synthetic training pairs from monolingual "
+                        "target-language text and a reverse-direction model",
+                        description="Translates a monolingual file of the target language with a "
+                        "model trained in the reverse direction (target -> source) and writes the "
+                        "synthetic pairs, line-aligned and atomically, as PREFIX.<src_lang> (the "
+                        "translations) and PREFIX.<tgt_lang> (the input lines); the languages come "
+                        "from the model's config, blank lines are dropped. Train on them beside the "
+                        "real data with data.extra: [{path: PREFIX, weight: W, tag: \"<bt>\"}].")
+    decode_args(bt)
+    bt.add_argument("-i", "--input", required=True,
+                    help="monolingual target-language text, one sentence a line ('-' = stdin)")
+    bt.add_argument("-o", "--output", required=True, metavar="PREFIX",
+                    help="output prefix: writes PREFIX.<src_lang> and PREFIX.<tgt_lang>")
+    bt.set_defaults(func=cmd_backtranslate)
 
     av = sub.add_parser("average", help="average the weights of checkpoints")
     av.add_argument("--out", required=True, metavar="CKPT", help="the averaged checkpoint to write")

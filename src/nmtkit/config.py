@@ -36,6 +36,24 @@ TSV_COLUMNS = ("src", "tgt", "-")
 """What a column of a ``tsv`` file may be: the source, the target, or ``-`` (ignored)."""
 TSV_SPLITS = ("train", "valid", "test")
 """The split names of a ``tsv`` file cut by ``data.tsv_split`` (in the order of the ratios)."""
+VOCAB_SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
+"""The tokens that :mod:`nmtkit.data.vocab` reserves (a ``data.extra`` tag may not be one)."""
+
+
+@dataclass
+class ExtraCorpus:
+    """One entry of ``data.extra``: more training pairs, e.g. written by ``nmtkit
+    backtranslate``, read beside the training split."""
+
+    path: str = ""
+    """Path prefix of two line-aligned files ``<path>.<src_lang>`` and ``<path>.<tgt_lang>``
+    (``.gz`` accepted), read as the ``parallel`` corpus reads them."""
+    weight: float = 1.0
+    """How many times its pairs go into the training data: the integer part repeats every
+    pair, the fraction adds a seeded sample of that share (2 doubles, 0.5 keeps half)."""
+    tag: str = "<bt>"
+    """A token put before every source of this corpus (tagged back-translation, Caswell et
+    al. 2019): one token of the source vocabulary whatever the tokenizer; empty = untagged."""
 
 
 @dataclass
@@ -89,6 +107,10 @@ class DataConfig:
     with these 2 (or 3) ratios, e.g. ``[0.8, 0.05, 0.15]``; empty = each split is a file."""
     tsv_seed: int = 1234
     """``tsv_split``: seed of the shuffle that assigns lines to splits (same seed, same splits)."""
+    extra: tuple[ExtraCorpus, ...] = ()
+    """More training pairs beside ``train`` (back-translation: ``nmtkit backtranslate``), a
+    list of ``{path: PREFIX, weight: W, tag: "<bt>"}``; see :class:`ExtraCorpus`. Only the
+    training data changes: validation and test are the corpus's own splits."""
 
     def validate(self, source: str) -> None:
         c = _Checks(self, "data", source)
@@ -101,6 +123,23 @@ class DataConfig:
         c.at_least(2, "copy_vocab")
         c.at_least(0, "tokenizer_sample")
         self._validate_tsv(c)
+        self._validate_extra(c)
+
+    def _validate_extra(self, c: _Checks) -> None:
+        """The entries of ``data.extra`` (each check over all entries, so none is skipped)."""
+        extra = self.extra
+        c.require(all(e.path.strip() for e in extra),
+                  "data.extra.path must be a path prefix (files PREFIX.<src_lang>, PREFIX.<tgt_lang>) "
+                  f"in every entry, got {[e.path for e in extra]}")
+        c.require(all(math.isfinite(e.weight) and e.weight > 0 for e in extra),
+                  "data.extra.weight must be > 0 and not inf or NaN (2 repeats every pair, 0.5 keeps "
+                  f"a seeded half), got {[e.weight for e in extra]}")
+        c.require(all(not e.tag or (len(e.tag.split()) == 1 and e.tag == e.tag.strip()
+                                    and e.tag not in VOCAB_SPECIALS) for e in extra),
+                  "data.extra.tag must be one token without spaces, not one of "
+                  f"{', '.join(VOCAB_SPECIALS)} (or empty: untagged), got {[e.tag for e in extra]}")
+        c.require(not extra or not self.mmap,
+                  "data.extra is read in memory: it needs data.mmap: false")
 
     def _validate_tsv(self, c: _Checks) -> None:
         """The ``tsv`` corpus's column order and one-file split."""
@@ -451,6 +490,9 @@ def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
     elif origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:  # tuple[str, ...]: a YAML list of any length
+            if isinstance(value, (list, tuple)) and dataclasses.is_dataclass(args[0]):
+                entry = cast(type, args[0])  # a list of small sections (``data.extra``)
+                return tuple(_build(entry, v, source, f"{where}[{i}].") for i, v in enumerate(value))
             if isinstance(value, (list, tuple)):
                 return tuple(_coerce(v, args[0], where, source) for v in value)
             raise ConfigError(f"{source}: {where}: expected a list of {args[0].__name__}, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ..config import DataConfig
+from ..config import ConfigError, DataConfig, ExtraCorpus
 from .batching import ParallelIds
 from .corpora import Parallel, load_parallel
 from .tokenizers import Tokenizer, tokenizer_from_state, train_tokenizers
@@ -77,7 +78,9 @@ def build_vocabularies(cfg: DataConfig, pairs: PairSource) -> Vocabularies:
     SentencePiece pieces are all kept (min_freq 1: the segmentation was already sized by
     ``vocab_size``); word and whitespace tokens below ``min_freq`` become ``<unk>``.
     """
+    tags = extra_tags(cfg)
     src_lines, tgt_lines = sample_pairs(pairs(), cfg.tokenizer_sample)
+    src_lines = [split_tag(s, tags)[1] for s in src_lines]  # tags are no text to segment
     src_tok, tgt_tok = train_tokenizers(cfg, src_lines, tgt_lines)
     del src_lines, tgt_lines
     min_freq = 1 if cfg.tokenizer == "sentencepiece" or cfg.corpus == "copy" else cfg.min_freq
@@ -86,14 +89,14 @@ def build_vocabularies(cfg: DataConfig, pairs: PairSource) -> Vocabularies:
         for s, t in tqdm(pairs(), desc=f"counting {sides} tokens", unit=" pairs", disable=None,
                          leave=False):
             if sides != "target":
-                yield src_tok.encode(s)
+                yield src_tok.encode(split_tag(s, tags)[1])
             if sides != "source":
                 yield tgt_tok.encode(t)
 
     if cfg.joint_vocab:
-        src_vocab = tgt_vocab = Vocab.build(tokens("joint"), min_freq=min_freq)
+        src_vocab = tgt_vocab = Vocab.build(tokens("joint"), min_freq=min_freq, keep=tags)
     else:
-        src_vocab = Vocab.build(tokens("source"), min_freq=min_freq)
+        src_vocab = Vocab.build(tokens("source"), min_freq=min_freq, keep=tags)
         tgt_vocab = Vocab.build(tokens("target"), min_freq=min_freq)
     log.info("vocabulary: source %d, target %d types", len(src_vocab), len(tgt_vocab))
     return Vocabularies(src_tok, tgt_tok, src_vocab, tgt_vocab)
@@ -107,15 +110,19 @@ def encode_pairs(cfg: DataConfig, pairs: Iterable[tuple[str, str]], v: Vocabular
     (counted and logged at the end); otherwise they are truncated.
     """
     dropped = total = 0
+    tags = extra_tags(cfg)
     for total, (s, t) in enumerate(pairs, start=1):  # noqa: B007 (logged below)
+        tag, s = split_tag(s, tags)
+        head = [tag] if tag else []  # a data.extra tag: one token, first whatever the order
         st, tt = v.src_tok.encode(s), v.tgt_tok.encode(t)
-        if len(st) > cfg.max_len or len(tt) > cfg.max_len:
+        if len(head) + len(st) > cfg.max_len or len(tt) > cfg.max_len:
             if drop_long:
                 dropped += 1
                 continue
-            st, tt = st[: cfg.max_len], tt[: cfg.max_len]
+            st, tt = st[: cfg.max_len - len(head)], tt[: cfg.max_len]
         if cfg.reverse_source:
             st = st[::-1]
+        st = head + st
         yield (np.asarray(v.src_vocab.encode(st, add_eos=True), dtype=np.int64),
                np.asarray(v.tgt_vocab.encode(tt, add_eos=False), dtype=np.int64))
     if dropped:
@@ -137,3 +144,72 @@ def encode_parallel(cfg: DataConfig, par: Parallel, v: Vocabularies,
 def load_split(cfg: DataConfig, role: str) -> Parallel:
     """role: train | valid | test -> the configured split of the corpus."""
     return load_parallel(cfg, getattr(cfg, role))
+
+
+# ---------------------------------------------------------------------------
+# More training pairs: data.extra (back-translation)
+
+EXTRA_SEED = 20190801
+"""Seed of the sample that a fractional ``data.extra`` weight keeps (fixed: same data, same
+sample)."""
+
+
+def extra_tags(cfg: DataConfig) -> frozenset[str]:
+    """The source tags of ``data.extra`` (empty when none is tagged)."""
+    return frozenset(e.tag for e in cfg.extra if e.tag)
+
+
+def split_tag(text: str, tags: frozenset[str]) -> tuple[str | None, str]:
+    """(the tag that starts ``text``, the rest): a tagged source is ``"<tag> text"`` in the
+    training pairs, and the tag becomes one source token whatever the tokenizer (it is never
+    segmented, nor seen by tokenizer training)."""
+    if tags:
+        head, sep, rest = text.partition(" ")
+        if sep and head in tags:
+            return head, rest
+    return None, text
+
+
+def weighted_indices(n: int, weight: float, seed: int = EXTRA_SEED) -> list[int]:
+    """Indices 0..n-1 taken ``weight`` times: every one ``int(weight)`` times, then a seeded
+    sample (in order) of ``round(frac * n)`` more for the fractional part."""
+    whole = int(weight)
+    extra = round((weight - whole) * n)
+    sample = sorted(random.Random(seed).sample(range(n), min(extra, n)))
+    return list(range(n)) * whole + sample
+
+
+def load_extra(cfg: DataConfig, entry: ExtraCorpus) -> Parallel:
+    """One ``data.extra`` corpus: its pairs (empty sides dropped) weighted, tagged."""
+    as_parallel = dataclasses.replace(cfg, corpus="parallel", train=entry.path, extra=())
+    par = load_parallel(as_parallel, entry.path)  # the training split's rules: no empty side
+    keep = weighted_indices(len(par), entry.weight)
+    head = f"{entry.tag} " if entry.tag else ""
+    log.info("data.extra %s: %d pairs, weight %g -> %d%s", entry.path, len(par), entry.weight,
+             len(keep), f", tagged {entry.tag}" if entry.tag else "")
+    return Parallel([head + par.src[i] for i in keep], [par.tgt[i] for i in keep],
+                    f"{entry.path} (data.extra)", par.skipped_empty)
+
+
+def load_training(cfg: DataConfig) -> Parallel:
+    """The training split, then the pairs of every ``data.extra`` corpus after it."""
+    par = load_split(cfg, "train")
+    if not cfg.extra:
+        return par
+    src, tgt = list(par.src), list(par.tgt)
+    for entry in cfg.extra:
+        more = load_extra(cfg, entry)
+        src += more.src
+        tgt += more.tgt
+    log.info("training pairs: %d from %s, %d from data.extra", len(par), par.name, len(src) - len(par))
+    return Parallel(src, tgt, par.name, par.skipped_empty)
+
+
+def check_tags(cfg: DataConfig, v: Vocabularies) -> None:
+    """Every ``data.extra`` tag is a token of the source vocabulary (a vocabulary built with
+    the tags holds them; one taken from a checkpoint, ``--init-from``, may not)."""
+    missing = sorted(t for t in extra_tags(cfg) if t not in v.src_vocab)
+    if missing:
+        raise ConfigError(f"data.extra.tag {', '.join(missing)} is not in the source vocabulary "
+                          "(taken from the checkpoint): it would read as <unk>; use a tag the "
+                          "parent model was trained with, or tag: \"\" (untagged)")

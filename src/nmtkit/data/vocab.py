@@ -41,12 +41,14 @@ class Vocab:
         token_lists: Iterable[list[str]],
         min_freq: int = 1,
         max_size: int | None = None,
+        keep: Iterable[str] = (),
     ) -> Vocab:
         """Count tokens and keep those seen at least ``min_freq`` times.
 
         ``max_size`` caps ``len(vocab)``, the four specials included; the most
         frequent types are kept.  Tokens equal to a special string are not
-        counted (they already have their id).
+        counted (they already have their id). Tokens in ``keep`` (e.g. the tags
+        of ``data.extra``) are kept however rarely seen, even never.
         """
         if min_freq < 1:
             raise ValueError(f"min_freq must be >= 1, got {min_freq}")
@@ -57,8 +59,11 @@ class Vocab:
             counts.update(tokens)
         for special in SPECIALS:
             counts.pop(special, None)
+        forced = set(keep) - set(SPECIALS)
+        for tok in forced:
+            counts.setdefault(tok, 0)
         kept = sorted(
-            (tok for tok, n in counts.items() if n >= min_freq),
+            (tok for tok, n in counts.items() if n >= min_freq or tok in forced),
             key=lambda tok: (-counts[tok], tok),
         )
         if max_size is not None:

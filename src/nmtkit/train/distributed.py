@@ -35,12 +35,17 @@ def init(device: torch.device) -> None:
     _joined_here = True
 
 
-def shutdown() -> None:
+def shutdown(sync: bool = False) -> None:
     """Leave the process group. A process that exits without this can abort at interpreter
     shutdown ("terminate called without an active exception": gloo's threads still hold
-    work), so the training entry point calls it however training ends."""
+    work), so the training entry point calls it however training ends. ``sync`` (after a
+    run that ended normally on every rank): wait at a barrier first, so that no rank tears
+    its connections down while another is still finishing the last collective. After an
+    error it is not used: a peer may be gone, and the barrier would wait for it."""
     global _joined_here
     if _joined_here and dist.is_initialized():
+        if sync:
+            dist.barrier()
         dist.destroy_process_group()
     _joined_here = False
 

@@ -42,8 +42,10 @@ from ..data.mmap_ids import prepare_training_ids
 from ..data.prepare import (
     Vocabularies,
     build_vocabularies,
+    check_tags,
     encode_parallel,
     load_split,
+    load_training,
     pairs_of,
     vocab_from_state,
     vocab_state,
@@ -156,9 +158,10 @@ class Trainer:
             self.vocabs, self.train_ids = self._prepared_ids(given)
             blank = None
         else:
-            train_par = load_split(cfg.data, "train")  # read once: vocabulary and ids
+            train_par = load_training(cfg.data)  # read once: vocabulary and ids (+ data.extra)
             blank = train_par.skipped_empty
             self.vocabs = self._vocabularies(given, train_par)
+            check_tags(cfg.data, self.vocabs)
             self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
         if len(self.train_ids) == 0:
             raise TrainingError(self._no_pairs_message(blank))
@@ -662,6 +665,9 @@ def train(cfg: Config, run_dir: str | Path, resume: bool = False, overwrite: boo
           init_from: str | Path | None = None) -> dict[str, Any]:
     """Build a :class:`Trainer` and run it; under torchrun, leave the process group after."""
     try:
-        return Trainer(cfg, run_dir, resume, overwrite, on_validation, init_from).run()
-    finally:
+        result = Trainer(cfg, run_dir, resume, overwrite, on_validation, init_from).run()
+    except BaseException:
         distributed.shutdown()
+        raise
+    distributed.shutdown(sync=True)
+    return result
