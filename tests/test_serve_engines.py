@@ -102,7 +102,7 @@ def test_ctranslate2_engine_health_page_and_attention(ct2_bundle, torch_bundle):
         assert h["parameters"] == sum(p.numel() for p in torch_bundle.model.parameters())
         assert h["default_beam"] == torch_bundle.cfg.decode.beam
         r = c.post("/v1/attention", json={"text": "1 2 3"})
-        assert r.status_code == 422
+        assert r.status_code == 501  # as the translate extras: the engine cannot do it
         assert "not available with the ctranslate2 engine" in r.json()["detail"]
         assert "--engine torch" in r.json()["detail"]
         page = c.get("/")

@@ -42,7 +42,7 @@ def tokenized_bleu(hypotheses: list[str], references: list[str]) -> tuple[float,
     def tok(lines: list[str]) -> list[str]:
         return [" ".join(word_punct_tokens(line)) for line in lines]
 
-    bleu = BLEU(lowercase=True, tokenize="none")
+    bleu = BLEU(lowercase=True, tokenize="none", force=True)  # tokenized on purpose
     result = bleu.corpus_score(tok(hypotheses), [tok(references)])
     return round(result.score, 2), f"{bleu.get_signature()}|pretok:wordpunct"
 
@@ -93,7 +93,7 @@ def multi30k_tok_bleu(hypotheses: list[str], split: str, lang: str) -> tuple[flo
     refs = path.read_text(encoding="utf-8").splitlines()
     if len(refs) != len(hypotheses):
         raise ValueError(f"{path}: {len(refs)} references vs {len(hypotheses)} hypotheses")
-    bleu = BLEU(tokenize="none")
+    bleu = BLEU(tokenize="none", force=True)  # tokenized on purpose
     result = bleu.corpus_score(moses_lc_norm_tok(hypotheses, lang), [refs])
     return round(result.score, 2), f"{bleu.get_signature()}|ref:multi30k-{split}.lc.norm.tok.{lang}"
 

@@ -9,7 +9,7 @@
   run as one direct call; a response has only the fields asked for.
 - ``POST /v1/attention`` ``{"text": "..."}`` -> source/target tokens and every attention
   map of the model for that sentence (kind -> layer -> head -> query x key); the PyTorch
-  engine only (``nmtkit serve --engine ctranslate2`` answers 422: CTranslate2 returns no
+  engine only (``nmtkit serve --engine ctranslate2`` answers 501: CTranslate2 returns no
   per-layer attention).
 - ``GET /health`` -> model name, architecture, languages, device, engine (``torch`` or
   ``ctranslate2``) and whether it has attention maps, limits, batching counters.
@@ -366,7 +366,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     async def attention(req: AttentionRequest,  # type: ignore[valid-type]
                         request: Request) -> dict[str, Any] | Response:
         if not has_attention(bundle, translator) or not isinstance(translator, Translator):
-            raise HTTPException(422, f"attention maps are not available with the {bundle.engine} "
+            raise HTTPException(501, f"attention maps are not available with the {bundle.engine} "
                                      "engine (CTranslate2 returns no per-layer attention); serve "
                                      "the checkpoint (.pt) with --engine torch to see them")
         if not hasattr(bundle.model, "attention_maps"):
