@@ -27,3 +27,38 @@ def tiny_copy_overrides(steps: int = 20) -> list[str]:
             "data.copy_train_size=400", "data.copy_valid_size=20", "model.d_model=32",
             "model.d_ff=64", "model.heads=2", "model.layers=1", "model.dropout=0.1",
             "train.max_tokens=256", "train.threads=1"]
+
+
+# --- Chromium for the browser tests --------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless Debian Chromium driven by Selenium; skipped where either is missing."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (apt: chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-first-run", "--window-size=1200,900",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SE_OFFLINE", "true")  # Selenium Manager must not try to download anything
+        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    yield driver
+    driver.quit()
+
+
+def severe_browser_errors(driver) -> list[dict]:
+    """The browser log's SEVERE entries (JavaScript errors, failed loads)."""
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -19,10 +19,8 @@ from nmtkit.cli import main  # noqa: E402
 from nmtkit.config import load  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .conftest import ROOT, tiny_copy_overrides  # noqa: E402
+from .conftest import ROOT, severe_browser_errors, tiny_copy_overrides  # noqa: E402
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # ![alt](path), [text](path) and <img src="path">, for local files only
 LINK = re.compile(r"\]\(\s*([^)\s]+?)(?:\s+\"[^\"]*\")?\s*\)|<img[^>]*\ssrc=\"([^\"]+)\"")
@@ -87,32 +85,6 @@ def test_untrained_model_snippet_runs_and_repeats_itself():
 # --- the HTML attention page in a real browser -------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    """Headless Debian Chromium driven by Selenium; skipped where either is missing."""
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (apt: chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--no-first-run", "--window-size=1200,900",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SE_OFFLINE", "true")  # Selenium Manager must not try to download anything
-        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
-    yield driver
-    driver.quit()
-
-
-def _severe(driver) -> list[dict]:
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def _check_page(driver, page: Path) -> dict:
@@ -124,7 +96,7 @@ def _check_page(driver, page: Path) -> dict:
     assert "http://" not in text and "https://" not in text  # self-contained: nothing to fetch
     driver.get(page.as_uri())
     WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#map td.c"))
-    assert _severe(driver) == []
+    assert severe_browser_errors(driver) == []
     seen = driver.execute_script(
         "var m = document.getElementById('map');"
         "return {kinds: Array.from(document.getElementById('kind').options).map(o => o.value),"
@@ -149,7 +121,7 @@ def test_plot_attention_html_renders_in_chromium(browser, tmp_path, capsys):
     seen = _check_page(browser, page)
     assert seen["kinds"] == ["encoder", "decoder_self", "decoder_src"]
     assert seen["source"] == "1 2 3 4"
-    assert _severe(browser) == []
+    assert severe_browser_errors(browser) == []
 
 
 @pytest.mark.parametrize("page", HTMLS, ids=lambda p: os.path.relpath(p, ROOT))

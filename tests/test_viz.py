@@ -24,10 +24,7 @@ from nmtkit.data.vocab import BOS, EOS  # noqa: E402
 from nmtkit.models import build_model  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .conftest import ROOT, tiny_copy_overrides  # noqa: E402
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+from .conftest import ROOT, severe_browser_errors, tiny_copy_overrides  # noqa: E402
 
 
 def assert_png(path: Path) -> None:
@@ -301,7 +298,7 @@ def test_plot_all_with_run_and_model(copy_run, tmp_path, capsys):
         "att_decoder_self.png", "att_decoder_src.png", "att_encoder.png"]
 
 
-def test_plot_errors(tmp_path, capsys):
+def test_plotsevere_browser_errors(tmp_path, capsys):
     assert main(["plot", "curves", "--out", str(tmp_path)]) == 2
     assert "needs --run" in capsys.readouterr().err
     assert main(["plot", "attention", "--model", str(tmp_path / "x.pt")]) == 2
@@ -424,32 +421,6 @@ def test_teacher_forcing_schedule_is_the_models():
 # --- the interactive page in a real browser ----------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    """Headless Debian Chromium driven by Selenium; skipped where either is missing."""
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (apt: chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--no-first-run", "--window-size=1200,900",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SE_OFFLINE", "true")  # Selenium Manager must not try to download anything
-        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
-    yield driver
-    driver.quit()
-
-
-def _errors(driver) -> list[dict]:
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def test_attention_page_in_chromium(browser, tmp_path):
@@ -464,7 +435,7 @@ def test_attention_page_in_chromium(browser, tmp_path):
     assert "http://" not in text and "https://" not in text  # nothing to fetch
     browser.get(page.as_uri())
     WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#map td.c"))
-    assert _errors(browser) == []
+    assert severe_browser_errors(browser) == []
 
     def state():
         return browser.execute_script(
@@ -498,7 +469,7 @@ def test_attention_page_in_chromium(browser, tmp_path):
     WebDriverWait(browser, 5).until(lambda d: tip.is_displayed())
     w = att.maps["decoder_self"][1, 0, 1, 1]
     assert tip.text == f"row 2 \u201c▁dog\u201d \u2192 column 2 \u201c▁A\u201d: weight {w:.3f}"
-    assert _errors(browser) == []
+    assert severe_browser_errors(browser) == []
 
 
 def test_single_attention_page_in_chromium(browser, tmp_path):
@@ -516,4 +487,4 @@ def test_single_attention_page_in_chromium(browser, tmp_path):
         "  return document.getElementById(id).options.length; });")
     assert count == [1, 1, 1]
     assert len(browser.find_elements(By.CSS_SELECTOR, "#map td.c")) == 3 * 3
-    assert _errors(browser) == []
+    assert severe_browser_errors(browser) == []
