@@ -41,8 +41,17 @@ import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
-from ..data.vocab import BOS, EOS, PAD
-from .search import NEVER, Hypothesis, Prefixes, force_tokens, length_caps, length_penalty, prefix_table
+from ..data.vocab import EOS, PAD
+from .search import (
+    NEVER,
+    Hypothesis,
+    Prefixes,
+    force_tokens,
+    length_caps,
+    length_penalty,
+    prefix_table,
+    start_beams,
+)
 
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
@@ -113,18 +122,11 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
     if max_length is not None:  # ... within the absolute cap (e.g. the model's position table)
         caps = caps.clamp(max=max_length + 1)
     caps = caps.repeat_interleave(k)
-    state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
-    state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))
+    state, scores, lengths, finished, tokens, lp_hist, prev = start_beams(
+        model, src, src_mask, k, need_attention=need_attention, token_scores=token_scores)
     alive = list(range(b))
     track = [Progress((False,) * len(phrases[i])) for i in range(b) for _ in range(k)]
-    scores = torch.full((b, k), float("-inf"), device=dev)
-    scores[:, 0] = 0.0
-    lengths = torch.zeros(b * k, dtype=torch.long, device=dev)
-    finished = torch.zeros(b * k, dtype=torch.bool, device=dev)
-    tokens = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     attn_hist: Tensor | None = None
-    lp_hist = torch.zeros(b * k, 0, device=dev) if token_scores else None
-    prev = torch.full((b * k,), BOS, dtype=torch.long, device=dev)
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
         n = len(alive)

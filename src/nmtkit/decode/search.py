@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -245,6 +245,28 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
     return hyps
 
 
+def start_beams(model: Seq2Seq, src: Tensor, src_mask: Tensor, k: int, *, need_attention: bool,
+                token_scores: bool) -> tuple[Any, Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor]:
+    """The start of a beam search of width ``k`` over a batch of b sentences: the decoder
+    state with every sentence repeated k times, and the empty hypotheses as flat (b*k) rows.
+
+    Returns (state, scores (b, k): 0 for the first hypothesis of each sentence and -inf for
+    the others, lengths (b*k,) of 0, finished (b*k,) False, tokens (b*k, 0), per-token
+    log-probabilities (b*k, 0) if ``token_scores`` else None, previous tokens (b*k,) BOS).
+    """
+    b, dev = src.size(0), src.device
+    state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
+    state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))
+    scores = torch.full((b, k), float("-inf"), device=dev)
+    scores[:, 0] = 0.0  # only one live hypothesis at the start
+    lengths = torch.zeros(b * k, dtype=torch.long, device=dev)  # tokens incl. EOS
+    finished = torch.zeros(b * k, dtype=torch.bool, device=dev)
+    tokens = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
+    lp_hist = torch.zeros(b * k, 0, device=dev) if token_scores else None  # (b*k, t)
+    prev = torch.full((b * k,), BOS, dtype=torch.long, device=dev)
+    return state, scores, lengths, finished, tokens, lp_hist, prev
+
+
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                 need_attention: bool = False, max_length: int | None = None,
@@ -269,18 +291,10 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
         caps = torch.maximum(caps, (forced >= 0).sum(1) + 1)
         forced = forced.repeat_interleave(k, 0)  # (b*k, P)
     caps = caps.repeat_interleave(k)  # (b*k,)
-    memory = model.encode(src, src_mask)
-    state = model.start(memory, src_mask, need_attention=need_attention)
-    state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))
+    state, scores, lengths, finished, tokens, lp_hist, prev = start_beams(
+        model, src, src_mask, k, need_attention=need_attention, token_scores=token_scores)
     alive = list(range(b))  # input position of each sentence still searched
-    scores = torch.full((b, k), float("-inf"), device=dev)
-    scores[:, 0] = 0.0  # only one live hypothesis at the start
-    lengths = torch.zeros(b * k, dtype=torch.long, device=dev)  # tokens incl. EOS
-    finished = torch.zeros(b * k, dtype=torch.bool, device=dev)
-    tokens = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     attn_hist = None
-    lp_hist = torch.zeros(b * k, 0, device=dev) if token_scores else None  # (b*k, t)
-    prev = torch.full((b * k,), BOS, dtype=torch.long, device=dev)
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
         n = len(alive)
