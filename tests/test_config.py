@@ -87,6 +87,12 @@ EVERY_CHECK = [
     ({"data": {"copy_valid_size": 0}}, "data.copy_valid_size"),
     ({"data": {"copy_vocab": 1}}, "data.copy_vocab"),
     ({"data": {"tokenizer_sample": -1}}, "data.tokenizer_sample"),
+    ({"data": {"subword_nbest": 1}}, "data.subword_nbest"),
+    ({"data": {"subword_nbest": 4}}, "data.subword_nbest"),
+    ({"data": {"subword_alpha": 1.0}}, "data.subword_alpha"),
+    ({"data": {"subword_alpha": 1.5, "spm_model_type": "unigram"}}, "data.subword_alpha"),
+    ({"data": {"subword_alpha": 0.1, "tokenizer": "word"}}, "data.subword_alpha"),
+    ({"data": {"subword_alpha": 0.1, "mmap": True}}, "data.subword_alpha"),
     ({"data": {"tsv_split": [float("nan"), 0.5]}}, "data.tsv_split"),
     ({"data": {"tsv_columns": ["src", "src"]}}, "data.tsv_columns"),
     ({"data": {**TSV_SPLIT, "tsv_split": [0.8, 0.3]}}, "data.tsv_split"),
@@ -98,6 +104,15 @@ EVERY_CHECK = [
     ({"data": {"extra": [{"path": "s", "weight": -1}]}}, "data.extra.weight"),
     ({"data": {"extra": [{"path": "s", "tag": "<pad>"}]}}, "data.extra.tag"),
     ({"data": {"extra": [{"path": "s"}], "mmap": True}}, "data.extra"),
+    ({"data": {"direction_temperature": 0}}, "data.direction_temperature"),
+    ({"data": {"directions": ["de"]}}, "data.directions"),
+    ({"data": {"directions": ["de-en", "de-en"]}}, "data.directions"),
+    ({"data": {"directions": ["de-en"], "corpus": "copy"}}, "data.directions"),
+    ({"data": {"directions": ["de-en"], "tokenizer": "word"}}, "data.directions"),
+    ({"data": {"directions": ["de-en"], "extra": [{"path": "s"}]}}, "data.directions"),
+    ({"data": {"directions": ["de-en"], "mmap": True}}, "data.directions"),
+    ({"data": {"directions": ["de-en"], "reverse_source": True}}, "data.directions"),
+    ({"data": {"directions": ["de-en"], "subword_alpha": 0.1}}, "data.directions"),
     # model
     ({"model": {"dropout": float("nan")}}, "model.dropout"),
     ({"model": {"arch": "nope"}}, "model.arch"),
@@ -114,6 +129,9 @@ EVERY_CHECK = [
     ({"model": {"dropout": 1.0}}, "model.dropout"),
     ({"model": {"attention_dropout": -0.1}}, "model.attention_dropout"),
     ({"model": {"relu_dropout": 2}}, "model.relu_dropout"),
+    ({"model": {"positional": "absolute"}}, "model.positional"),
+    ({"model": {**RNN, "positional": "rope"}}, "model.positional"),
+    ({"model": {"positional": "rope", "d_model": 30, "heads": 10}}, "model.positional"),
     ({"model": {"emb_dim": 0}}, "model.emb_dim"),
     ({"model": {"rnn_hidden": 0}}, "model.rnn_hidden"),
     ({"model": {"attention_temperature": 0}}, "model.attention_temperature"),
@@ -133,6 +151,11 @@ EVERY_CHECK = [
     # train
     ({"train": {"adam_betas": [0.9, float("nan")]}}, "train.adam_betas"),
     ({"train": {"lr_schedule": "nope"}}, "train.lr_schedule"),
+    ({"train": {"optimizer": "sgd"}}, "train.optimizer"),
+    ({"train": {"min_lr": -1}}, "train.min_lr"),
+    ({"train": {"cosine_steps": -1}}, "train.cosine_steps"),
+    ({"train": {"lr_schedule": "cosine", "min_lr": 1.0}}, "train.min_lr"),
+    ({"train": {"lr_schedule": "cosine", "warmup": 100, "cosine_steps": 100}}, "train.cosine_steps"),
     ({"train": {"early_stop_metric": "nope"}}, "train.early_stop_metric"),
     ({"train": {"device": "tpu"}}, "train.device"),
     ({"train": {"max_tokens": 0}}, "train.max_tokens"),
@@ -177,8 +200,15 @@ EVERY_CHECK = [
     ({"decode": {"sampling_seed": -1}}, "decode.sampling_seed"),
     ({"decode": {"sampling_temperature": 0}}, "decode.sampling_temperature"),
     ({"decode": {"sampling_top_p": 0}}, "decode.sampling_top_p"),
+    ({"decode": {"alignment_layer": -2}}, "decode.alignment_layer"),
+    ({"decode": {"alignment_head": -2}}, "decode.alignment_head"),
     # across sections
     ({"data": {"joint_vocab": False}}, "model.tie_all"),
+    ({"model": RNN, "decode": {"alignment_head": 0}}, "decode.alignment_layer"),
+    ({"decode": {"alignment_layer": 6}}, "decode.alignment_layer"),
+    ({"decode": {"alignment_head": 8}}, "decode.alignment_head"),
+    ({"data": {"directions": ["de-en"]}, "train": {"forgetting_splits": ["val"]}},
+     "train.forgetting_splits"),
 ]
 TIE_ALL = "model.tie_all needs data.joint_vocab: true (one vocabulary for all three embeddings)"
 
@@ -320,7 +350,8 @@ def test_the_trainer_accepts_every_schedule_metric_and_device():
         s.validation(1.0)
         s.validation(2.0)  # a stalled loss: only ``plateau`` lowers the rate
         rates[schedule] = s.rate(2)
-    assert rates == {"noam": noam_rate(2, 16, 0.5, 4), "constant": 0.5, "plateau": 0.25}
+    assert rates == {"noam": noam_rate(2, 16, 0.5, 4), "constant": 0.5, "plateau": 0.25,
+                     "inverse_sqrt": 0.25, "cosine": 0.25}  # (both: half-way up the warmup)
     for metric, metrics, better in [("bleu", {"valid_bleu": 2.0, "valid_loss": 9.0}, True),
                                     ("loss", {"valid_bleu": 2.0, "valid_loss": 9.0}, False)]:
         trainer = SimpleNamespace(cfg=Config(train=TrainConfig(early_stop_metric=metric)),

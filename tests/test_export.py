@@ -83,20 +83,24 @@ def train_copy(model: torch.nn.Module, steps: int, seed: int = 1) -> None:
     model.eval()
 
 
-VARIANTS = {  # norm, output_bias, tied (output and source embeddings), reverse_source
+VARIANTS = {  # norm, output_bias, tied (output and source embeddings), reverse_source[, positional]
     "pre-bias-tied": ("pre", True, True, False),
     "pre-nobias-untied-reversed": ("pre", False, False, True),
     "post-bias-untied": ("post", True, False, False),
     "post-nobias-tied": ("post", False, True, False),
+    "pre-tied-learned": ("pre", True, True, False, "learned"),
+    "post-untied-rope": ("post", True, False, False, "rope"),
 }
 
 
-def copy_config(norm: str, bias: bool, tied: bool, reverse: bool) -> Config:
+def copy_config(norm: str, bias: bool, tied: bool, reverse: bool,
+                positional: str = "sinusoidal") -> Config:
     return Config(
         name="export_test",
         data=DataConfig(corpus="copy", tokenizer="whitespace", reverse_source=reverse),
         model=ModelConfig(d_model=32, d_ff=64, heads=2, layers=2, dropout=0.0, norm=norm,
-                          output_bias=bias, tie_output=tied, tie_all=tied, max_positions=48),
+                          output_bias=bias, tie_output=tied, tie_all=tied, max_positions=48,
+                          positional=positional),
         decode=DecodeConfig(beam=4, length_penalty=0.0, max_len_a=1.0, max_len_b=10))
 
 
@@ -352,6 +356,57 @@ def test_rnn_checkpoint_is_refused(tmp_path):
     tok = WhitespaceTokenizer()
     ckpt = save_tiny_checkpoint(tmp_path / "rnn.pt", cfg, tok, tok, VOCAB, VOCAB, model)
     with pytest.raises(ExportError, match=r"rnn\.pt: model\.arch is 'rnn'; only 'transformer'"):
+        export_ctranslate2(ckpt, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_writes_the_positions_of_each_option(tmp_path):
+    """The sinusoid and a learned table go into both position tables; RoPE into the rotary
+    settings of every self-attention (and no table); the exported scores are compared by
+    the ``copy_export`` variants above."""
+    from nmtkit.export.ctranslate2 import transformer_spec_from_bundle
+
+    tok = WhitespaceTokenizer()
+    specs = {}
+    for positional in ("sinusoidal", "learned", "rope"):
+        cfg = copy_config("pre", True, True, False, positional)
+        torch.manual_seed(0)
+        model = build_model(cfg.model, len(VOCAB), len(VOCAB))
+        ckpt = save_tiny_checkpoint(tmp_path / f"{positional}.pt", cfg, tok, tok, VOCAB, VOCAB, model)
+        bundle = load_bundle(ckpt)
+        specs[positional] = (bundle.model, transformer_spec_from_bundle(bundle))
+    model, spec = specs["learned"]
+    np.testing.assert_array_equal(spec.decoder.position_encodings.encodings,
+                                  model.position.table.weight.detach().numpy())
+    np.testing.assert_array_equal(spec.encoder.position_encodings.encodings,
+                                  model.position.table.weight.detach().numpy())
+    model, spec = specs["sinusoidal"]
+    np.testing.assert_array_equal(spec.encoder.position_encodings.encodings, model.position.pe.numpy())
+    assert not hasattr(spec.decoder.layer[0].self_attention, "rotary_dim")
+    _, spec = specs["rope"]
+    assert not hasattr(spec.decoder, "position_encodings")
+    for layer in [*spec.encoder.layer, *spec.decoder.layer]:
+        assert layer.self_attention.rotary_dim == 0 and layer.self_attention.rotary_interleave
+        assert layer.self_attention.rotary_base == pytest.approx(10000.0)
+    assert not hasattr(spec.decoder.layer[0].attention, "rotary_dim")  # source attention
+
+
+def test_rope_is_refused_by_a_ctranslate2_without_rotary_encoders(tmp_path, monkeypatch):
+    """An older ctranslate2 (the extra allows >= 4.0) whose encoder spec has no rotary
+    settings cannot express RoPE: a clear error naming the option, and nothing written."""
+    from ctranslate2.specs import transformer_spec
+
+    class OldEncoderSpec(transformer_spec.TransformerEncoderSpec):
+        def __init__(self, num_layers, num_heads, pre_norm=True, activation=None):
+            raise AssertionError("not to be built")
+
+    monkeypatch.setattr(transformer_spec, "TransformerEncoderSpec", OldEncoderSpec)
+    cfg = copy_config("pre", True, True, False, "rope")
+    model = build_model(cfg.model, len(VOCAB), len(VOCAB))
+    tok = WhitespaceTokenizer()
+    ckpt = save_tiny_checkpoint(tmp_path / "rope.pt", cfg, tok, tok, VOCAB, VOCAB, model)
+    with pytest.raises(ExportError, match=r"rope\.pt: model\.positional is 'rope', and this "
+                                          r"ctranslate2 \(.*\) has no rotary embeddings"):
         export_ctranslate2(ckpt, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

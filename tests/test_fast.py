@@ -21,6 +21,8 @@ from .test_train_loop import make_cfg
 def models():
     yield "transformer-pre", test_transformer.make_model(norm="pre")
     yield "transformer-post", test_transformer.make_model(norm="post")
+    yield "transformer-learned", test_transformer.make_model(norm="pre", positional="learned")
+    yield "transformer-rope", test_transformer.make_model(norm="post", positional="rope")
     yield "rnn", test_rnn.make_model()
 
 
@@ -35,7 +37,8 @@ def loss_and_grads(model, batch):
     return loss.detach(), grads
 
 
-@pytest.mark.parametrize("name", ["transformer-pre", "transformer-post", "rnn"])
+@pytest.mark.parametrize("name", ["transformer-pre", "transformer-post", "transformer-learned",
+                                  "transformer-rope", "rnn"])
 def test_training_speedups_change_no_loss_or_gradient(name):
     model = dict(models())[name]
     fast_model = copy.deepcopy(model)
@@ -115,9 +118,11 @@ def test_the_trainer_follows_train_fast(tmp_path, on):
     assert not any(type(m).__name__.startswith("Packed") for m in trainer.model.modules())
 
 
-def test_translations_agree_with_fast_on_and_off(tmp_path):
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope"])
+def test_translations_agree_with_fast_on_and_off(tmp_path, positional):
     """A model trained a few steps translates the same with packed weights and without."""
-    trainer = Trainer(make_cfg(30, ["train.retain_freed_memory=false"]), tmp_path / "run")
+    trainer = Trainer(make_cfg(30, ["train.retain_freed_memory=false", f"model.positional={positional}"]),
+                      tmp_path / "run")
     trainer.run()
     bundle = trainer.bundle()
     lines = [" ".join(str((i * 7 + j) % 20 + 1) for j in range(3 + i % 5)) for i in range(12)]

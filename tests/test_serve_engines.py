@@ -105,6 +105,8 @@ def test_ctranslate2_engine_health_page_and_attention(ct2_bundle, torch_bundle):
         assert r.status_code == 501  # as the translate extras: the engine cannot do it
         assert "not available with the ctranslate2 engine" in r.json()["detail"]
         assert "--engine torch" in r.json()["detail"]
+        r = c.post("/v1/translate", json={"texts": ["1 2 3"], "confidence": True})
+        assert r.status_code == 501 and "confidence" in r.json()["detail"]
         page = c.get("/")
         assert page.status_code == 200 and 'id="translate"' in page.text
         assert "state.info.attention !== false" in c.get("/static/app.js").text
@@ -261,6 +263,9 @@ def test_page_with_the_ctranslate2_engine_in_headless_chromium(ct2_bundle, tmp_p
         assert driver.find_element(By.ID, "status").get_attribute("class") == "status"
         assert not driver.find_element(By.ID, "attention-panel").is_displayed()
         assert not driver.find_element(By.ID, "sentence-wrap").is_displayed()
+        assert not driver.find_element(By.ID, "confidence-panel").is_displayed()
+        note = driver.find_element(By.ID, "confidence-note")  # says why there is none
+        assert note.is_displayed() and "--engine torch" in note.text and "ctranslate2" in note.text
         assert ct2_bundle.path.name in driver.find_element(By.ID, "model").text
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors

@@ -159,6 +159,21 @@ def test_tensorboard_event_files_hold_the_scalars(tmp_path):
     assert valid == [(r["step"], pytest.approx(r["valid_loss"], abs=1e-4))
                      for r in trainer.progress.history]
     assert [e.step for e in events.Scalars("valid/bleu")] == [10, 20]
+    # Each validation: the sample translations as a Markdown table, an attention image.
+    text = tmp_path / "tensorboard"
+    from tensorboard.backend.event_processing.plugin_event_accumulator import (
+        EventAccumulator as PluginEvents,
+    )
+    plugin = PluginEvents(str(text))
+    plugin.Reload()
+    texts = plugin.Tensors("valid/samples/text_summary")
+    assert [e.step for e in texts] == [10, 20]
+    table = texts[-1].tensor_proto.string_val[0].decode()
+    assert table.startswith("| # | source | reference | hypothesis |")
+    assert trainer.valid_text.src[0].split()[0] in table
+    images = events.Images("valid/attention")
+    assert [e.step for e in images] == [10, 20]
+    assert images[-1].width > 50 and images[-1].height > 50
     # A fresh run over it (--overwrite) does not mix with the old events.
     Trainer(make_cfg(10, ["train.tensorboard=true"]), tmp_path, overwrite=True).run()
     assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 1

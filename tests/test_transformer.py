@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from nmtkit.config import ModelConfig
+from nmtkit.config import POSITIONAL_ENCODINGS, ModelConfig
 from nmtkit.data.vocab import BOS, PAD
 from nmtkit.models.seq2seq import pad_mask, target_mask
 from nmtkit.models.transformer import Embeddings, Transformer, sinusoid_table
@@ -52,9 +52,10 @@ def test_embeddings_scale_by_sqrt_d():
     assert torch.allclose(emb(ids), emb.lut.weight[ids] * 4.0)
 
 
+@pytest.mark.parametrize("positional", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("norm", ["pre", "post"])
-def test_incremental_step_equals_forward(norm):
-    model = make_model(norm=norm)
+def test_incremental_step_equals_forward(norm, positional):
+    model = make_model(norm=norm, positional=positional)
     src, src_mask, tgt = padded_batch()
     with torch.no_grad():
         full = model(src, src_mask, tgt, None)  # (batch, T, V)

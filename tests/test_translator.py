@@ -3,10 +3,11 @@
 import json
 
 import pytest
+import torch
 
 from nmtkit.checkpoint import load_bundle
 from nmtkit.config import DecodeConfig
-from nmtkit.decode.translator import Translator, decode_options
+from nmtkit.decode.translator import Translator, decode_options, pharaoh
 from nmtkit.train.loop import Trainer
 
 from .test_checkpoint import make_cfg
@@ -191,3 +192,80 @@ def test_stream_answers_each_line_before_the_input_ends(bundle):
         assert proc.stdout.read() == ""
     finally:
         proc.kill()
+
+
+# --- alignments from a named layer/head (issue 15) -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def deep_bundle(tmp_path_factory):
+    """Two decoder layers of two heads: a layer and a head to choose."""
+    run = tmp_path_factory.mktemp("translator_layers")
+    Trainer(make_cfg(20, ["model.layers=2", "decode.beam=2"]), run).run()
+    return load_bundle(run / "last.pt")
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_alignments_from_a_named_layer_and_head(deep_bundle, reverse):
+    from dataclasses import replace
+
+    from nmtkit.data.vocab import BOS
+    from nmtkit.decode.attention import teacher_forced_maps
+
+    cfg = deep_bundle.cfg
+    bundle = replace(deep_bundle, cfg=replace(cfg, data=replace(cfg.data, reverse_source=reverse)))
+    tr = Translator.from_bundle(bundle)
+    lines = ["1 2 3 4 5 6", "7 8", "9 1 2 3"]
+    default = tr.translate(lines, alignments=True, need_attention=True)
+    seen = set()
+    for layer, head in [(0, 0), (0, 1), (1, 0), (0, -1), (-1, 1)]:
+        out = tr.translate(lines, alignments=True, need_attention=True, alignment_layer=layer,
+                           alignment_head=head)
+        for line, (h,), (d,) in zip(lines, out, default, strict=True):
+            assert h.text == d.text  # the choice changes the alignment, not the translation
+            src_toks, src_ids = tr.encode_source(line)
+            tgt = [BOS, *tr.tgt_vocab.encode(h.tokens, add_eos=False)]
+            maps = teacher_forced_maps(tr.model, src_ids.tolist(), tgt, reverse)["decoder_src"]
+            w = maps[layer].mean(0) if head == -1 else maps[layer, head]  # (T + 1, S + 1)
+            assert torch.allclose(h.attention, w)
+            want = w[:len(h.tokens), :len(src_toks)].argmax(dim=1).tolist()
+            assert h.alignment == [(i, j) for j, i in enumerate(want)]
+            seen.add(tuple(h.alignment))
+    assert len(seen) > len(lines)  # the layers and heads do not all align alike
+    # -1, -1: the attention the search saw, which is the last layer's mean (padding after </s>)
+    for line, (d,) in zip(lines, default, strict=True):
+        src_toks, src_ids = tr.encode_source(line)
+        tgt = [BOS, *tr.tgt_vocab.encode(d.tokens, add_eos=False)]
+        last = teacher_forced_maps(tr.model, src_ids.tolist(), tgt, reverse)["decoder_src"][-1].mean(0)
+        n = len(src_toks) + 1
+        assert torch.allclose(d.attention[:, :n], last, atol=1e-5)
+        assert float(d.attention[:, n:].abs().sum()) == 0.0
+
+
+def test_a_bad_layer_or_head_is_a_clear_error(deep_bundle, tmp_path, capsys):
+    from nmtkit import cli
+    from nmtkit.decode.ensemble import ensemble_translator
+
+    tr = Translator.from_bundle(deep_bundle)
+    with pytest.raises(ValueError, match=r"below the decoder's layers \(2\), got 2"):
+        tr.translate(["1 2"], alignments=True, alignment_layer=2)
+    with pytest.raises(ValueError, match=r"below model.heads \(2\), got 5"):
+        tr.translate(["1 2"], alignments=True, alignment_head=5)
+    with pytest.raises(ValueError, match="decode.alignment_head must be >= -1"):
+        tr.translate(["1 2"], alignments=True, alignment_head=-3)
+    assert tr.translate(["1 2"], alignment_layer=7)[0][0].text  # no alignments asked: unused
+    with pytest.raises(ValueError, match="no per-layer attention maps"):
+        ensemble_translator([deep_bundle, deep_bundle]).translate(["1 2"], alignments=True,
+                                                                  alignment_layer=0)
+    src = tmp_path / "in.txt"
+    src.write_text("1 2 3 4\n7 8\n")
+    ckpt = str(deep_bundle.path)
+    assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--alignments",
+                     "--alignment-layer", "0", "--alignment-head", "1"]) == 0
+    got = [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()]
+    want = tr.translate(["1 2 3 4", "7 8"], alignments=True, alignment_layer=0, alignment_head=1)
+    assert got == [pharaoh(hs[0].alignment) for hs in want]
+    assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--alignments",
+                     "--alignment-layer", "2"]) == 2
+    assert "decode.alignment_layer must be -1 (the last layer) or below" in capsys.readouterr().err
+    assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--alignment-head", "0"]) == 2
+    assert "add --alignments" in capsys.readouterr().err

@@ -113,7 +113,9 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "batch_size": a.batch_size, "fast": False if a.no_fast else None,
             "early_stop": True if a.early_stop else None,
             "sampling": True if a.sampling else None, "sampling_temperature": a.temperature,
-            "sampling_top_k": a.top_k, "sampling_top_p": a.top_p, "sampling_seed": a.seed}
+            "sampling_top_k": a.top_k, "sampling_top_p": a.top_p, "sampling_seed": a.seed,
+            "alignment_layer": getattr(a, "alignment_layer", None),
+            "alignment_head": getattr(a, "alignment_head", None)}
 
 
 def _translator(a: argparse.Namespace) -> tuple[Bundle, Translator]:
@@ -171,7 +173,7 @@ def _stream(a: argparse.Namespace, tr: Translator, prefixes: list[str] | None,
                 raise InputError(f"{path} has {len(given)} lines but the input has more")
         (hs,) = tr.translate([line], prefixes=None if prefixes is None else [prefixes[n - 1]],
                              constraints=None if constraints is None else [constraints[n - 1]],
-                             token_scores=a.scores, alignments=a.alignments)
+                             token_scores=a.scores, alignments=a.alignments, tgt_lang=a.tgt_lang)
         sys.stdout.write("".join(_output_line(n - 1, h, n_best, a.scores, a.alignments)
                                  for h in (hs if n_best else hs[:1])))
         sys.stdout.flush()
@@ -179,7 +181,11 @@ def _stream(a: argparse.Namespace, tr: Translator, prefixes: list[str] | None,
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
+    if (a.alignment_layer is not None or a.alignment_head is not None) and not a.alignments:
+        raise ValueError("--alignment-layer/--alignment-head choose the attention that "
+                         "--alignments reads: add --alignments")
     _, tr = _translator(a)
+    tr.target_tag(a.tgt_lang)  # a multilingual model needs --tgt-lang: say so before reading input
     prefixes, constraints = _per_line_files(a)
     if a.stream or (a.stream is None and not a.input and not a.output and sys.stdin.isatty()):
         if a.input or a.output:
@@ -189,7 +195,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     _check_lines(a.prefix_file, prefixes, len(lines))
     _check_lines(a.constraints_file, constraints, len(lines))
     results = tr.translate(lines, prefixes=prefixes, constraints=constraints, token_scores=a.scores,
-                           alignments=a.alignments)
+                           alignments=a.alignments, tgt_lang=a.tgt_lang)
     n_best = tr.decode_cfg.n_best > 1
     out = "".join(_output_line(i, h, n_best, a.scores, a.alignments)
                   for i, hs in enumerate(results) for h in (hs if n_best else hs[:1]))
@@ -205,8 +211,14 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from .evaluate import score
 
     bundle, tr = _translator(a)
-    if a.split:
-        par = load_parallel(bundle.cfg.data, a.split)
+    data = bundle.cfg.data
+    tgt_lang = a.tgt_lang
+    if a.split:  # one direction of a multilingual model (data.directions): its files
+        from .data.multilingual import evaluation_direction
+
+        data, direction = evaluation_direction(data, a.src_lang, a.tgt_lang)
+        tgt_lang = direction.tgt if bundle.cfg.data.directions else a.tgt_lang
+        par = load_parallel(data, a.split)
         src, ref, name = par.src, par.tgt, a.split
     elif a.src and a.ref:
         src, ref, name = read_lines(a.src), read_lines(a.ref), a.src
@@ -215,11 +227,10 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
                              f"{len(ref)}")
     else:
         raise SystemExit("nmtkit: error: evaluate needs --split NAME or --src FILE --ref FILE")
-    hyps = tr.translate_lines(src)
+    hyps = tr.translate_lines(src, tgt_lang=tgt_lang)
     if a.output:
         _write_output(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
     result = score(hyps, ref)
-    data = bundle.cfg.data
     if a.split and data.corpus == "multi30k":  # the literature's number, official references
         from .evaluate import multi30k_tok_bleu
 
@@ -228,6 +239,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         result["signature"]["bleu_official_tok"] = tok_sig
     result.update({"split": name, "beam": tr.decode_cfg.beam,
                    "model": a.model[0] if len(a.model) == 1 else a.model})
+    if bundle.cfg.data.directions:
+        result.update({"src_lang": data.src_lang if a.split else a.src_lang, "tgt_lang": tgt_lang})
     print(json.dumps(result))
     return 0
 
@@ -321,9 +334,15 @@ def cmd_plot(a: argparse.Namespace) -> int:
     except ImportError as e:
         raise SystemExit(f"nmtkit: error: figures need the 'viz' extra "
                          f"(pip install 'nmtkit[viz]'): {e}") from None
-    written = plot(a.figure, out_dir=a.out, output=a.output, run=a.run, model=a.model,
-                   text=a.text, beam=a.beam, html=a.html, device=a.device, dpi=a.dpi,
-                   config=a.config, overrides=a.set, arch=a.arch)
+    runs = a.run or []
+    if len(runs) > 1 and a.figure != "compare":
+        raise SystemExit(f"nmtkit: error: plot {a.figure} takes one --run (several: plot compare)")
+    if a.label and a.figure != "compare":
+        raise SystemExit("nmtkit: error: --label names the runs of plot compare")
+    written = plot(a.figure, out_dir=a.out, output=a.output, run=runs[0] if runs else None,
+                   model=a.model, text=a.text, beam=a.beam, html=a.html, device=a.device,
+                   dpi=a.dpi, config=a.config, overrides=a.set, arch=a.arch, runs=runs,
+                   labels=a.label or None)
     print(json.dumps({"figure": a.figure, "written": [str(w) for w in written]}))
     return 0
 
@@ -368,9 +387,11 @@ EXAMPLES: dict[str, str] = {
              "  nmtkit train configs/multi30k_transformer_small.yaml --resume\n"
              "  nmtkit train NEW.yaml --init-from runs/NAME/best.pt --report-splits val test_2016_flickr",
     "translate": '  echo "Ein Hund läuft." | nmtkit translate --model runs/NAME/best.pt\n'
-                 "  nmtkit translate --model runs/NAME/best.pt --beam 5 -i in.de -o out.en",
+                 "  nmtkit translate --model runs/NAME/best.pt --beam 5 -i in.de -o out.en\n"
+                 "  nmtkit translate --model runs/DE_EN_DE/best.pt --tgt-lang de -i in.en -o out.de",
     "evaluate": "  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flickr\n"
-                "  nmtkit evaluate --model runs/NAME/best.pt --src test.de --ref test.en --beam 4",
+                "  nmtkit evaluate --model runs/NAME/best.pt --src test.de --ref test.en --beam 4\n"
+                "  nmtkit evaluate --model runs/DE_EN_DE/best.pt --split test_2016_flickr --tgt-lang de",
     "backtranslate": "  nmtkit backtranslate --model runs/EN_DE/best.pt -i mono.en -o synth --beam 5\n"
                      "  nmtkit backtranslate --model runs/EN_DE/best.pt -i mono.en -o synth "
                      "--sampling --seed 1\n"
@@ -382,6 +403,7 @@ EXAMPLES: dict[str, str] = {
     "plot": "  nmtkit plot all --out figures\n"
             "  nmtkit plot architecture --config configs/multi30k_transformer_base.yaml -o arch.png\n"
             "  nmtkit plot curves --run runs/NAME\n"
+            "  nmtkit plot compare --run runs/rnn --run runs/transformer --label RNN --label Transformer\n"
             '  nmtkit plot attention --model runs/NAME/best.pt --text "Ein Hund läuft." --html',
     "export": "  nmtkit export --format ctranslate2 --model runs/NAME/best.pt --out ct2 "
               "--quantization int8",
@@ -477,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
     decode_args(tr)
     tr.add_argument("-i", "--input", help="input file (default stdin)")
     tr.add_argument("-o", "--output", help="output file (default stdout)")
+    tr.add_argument("--tgt-lang", metavar="LANG",
+                    help="the language to translate into, for a model of several directions "
+                    "(data.directions; required when it has several target languages)")
     tr.add_argument("--n-best", type=int, default=None,
                     help="print N best as 'i<TAB>score<TAB>text' (default: the checkpoint's "
                     "decode.n_best, 1 unless set)")
@@ -499,7 +524,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "(they sum to the sentence log-probability)")
     tr.add_argument("--alignments", action="store_true",
                     help="append '<TAB>i-j ...' (Pharaoh): each target token j with the source "
-                    "token i it attends to most (last layer, heads averaged; token positions)")
+                    "token i it attends to most (last layer, heads averaged, unless "
+                    "--alignment-layer/--alignment-head; token positions)")
+    tr.add_argument("--alignment-layer", type=int, default=None, metavar="L",
+                    help="--alignments from decoder layer L's source attention, counted from 0 "
+                    "(default: the checkpoint's decode.alignment_layer, -1 = the last layer); "
+                    "Transformer only")
+    tr.add_argument("--alignment-head", type=int, default=None, metavar="H",
+                    help="--alignments from head H of that layer, counted from 0 (default: the "
+                    "checkpoint's decode.alignment_head, -1 = the heads' mean); Transformer only")
     tr.set_defaults(func=cmd_translate)
 
     ev = sub.add_parser("evaluate", help="translate a test set and print sacreBLEU JSON")
@@ -507,6 +540,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", help="corpus split name (e.g. test_2016_flickr)")
     ev.add_argument("--src", help="source file")
     ev.add_argument("--ref", help="reference file")
+    ev.add_argument("--src-lang", metavar="LANG",
+                    help="a model of several directions (data.directions): the source language "
+                    "of --split (needed when several directions go into --tgt-lang)")
+    ev.add_argument("--tgt-lang", metavar="LANG",
+                    help="a model of several directions: the direction's target language "
+                    "(needed when it has several)")
     ev.add_argument("-o", "--output", help="also write the hypotheses here")
     ev.set_defaults(func=cmd_evaluate)
 
@@ -578,17 +617,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "the paper; architecture: the model diagram (Figure 1, or the RNN's with "
                         "--arch rnn) with a recipe's numbers (--config); temperature | "
                         "teacher-forcing: the homework's softmax temperature and teacher-forcing "
-                        "schedule; curves: a run's metrics.csv; attention: every attention map "
+                        "schedule; curves: a run's metrics.csv; compare: the validation curves of several "
+                        "runs; attention: every attention map "
                         "of a checkpoint for one sentence; all: every figure that the given "
                         "options allow.")
     pl.add_argument("figure", choices=["mask", "positional", "lr-schedule", "label-smoothing",
                                        "architecture", "temperature", "teacher-forcing",
-                                       "curves", "attention", "all"], help="which figure")
+                                       "curves", "compare", "attention", "all"],
+                    help="which figure")
     where = pl.add_mutually_exclusive_group()
     where.add_argument("--out", metavar="DIR", help="output directory (default: current directory)")
     where.add_argument("-o", "--output", metavar="FILE",
                        help="output file of one figure (attention: the stem of STEM_<kind>.png)")
-    pl.add_argument("--run", metavar="DIR", help="run directory (or its metrics.csv), for curves")
+    pl.add_argument("--run", metavar="DIR", action="append",
+                    help="run directory (or its metrics.csv), for curves; repeat for compare")
+    pl.add_argument("--label", action="append", metavar="NAME",
+                    help="compare: the name of each --run, in order (default: directory names)")
     pl.add_argument("--model", metavar="CKPT", help="checkpoint, for attention")
     pl.add_argument("--text", help="source sentence to translate, for attention")
     pl.add_argument("--beam", type=int, default=None, help="beam size for that translation")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import re
 import types
 import typing
 from collections.abc import Iterator
@@ -38,6 +39,10 @@ TSV_SPLITS = ("train", "valid", "test")
 """The split names of a ``tsv`` file cut by ``data.tsv_split`` (in the order of the ratios)."""
 VOCAB_SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
 """The tokens that :mod:`nmtkit.data.vocab` reserves (a ``data.extra`` tag may not be one)."""
+DIRECTION_CORPORA = ("multi30k", "iwslt14", "wmt14", "parallel")
+"""The corpora that ``data.directions`` can read in several directions (named languages)."""
+LANGUAGE_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+"""A language of ``data.directions`` (``de``, ``pt_br``): no ``-``, which separates the two."""
 
 
 @dataclass
@@ -74,6 +79,16 @@ class DataConfig:
     """``sentencepiece`` (trained on the training split), ``word`` (spaCy blank rules), ``whitespace``."""
     spm_model_type: str = "bpe"
     """SentencePiece algorithm: ``bpe`` or ``unigram``."""
+    subword_alpha: float = 0.0
+    """Subword regularisation (``sentencepiece`` only; 0 = off): the training split is
+    segmented anew at each epoch by sampling, from a seed of (``train.seed``, epoch).
+    ``bpe``: BPE-dropout (Provilkov et al. 2020), the probability of dropping each merge,
+    in [0, 1), e.g. 0.1; ``unigram``: subword sampling (Kudo 2018), the smoothing exponent
+    of the segmentation distribution, in (0, 1], e.g. 0.1 (smaller = more varied).
+    Validation, test and decoding always use the deterministic segmentation."""
+    subword_nbest: int = -1
+    """``unigram`` subword sampling: sample among the n best segmentations (>= 2), or -1 =
+    among all of them (forward-filtering backward-sampling). ``bpe``: must stay -1."""
     vocab_size: int = 8000
     """SentencePiece vocabulary size (joint over both languages when ``joint_vocab``)."""
     joint_vocab: bool = True
@@ -111,6 +126,15 @@ class DataConfig:
     """More training pairs beside ``train`` (back-translation: ``nmtkit backtranslate``), a
     list of ``{path: PREFIX, weight: W, tag: "<bt>"}``; see :class:`ExtraCorpus`. Only the
     training data changes: validation and test are the corpus's own splits."""
+    directions: tuple[str, ...] = ()
+    """One model, many directions (Johnson et al. 2017): ``[de-en, en-de]`` trains one model
+    on every direction named, each read from ``corpus`` with its languages, every source
+    starting with a target-language token (``<2en>``) that the translator adds (``nmtkit
+    translate --tgt-lang en``). Needs one joint SentencePiece model. Empty = the one direction
+    ``src_lang`` -> ``tgt_lang`` (untagged); when given, ``src_lang``/``tgt_lang`` are unused."""
+    direction_temperature: float = 1.0
+    """``directions``: each epoch samples direction d's pairs in proportion to n_d^(1/T)
+    (Arivazhagan et al. 2019); 1 = the plain union, larger = more even (e.g. 5), seeded."""
 
     def validate(self, source: str) -> None:
         c = _Checks(self, "data", source)
@@ -122,8 +146,38 @@ class DataConfig:
         c.at_least(1, "min_freq", "max_len", "copy_len", "copy_train_size", "copy_valid_size")
         c.at_least(2, "copy_vocab")
         c.at_least(0, "tokenizer_sample")
+        self._validate_subword_sampling(c)
         self._validate_tsv(c)
         self._validate_extra(c)
+        self._validate_directions(c)
+
+    def _validate_directions(self, c: _Checks) -> None:
+        """``data.directions``: ``SRC-TGT`` names, and what a multilingual run needs (every
+        message is built, so each check is listed whether or not it fails)."""
+        names, many = self.directions, bool(self.directions)
+        c.positive("direction_temperature")
+        pairs = [d.split("-") for d in names]
+        c.require(all(len(p) == 2 and all(LANGUAGE_CODE.fullmatch(x) for x in p) and p[0] != p[1]
+                      for p in pairs),
+                  "data.directions must name directions as SRC-TGT with two different language "
+                  f"codes (letters, digits, _), e.g. [de-en, en-de], got {list(names)}")
+        c.require(len(set(names)) == len(names),
+                  f"data.directions must not list a direction twice, got {list(names)}")
+        c.require(not many or self.corpus in DIRECTION_CORPORA, "data.directions reads the corpus "
+                  f"in several directions: data.corpus must be {'|'.join(DIRECTION_CORPORA)}, got "
+                  f"{self.corpus!r}")
+        c.require(not many or (self.tokenizer == "sentencepiece" and self.joint_vocab),
+                  "data.directions needs one shared SentencePiece model: data.tokenizer: "
+                  f"sentencepiece and data.joint_vocab: true, got {self.tokenizer!r}, "
+                  f"joint_vocab {self.joint_vocab}")
+        c.require(not many or not self.extra, "data.directions and data.extra cannot be combined "
+                  "(data.extra reads one direction's files)")
+        c.require(not many or not self.mmap,
+                  "data.directions is read in memory: it needs data.mmap: false")
+        c.require(not many or not self.reverse_source, "data.directions puts the target-language "
+                  "token first in the source: data.reverse_source is not supported with it")
+        c.require(not many or self.subword_alpha == 0, "data.directions with data.subword_alpha "
+                  "> 0 is not supported yet (set data.subword_alpha: 0)")
 
     def _validate_extra(self, c: _Checks) -> None:
         """The entries of ``data.extra`` (each check over all entries, so none is skipped)."""
@@ -140,6 +194,24 @@ class DataConfig:
                   f"{', '.join(VOCAB_SPECIALS)} (or empty: untagged), got {[e.tag for e in extra]}")
         c.require(not extra or not self.mmap,
                   "data.extra is read in memory: it needs data.mmap: false")
+
+    def _validate_subword_sampling(self, c: _Checks) -> None:
+        """``subword_alpha``/``subword_nbest``: SentencePiece sampling of the training split."""
+        alpha, nbest = self.subword_alpha, self.subword_nbest
+        on, bpe = alpha != 0, self.spm_model_type == "bpe"
+        c.require(nbest == -1 or nbest >= 2,
+                  f"data.subword_nbest must be -1 (all segmentations) or >= 2, got {nbest}")
+        c.require(not bpe or nbest == -1, "data.subword_nbest applies to spm_model_type: unigram "
+                  f"(BPE-dropout has no n-best list): leave it at -1, got {nbest}")
+        c.require(not bpe or 0.0 <= alpha < 1.0, "data.subword_alpha with spm_model_type: bpe is "
+                  f"the BPE-dropout probability, in [0, 1) (0 = off), got {alpha}")
+        c.require(bpe or 0.0 <= alpha <= 1.0, "data.subword_alpha with spm_model_type: unigram is "
+                  f"the sampling smoothing exponent, in [0, 1] (0 = off), got {alpha}")
+        c.require(not on or self.tokenizer == "sentencepiece",
+                  "data.subword_alpha > 0 (subword sampling) needs data.tokenizer: sentencepiece, "
+                  f"got {self.tokenizer!r}")
+        c.require(not on or not self.mmap, "data.subword_alpha > 0 re-encodes the training text "
+                  "at each epoch, in memory: it needs data.mmap: false")
 
     def _validate_tsv(self, c: _Checks) -> None:
         """The ``tsv`` corpus's column order and one-file split."""
@@ -167,6 +239,8 @@ ARCHS = ("transformer", "rnn")
 NORMS = ("pre", "post")
 RNN_ATTENTIONS = ("concat", "general", "dot")
 RNN_INITS = ("glorot", "uniform")
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "rope")
+"""``model.positional``: how the Transformer knows word order (see :mod:`nmtkit.models.positions`)."""
 
 
 @dataclass
@@ -199,7 +273,13 @@ class ModelConfig:
     """Bias in the pre-softmax projection. Without it (as in fairseq) training skips a
     (tokens x vocab) bias copy per step, ~2% of a small model's CPU step."""
     max_positions: int = 1024
-    """Length of the precomputed sinusoidal table; longer inputs are truncated."""
+    """Positions a Transformer reads: the length of its position table (sinusoidal or
+    learned) or of RoPE's precomputed angles; longer inputs are truncated."""
+    positional: str = "sinusoidal"
+    """Transformer word order: ``sinusoidal`` (the paper's fixed table added to the embeddings,
+    Sec. 3.5), ``learned`` (a trained (max_positions, d_model) table added instead, as in
+    ConvS2S, BERT and fairseq), ``rope`` (no table: every self-attention rotates its queries
+    and keys by their positions, Su et al. 2021, Eq. 34)."""
     # --- arch: rnn (``dropout``, ``layers``, ``tie_output`` and ``tie_all`` apply too) ---------
     emb_dim: int = 256
     """RNN: source and target embedding size (the Transformer uses ``d_model``)."""
@@ -241,6 +321,13 @@ class ModelConfig:
         c.at_least(0, "enc_layers", "dec_layers")
         c.at_least(2, "max_positions")
         c.fraction("dropout", "attention_dropout", "relu_dropout")
+        c.one_of("positional", POSITIONAL_ENCODINGS)
+        c.require(self.arch == "transformer" or self.positional == "sinusoidal",
+                  "model.positional other than sinusoidal needs model.arch: transformer (the RNN "
+                  f"reads word order through its recurrence), got {self.positional!r}")
+        c.require(self.positional != "rope" or (self.d_model // self.heads) % 2 == 0,
+                  "model.positional: rope rotates pairs of dimensions: d_model / heads must be "
+                  f"even, got {self.d_model} / {self.heads}")
         self._validate_rnn(c)
 
     def _validate_rnn(self, c: _Checks) -> None:
@@ -263,7 +350,10 @@ class ModelConfig:
             c.require(self.init == "glorot", "model.init: uniform is implemented for model.arch: rnn")
 
 
-LR_SCHEDULES = ("noam", "constant", "plateau")
+LR_SCHEDULES = ("noam", "constant", "plateau", "inverse_sqrt", "cosine")
+OPTIMIZERS = ("adam", "adamw")
+"""``train.optimizer``: Adam with L2 in the gradient (Kingma & Ba 2015; the paper's), or AdamW
+with decoupled weight decay (Loshchilov & Hutter 2019)."""
 EARLY_STOP_METRICS = ("bleu", "loss")
 DEVICES = ("auto", "cpu", "cuda")
 AMP_MODES = ("off", "bf16", "fp16")
@@ -287,13 +377,31 @@ class TrainConfig:
     max_minutes: float = 0.0
     """Wall-clock budget for training; 0 = none."""
     lr_schedule: str = "noam"
-    """``noam``: factor * d^-0.5 * min(s^-0.5, s * warmup^-1.5) (Eq. 3); ``constant``; ``plateau``."""
+    """``noam``: lr * d^-0.5 * min(s^-0.5, s * warmup^-1.5) (Eq. 3); ``constant``; ``plateau``
+    (lowered when validation loss stalls); ``inverse_sqrt``: linear warmup to lr, then
+    lr * sqrt(warmup / s) (fairseq's); ``cosine``: linear warmup to lr, then a half cosine
+    from lr down to ``min_lr`` at step ``cosine_steps`` (Loshchilov & Hutter 2017), min_lr after."""
     lr: float = 1.0
-    """Base rate: the Noam factor, or the constant/plateau initial rate."""
+    """What it means depends on ``lr_schedule``: the Noam factor (``noam``: the rate peaks at
+    lr * d_model^-0.5 * warmup^-0.5); the rate itself for ``constant`` and the initial rate of
+    ``plateau``; the peak rate, reached at step ``warmup``, of ``inverse_sqrt`` and ``cosine``."""
     warmup: int = 4000
+    """Steps of linear warmup (``noam``, ``inverse_sqrt``: >= 1; ``cosine``: 0 = none)."""
+    min_lr: float = 0.0
+    """``cosine``: the rate at the end of the decay (and after it); below ``lr``."""
+    cosine_steps: int = 0
+    """``cosine``: the step at which the decay reaches ``min_lr`` (0 = ``max_steps``; with the
+    default max_steps of 100000 and a run ended earlier by ``max_minutes``/``max_epochs`` the
+    rate never gets far down: give the run's real length). Must exceed ``warmup``."""
+    optimizer: str = "adam"
+    """``adam``: Adam, ``weight_decay`` added to the gradient as L2 (on every weight, as
+    before; the paper uses none); ``adamw``: AdamW, weights shrunk by lr * ``weight_decay``
+    at each step apart from the gradient (Loshchilov & Hutter 2019), on matrices and
+    embeddings only: 1-D tensors (biases, LayerNorm gains and shifts) are not decayed."""
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
+    """Adam: L2 coefficient; AdamW: decoupled decay rate (e.g. 0.01). 0 = none."""
     label_smoothing: float = 0.1
     clip_norm: float = 0.0
     """Clip the global gradient norm to this value; 0 = off."""
@@ -368,6 +476,7 @@ class TrainConfig:
         c = _Checks(self, "train", source)
         c.finite()
         c.one_of("lr_schedule", LR_SCHEDULES)
+        c.one_of("optimizer", OPTIMIZERS)
         c.one_of("early_stop_metric", EARLY_STOP_METRICS)
         c.one_of("device", DEVICES)
         c.positive("max_tokens", "lr", "adam_eps")
@@ -376,7 +485,9 @@ class TrainConfig:
                    "patience", "plateau_patience", "keep_last", "valid_max_sents", "threads")
         c.at_least(0, "sample_every")
         c.at_least(1, "samples")
-        c.require(self.lr_schedule != "noam" or self.warmup >= 1, "train.warmup must be >= 1 for noam")
+        c.require(self.lr_schedule not in ("noam", "inverse_sqrt") or self.warmup >= 1,
+                  "train.warmup must be >= 1 for noam and inverse_sqrt")
+        self._validate_cosine(c)
         c.fraction("label_smoothing")
         c.require(all(0.0 <= b < 1.0 for b in self.adam_betas),
                   f"train.adam_betas must each be in [0, 1), got {self.adam_betas}")
@@ -390,6 +501,15 @@ class TrainConfig:
                   f"train.freeze must leave a group to train, got {list(self.freeze)}")
         c.require(all(s.strip() for s in self.forgetting_splits),
                   f"train.forgetting_splits must name splits, got {list(self.forgetting_splits)}")
+
+    def _validate_cosine(self, c: _Checks) -> None:
+        """``min_lr`` and ``cosine_steps`` (used by the ``cosine`` schedule only)."""
+        c.at_least(0, "min_lr", "cosine_steps")
+        cosine, horizon = self.lr_schedule == "cosine", self.cosine_steps or self.max_steps
+        c.require(not cosine or self.min_lr < self.lr, "train.min_lr must be below train.lr for "
+                  f"cosine, got min_lr {self.min_lr}, lr {self.lr}")
+        c.require(not cosine or horizon > self.warmup, "train.cosine_steps (0 = train.max_steps) "
+                  f"must exceed train.warmup for cosine, got {horizon}, warmup {self.warmup}")
 
 
 @dataclass
@@ -425,11 +545,17 @@ class DecodeConfig:
     sampling_seed: int = 0
     """Seed of the sampling's random generator: the same seed, input and batch size give the
     same samples."""
+    alignment_layer: int = -1
+    """Alignments (and the confidence view's coverage) from this decoder layer's source
+    attention, counted from 0; -1 = the last layer. Transformer only (the RNN has one)."""
+    alignment_head: int = -1
+    """... and from this head of it, counted from 0; -1 = the heads' mean. Transformer only."""
 
     def validate(self, source: str) -> None:
         c = _Checks(self, "decode", source)
         c.finite()
         c.at_least(1, "beam", "batch_size")
+        c.at_least(-1, "alignment_layer", "alignment_head")
         c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed")
         c.require(1 <= self.n_best and (self.sampling or self.n_best <= self.beam),
                   f"decode.n_best must be in [1, decode.beam = {self.beam}] (any number >= 1 of "
@@ -454,6 +580,13 @@ class Config:
         if self.model.tie_all and not self.data.joint_vocab and self.data.corpus != "copy":
             raise ConfigError(f"{source}: model.tie_all needs data.joint_vocab: true "
                               "(one vocabulary for all three embeddings)")
+        _Checks(self, "train", source).require(
+            not (self.data.directions and self.train.forgetting_splits),
+            "train.forgetting_splits scores one direction: not supported with data.directions")
+        c = _Checks(self.decode, "decode", source)
+        for holds, message in alignment_choice_checks(self.model, self.decode.alignment_layer,
+                                                      self.decode.alignment_head):
+            c.require(holds, message)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -660,3 +793,27 @@ def enc_layers(m: ModelConfig) -> int:
 
 def dec_layers(m: ModelConfig) -> int:
     return m.dec_layers or m.layers
+
+
+def alignment_choice_checks(m: ModelConfig, layer: int, head: int) -> list[tuple[bool, str]]:
+    """(holds, message) of each check that (``decode.alignment_layer``,
+    ``decode.alignment_head``) names a source attention of the model ``m`` describes: -1 (the
+    last layer, the heads' mean) or a 0-based index below the decoder's layers / the heads;
+    the RNN has a single attention with no heads: only -1, -1."""
+    return [
+        (m.arch != "rnn" or (layer, head) == (-1, -1),
+         "decode.alignment_layer and decode.alignment_head must be -1 with model.arch: rnn (one "
+         f"source attention, no layers or heads to choose), got layer {layer}, head {head}"),
+        (layer < dec_layers(m), "decode.alignment_layer must be -1 (the last layer) or below the "
+         f"decoder's layers ({dec_layers(m)}), got {layer}"),
+        (head < m.heads, "decode.alignment_head must be -1 (the heads' mean) or below model.heads "
+         f"({m.heads}), got {head}"),
+    ]
+
+
+def check_alignment_choice(m: ModelConfig, layer: int, head: int) -> None:
+    """``ValueError`` with the message of the first of :func:`alignment_choice_checks` that
+    fails (the translator's check of a model it was handed)."""
+    for holds, message in alignment_choice_checks(m, layer, head):
+        if not holds:
+            raise ValueError(message)

@@ -212,12 +212,18 @@ class Parallel:
     tgt: list[str]
     name: str
     skipped_empty: int = 0  # training pairs dropped because a side was empty
+    parts: tuple[int, ...] = ()
+    """Sizes of consecutive blocks sampled apart (``data.directions``: one per direction,
+    :mod:`nmtkit.data.multilingual`); empty = one block."""
 
     def __post_init__(self) -> None:
         if len(self.src) != len(self.tgt):
             raise CorpusError(
                 f"{self.name}: {len(self.src)} source vs {len(self.tgt)} target sentences"
             )
+        if self.parts and sum(self.parts) != len(self.src):
+            raise CorpusError(f"{self.name}: parts {list(self.parts)} do not add up to "
+                              f"{len(self.src)} pairs")
 
     def __len__(self) -> int:
         return len(self.src)

@@ -15,7 +15,8 @@ from tqdm import tqdm
 from ..config import ConfigError, DataConfig, ExtraCorpus
 from .batching import ParallelIds
 from .corpora import Parallel, load_parallel
-from .tokenizers import Tokenizer, tokenizer_from_state, train_tokenizers
+from .multilingual import SampledIds, direction_tags, directions, join, load_directed, temperature_counts
+from .tokenizers import SentencePieceTokenizer, Tokenizer, tokenizer_from_state, train_tokenizers
 from .vocab import Vocab
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,12 @@ def build_vocabularies(cfg: DataConfig, pairs: PairSource) -> Vocabularies:
     src_tok, tgt_tok = train_tokenizers(cfg, src_lines, tgt_lines)
     del src_lines, tgt_lines
     min_freq = 1 if cfg.tokenizer == "sentencepiece" or cfg.corpus == "copy" else cfg.min_freq
+    # data.subword_alpha: sampled segmentations use pieces that the deterministic one may
+    # never produce on this corpus (e.g. a BPE merge that is always merged further): keep all.
+    src_keep, tgt_keep = set(tags), set()
+    if cfg.subword_alpha > 0:
+        src_keep |= set(src_tok.pieces()) if isinstance(src_tok, SentencePieceTokenizer) else set()
+        tgt_keep |= set(tgt_tok.pieces()) if isinstance(tgt_tok, SentencePieceTokenizer) else set()
 
     def tokens(sides: str) -> Iterator[list[str]]:
         for s, t in tqdm(pairs(), desc=f"counting {sides} tokens", unit=" pairs", disable=None,
@@ -94,10 +101,11 @@ def build_vocabularies(cfg: DataConfig, pairs: PairSource) -> Vocabularies:
                 yield tgt_tok.encode(t)
 
     if cfg.joint_vocab:
-        src_vocab = tgt_vocab = Vocab.build(tokens("joint"), min_freq=min_freq, keep=tags)
+        src_vocab = tgt_vocab = Vocab.build(tokens("joint"), min_freq=min_freq,
+                                            keep=src_keep | tgt_keep)
     else:
-        src_vocab = Vocab.build(tokens("source"), min_freq=min_freq, keep=tags)
-        tgt_vocab = Vocab.build(tokens("target"), min_freq=min_freq)
+        src_vocab = Vocab.build(tokens("source"), min_freq=min_freq, keep=src_keep)
+        tgt_vocab = Vocab.build(tokens("target"), min_freq=min_freq, keep=tgt_keep)
     log.info("vocabulary: source %d, target %d types", len(src_vocab), len(tgt_vocab))
     return Vocabularies(src_tok, tgt_tok, src_vocab, tgt_vocab)
 
@@ -141,6 +149,32 @@ def encode_parallel(cfg: DataConfig, par: Parallel, v: Vocabularies,
     return ParallelIds(src_ids, tgt_ids)
 
 
+def encode_training(cfg: DataConfig, par: Parallel, v: Vocabularies) -> ParallelIds:
+    """Token ids of the training pairs (:func:`load_training`), pairs longer than
+    ``data.max_len`` skipped. With ``data.directions`` (``par.parts``: one block per
+    direction) each direction is encoded apart, and each epoch samples the directions by
+    ``data.direction_temperature`` (:class:`~nmtkit.data.multilingual.SampledIds`)."""
+    if not par.parts:
+        return encode_parallel(cfg, par, v, drop_long=True)
+    src: list[np.ndarray] = []
+    tgt: list[np.ndarray] = []
+    sizes: list[int] = []
+    start = 0
+    for d, n in zip(directions(cfg), par.parts, strict=True):
+        block = zip(par.src[start:start + n], par.tgt[start:start + n], strict=True)
+        before = len(src)
+        for s, t in encode_pairs(cfg, block, v, drop_long=True, name=f"{par.name} ({d.name})"):
+            src.append(s)
+            tgt.append(t)
+        sizes.append(len(src) - before)
+        start += n
+    counts = temperature_counts(sizes, cfg.direction_temperature)
+    for d, n, c in zip(directions(cfg), sizes, counts, strict=True):
+        log.info("direction %s (%s): %d training pairs, %d per epoch (data.direction_temperature "
+                 "%g)", d.name, d.tag, n, c, cfg.direction_temperature)
+    return SampledIds(src, tgt, sizes, counts)
+
+
 def load_split(cfg: DataConfig, role: str) -> Parallel:
     """role: train | valid | test -> the configured split of the corpus."""
     return load_parallel(cfg, getattr(cfg, role))
@@ -155,8 +189,9 @@ sample)."""
 
 
 def extra_tags(cfg: DataConfig) -> frozenset[str]:
-    """The source tags of ``data.extra`` (empty when none is tagged)."""
-    return frozenset(e.tag for e in cfg.extra if e.tag)
+    """The source tags of ``data.extra`` and the target-language tokens of ``data.directions``
+    (:mod:`nmtkit.data.multilingual`); empty when nothing is tagged."""
+    return frozenset(e.tag for e in cfg.extra if e.tag) | direction_tags(cfg)
 
 
 def split_tag(text: str, tags: frozenset[str]) -> tuple[str | None, str]:
@@ -192,7 +227,10 @@ def load_extra(cfg: DataConfig, entry: ExtraCorpus) -> Parallel:
 
 
 def load_training(cfg: DataConfig) -> Parallel:
-    """The training split, then the pairs of every ``data.extra`` corpus after it."""
+    """The training split, then the pairs of every ``data.extra`` corpus after it; with
+    ``data.directions`` the training split in each direction, tagged, one after the other."""
+    if cfg.directions:
+        return join(load_directed(cfg, cfg.train))
     par = load_split(cfg, "train")
     if not cfg.extra:
         return par
@@ -206,9 +244,14 @@ def load_training(cfg: DataConfig) -> Parallel:
 
 
 def check_tags(cfg: DataConfig, v: Vocabularies) -> None:
-    """Every ``data.extra`` tag is a token of the source vocabulary (a vocabulary built with
-    the tags holds them; one taken from a checkpoint, ``--init-from``, may not)."""
+    """Every ``data.extra`` tag (and ``data.directions`` token) is a token of the source
+    vocabulary (a vocabulary built with the tags holds them; one taken from a checkpoint,
+    ``--init-from``, may not)."""
     missing = sorted(t for t in extra_tags(cfg) if t not in v.src_vocab)
+    if missing and cfg.directions:
+        raise ConfigError(f"data.directions: the target-language token(s) {', '.join(missing)} "
+                          "are not in the source vocabulary (taken from the checkpoint): they "
+                          "would read as <unk>; fine-tune from a parent trained with them")
     if missing:
         raise ConfigError(f"data.extra.tag {', '.join(missing)} is not in the source vocabulary "
                           "(taken from the checkpoint): it would read as <unk>; use a tag the "

@@ -133,6 +133,23 @@ class SentencePieceTokenizer:
         pieces: list[str] = self.sp.EncodeAsPieces(text)
         return pieces
 
+    def sample(self, text: str, alpha: float, nbest: int = -1) -> list[str]:
+        """One sampled segmentation of ``text`` (subword regularisation, training only):
+        BPE-dropout with merge-dropout probability ``alpha`` for a BPE model (``nbest``
+        ignored), or for a unigram model a draw from P(segmentation)^alpha among the
+        ``nbest`` best (-1: all) segmentations. The draw comes from SentencePiece's own
+        generator: seed it with :meth:`seed_sampling` for a reproducible sequence."""
+        if self.lowercase:
+            text = text.lower()
+        pieces: list[str] = self.sp.Encode(text, out_type=str, enable_sampling=True,
+                                           alpha=alpha, nbest_size=nbest)
+        return pieces
+
+    @staticmethod
+    def seed_sampling(seed: int) -> None:
+        """(Re)seed SentencePiece's process-wide random generator, used by :meth:`sample`."""
+        spm.set_random_generator_seed(seed)
+
     def decode(self, tokens: list[str]) -> str:
         text: str = self.sp.DecodePieces(list(tokens))
         return text

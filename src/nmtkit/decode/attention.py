@@ -63,6 +63,18 @@ def _layers_heads(layers: Sequence[Tensor]) -> Tensor:
     return torch.stack(out)  # (layers, heads, q, k)
 
 
+def layer_head(weights: Tensor, layer: int = -1, head: int = -1) -> Tensor:
+    """One map of (layers, heads, queries, keys) ``weights``: ``layer`` (-1: the last) and
+    ``head`` (-1: the heads' mean) -> (queries, keys). ``ValueError`` for an index outside
+    the maps (naming how many layers and heads there are)."""
+    n_layers, n_heads = weights.shape[:2]
+    if not -1 <= layer < n_layers or not -1 <= head < n_heads:
+        raise ValueError(f"alignment layer {layer}, head {head}: the model has {n_layers} decoder "
+                         f"layers of {n_heads} heads (-1: the last layer, the heads' mean)")
+    w = weights[layer]  # (heads, queries, keys)
+    return w.mean(dim=0) if head == -1 else w[head]
+
+
 @torch.no_grad()
 def teacher_forced_maps(model: Seq2Seq, src_ids: Sequence[int], tgt_in_ids: Sequence[int],
                         reverse_source: bool = False) -> dict[str, Tensor]:
@@ -115,23 +127,32 @@ class SentenceAttention:
 
 def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | None = None,
                        beam: int | None = None, max_length: int | None = None,
-                       need_attention: bool = False, max_src_tokens: int | None = None) -> SentenceAttention:
-    """Translate ``text`` with ``translator``, then teacher-force ``<s>`` + the translation
-    through ``model.attention_maps`` (``model``: the translator's unless given).
+                       need_attention: bool = False, max_src_tokens: int | None = None,
+                       prefix: str | None = None, token_scores: bool = False,
+                       tgt_lang: str | None = None) -> SentenceAttention:
+    """Translate ``text`` with ``translator`` (into ``tgt_lang`` for a multilingual model:
+    the source then starts with its ``<2xx>`` token), then teacher-force ``<s>`` + the
+    translation through ``model.attention_maps`` (``model``: the translator's unless given).
+
+    ``prefix``: a target text the translation must start with (a forced prefix, see
+    :meth:`~nmtkit.decode.translator.Translator.translate`); ``token_scores``: the translation
+    carries its ``token_log_probs``.
 
     A model without ``attention_maps`` falls back to the source attention the search recorded
     (one layer, one head; needs ``need_attention``). Raises ``ValueError`` for a text with no
     tokens, a source longer than ``max_src_tokens``, or a model that exposes no attention.
     """
     model = translator.model if model is None else model
-    src_toks, src_ids = translator.encode_source(text)
+    src_toks, src_ids = translator.encode_source(text, tgt_lang)
     if not src_toks:
         raise ValueError("text: nothing to translate (empty after tokenization)")
     if max_src_tokens is not None and len(src_toks) > max_src_tokens:
         raise ValueError(f"text: {len(src_toks)} source tokens, attention is limited to "
                          f"{max_src_tokens}")
     hyp = translator.translate([text], beam=beam, max_length=max_length,
-                               need_attention=need_attention)[0][0]
+                               need_attention=need_attention, token_scores=token_scores,
+                               prefixes=None if prefix is None else [prefix],
+                               tgt_lang=tgt_lang)[0][0]
     if hasattr(model, "attention_maps"):
         tgt_in = [BOS, *translator.tgt_vocab.encode(hyp.tokens, add_eos=False)]
         maps = teacher_forced_maps(model, src_ids.tolist(), tgt_in, translator.reverse_source)

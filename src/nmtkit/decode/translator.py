@@ -18,18 +18,18 @@ import numpy as np
 import torch
 
 from .. import fast
-from ..config import DecodeConfig
+from ..config import DecodeConfig, ModelConfig, check_alignment_choice
 from ..data.batching import pad_batch
-from ..data.vocab import EOS
-from ..models.seq2seq import pad_mask
-from .attention import reading_order
+from ..data.multilingual import target_tags
+from ..data.vocab import BOS, EOS
+from ..models.seq2seq import Seq2Seq, pad_mask
+from .attention import layer_head, reading_order, teacher_forced_maps
 from .search import Hypothesis, search
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
     from ..data.tokenizers import Tokenizer
     from ..data.vocab import Vocab
-    from ..models.seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,9 @@ class Translation:
     src_tokens: list[str]
     score: float
     attention: torch.Tensor | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
+    """On request: the source attention per output step (the last decoder layer's, heads
+    averaged, as the search saw it; or the ``decode.alignment_layer``/``alignment_head`` named,
+    :func:`chosen_source_attention`)."""
     token_log_probs: list[float] | None = None
     """On request: log P of each token and of ``</s>`` (len(tokens) + 1 values, their sum
     the translation's log-probability)."""
@@ -53,13 +56,44 @@ def alignment_from_attention(attention: torch.Tensor, n_src: int, n_tgt: int) ->
     """For each of the ``n_tgt`` target tokens, the source token (of the first ``n_src``:
     ``</s>`` excluded) with the most attention: [(i, j)], j = 0, 1, ...
 
-    attention: (>= n_tgt, >= n_src), the source attention the search saw at each output step
-    (the last decoder layer's, averaged over heads).
+    attention: (>= n_tgt, >= n_src), the source attention at each output step (the last
+    decoder layer's averaged over heads, or a named layer/head: :func:`chosen_source_attention`).
     """
     if n_src == 0 or n_tgt == 0:
         return []
     best = attention[:n_tgt, :n_src].argmax(dim=1).tolist()  # (n_tgt,)
     return [(int(i), j) for j, i in enumerate(best)]
+
+
+def check_model_alignment_choice(model: Seq2Seq, layer: int, head: int) -> None:
+    """``ValueError`` if ``model`` cannot give the source attention of ``layer``/``head``
+    (both -1: the search's own, always fine): the RNN (one attention to choose from), a model
+    without per-layer maps (an ensemble), an index past the model's layers or heads."""
+    if (layer, head) == (-1, -1):
+        return
+    model_cfg = getattr(model, "cfg", None)
+    if isinstance(model_cfg, ModelConfig):
+        check_alignment_choice(model_cfg, layer, head)
+    if type(model).attention_maps is Seq2Seq.attention_maps:  # not implemented
+        raise ValueError(f"alignment layer {layer}, head {head}: {type(model).__name__} has no "
+                         "per-layer attention maps (an ensemble aligns with its members' mean "
+                         "last layer); leave alignment_layer and alignment_head at -1")
+
+
+def chosen_source_attention(model: Seq2Seq, src_ids: Sequence[int], tgt_ids: Sequence[int],
+                            layer: int, head: int, reverse_source: bool = False) -> torch.Tensor:
+    """(len(tgt_ids) + 1, len(src_ids)) source attention of one decoder ``layer`` (-1: the
+    last) and ``head`` (-1: the heads' mean) for the output ``tgt_ids`` (no ``</s>``), source
+    positions in reading order: one teacher-forced pass (``model.attention_maps``, the maps
+    of :func:`nmtkit.decode.attention.teacher_forced_maps`). Row t is the step that predicts
+    target token t (the last row ``</s>``), as in the attention the search records.
+
+    ``ValueError`` for a model without per-layer maps (an ensemble), the RNN (one attention:
+    nothing to choose, :func:`nmtkit.config.check_alignment_choice`) or an index out of range.
+    """
+    check_model_alignment_choice(model, layer, head)
+    maps = teacher_forced_maps(model, src_ids, [BOS, *tgt_ids], reverse_source)
+    return layer_head(maps["decoder_src"], layer, head)  # (T + 1, S) of (layers, heads, T + 1, S)
 
 
 def pharaoh(alignment: list[tuple[int, int]] | None) -> str:
@@ -111,22 +145,52 @@ class TextTranslator:
     """
 
     def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig,
-                 reverse_source: bool = False, max_positions: int | None = None) -> None:
+                 reverse_source: bool = False, max_positions: int | None = None, *,
+                 target_tags: dict[str, str] | None = None) -> None:
         self.src_tok, self.tgt_tok = src_tok, tgt_tok
         self.decode_cfg = decode
         self.reverse_source = reverse_source
         self.max_positions = max_positions
         """The model's position limit: a source keeps at most ``max_positions - 1`` tokens
         (then ``</s>``), an output at most ``max_positions - 1`` tokens."""
+        self.target_tags = dict(target_tags or {})
+        """Target language -> the token put first in its sources
+        (:func:`nmtkit.data.multilingual.target_tags`): ``<2xx>`` for a model of
+        ``data.directions``, ``""`` for the one target of a model of one direction; empty:
+        not known (any ``tgt_lang`` is taken, no token added)."""
 
-    def source_tokens(self, line: str) -> tuple[list[str], list[str]]:
+    def target_tag(self, tgt_lang: str | None) -> str:
+        """The token that asks the model for ``tgt_lang`` (``""``: none). ``None`` is the
+        model's only target language; ``ValueError`` naming the model's languages when it has
+        several (Johnson et al. 2017: the target-language token picks the direction) or when
+        ``tgt_lang`` is not one of them."""
+        tags = self.target_tags
+        if not tags:
+            return ""
+        langs = ", ".join(sorted(tags))
+        if tgt_lang is None:
+            if len(tags) == 1:
+                return next(iter(tags.values()))
+            raise ValueError(f"this model translates into {langs}: name the target language "
+                             "(nmtkit translate --tgt-lang, \"tgt_lang\" in a request, tgt_lang= "
+                             "in Python)")
+        if tgt_lang not in tags:
+            raise ValueError(f"target language {tgt_lang!r}: this model translates into {langs} "
+                             "only")
+        return tags[tgt_lang]
+
+    def source_tokens(self, line: str, tag: str = "") -> tuple[list[str], list[str]]:
         """(the line's tokens in reading order, the same in the order the model reads them),
-        cut so that they and ``</s>`` fit in ``max_positions``."""
+        cut so that they and ``</s>`` fit in ``max_positions``. A ``tag`` (the target-language
+        token, :meth:`target_tag`) comes first in both, unless the line has no token (an
+        empty line stays empty)."""
         toks = self.src_tok.encode(line.strip())
-        if self.max_positions is not None and len(toks) + 1 > self.max_positions:
-            log.warning("input of %d tokens truncated to %d", len(toks), self.max_positions - 1)
-            toks = toks[: self.max_positions - 1]
-        return toks, (toks[::-1] if self.reverse_source else list(toks))
+        head = [tag] if tag and toks else []
+        if self.max_positions is not None and len(head) + len(toks) + 1 > self.max_positions:
+            keep = self.max_positions - 1 - len(head)
+            log.warning("input of %d tokens truncated to %d", len(head) + len(toks), keep + len(head))
+            toks = toks[:keep]
+        return head + toks, head + (toks[::-1] if self.reverse_source else list(toks))
 
     def call_options(self, max_length: int | None = None,
                      **overrides: Any) -> tuple[DecodeConfig, int | None]:
@@ -182,13 +246,17 @@ class TextTranslator:
 
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, *, n_best: int | None = None,
-                  max_length: int | None = None) -> list[list[Translation]]:
+                  max_length: int | None = None,
+                  tgt_lang: str | None = None) -> list[list[Translation]]:
         raise NotImplementedError
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
-                        batch_size: int | None = None) -> list[str]:
-        """The best translation of each line, in order."""
-        return [r[0].text for r in self.translate(lines, beam=beam, batch_size=batch_size)]
+                        batch_size: int | None = None, *,
+                        tgt_lang: str | None = None) -> list[str]:
+        """The best translation of each line, in order (into ``tgt_lang``, see
+        :meth:`target_tag`)."""
+        return [r[0].text for r in self.translate(lines, beam=beam, batch_size=batch_size,
+                                                  tgt_lang=tgt_lang)]
 
 
 class Translator(TextTranslator):
@@ -202,21 +270,25 @@ class Translator(TextTranslator):
         cfg = bundle.cfg
         return cls(bundle.model, bundle.src_tok, bundle.tgt_tok, bundle.src_vocab,
                    bundle.tgt_vocab, decode_options(cfg.decode, **decode_overrides),
-                   cfg.data.reverse_source, cfg.model.max_positions)
+                   cfg.data.reverse_source, cfg.model.max_positions,
+                   target_tags=target_tags(cfg.data))
 
     def __init__(self, model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, src_vocab: Vocab,
                  tgt_vocab: Vocab, decode: DecodeConfig, reverse_source: bool = False,
-                 max_positions: int | None = None) -> None:
-        super().__init__(src_tok, tgt_tok, decode, reverse_source, max_positions)
+                 max_positions: int | None = None, *,
+                 target_tags: dict[str, str] | None = None) -> None:
+        super().__init__(src_tok, tgt_tok, decode, reverse_source, max_positions,
+                         target_tags=target_tags)
         self.model = model.eval()
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.device = next(model.parameters()).device
         if decode.fast:  # CPU: weights in the GEMM library's layout, once (nmtkit.fast)
             fast.for_inference(self.model)
 
-    def encode_source(self, line: str) -> tuple[list[str], np.ndarray]:
-        """(source tokens in reading order, the ids the model reads: ``</s>`` at the end)."""
-        toks, model_order = self.source_tokens(line)
+    def encode_source(self, line: str, tgt_lang: str | None = None) -> tuple[list[str], np.ndarray]:
+        """(source tokens in reading order, the ids the model reads: ``</s>`` at the end); a
+        multilingual model's start with the token of ``tgt_lang`` (:meth:`target_tag`)."""
+        toks, model_order = self.source_tokens(line, self.target_tag(tgt_lang))
         return toks, np.asarray(self.src_vocab.encode(model_order, add_eos=True), dtype=np.int64)
 
     @torch.no_grad()
@@ -225,10 +297,19 @@ class Translator(TextTranslator):
                   n_best: int | None = None, max_length: int | None = None, *,
                   prefixes: Sequence[str] | None = None, token_scores: bool = False,
                   alignments: bool = False,
-                  constraints: Sequence[Sequence[str]] | None = None) -> list[list[Translation]]:
+                  constraints: Sequence[Sequence[str]] | None = None,
+                  alignment_layer: int | None = None,
+                  alignment_head: int | None = None,
+                  tgt_lang: str | None = None) -> list[list[Translation]]:
         """One list of ``n_best`` translations per input line, in input order (``None``:
         the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``; see
         :func:`decode_options`).
+
+        ``tgt_lang``: the language to translate into, for a model of ``data.directions``
+        (Johnson et al. 2017): its ``<2xx>`` token goes first in every source (the source
+        tokens of each translation start with it). ``None`` for a model with one target
+        language; ``ValueError`` naming the languages when it has several or for another one
+        (:meth:`target_tag`).
 
         ``max_length`` caps every output at that many tokens (EOS not counted) on top of the
         configured ``max_len_a * src_len + max_len_b``. ``need_attention``: each translation
@@ -241,10 +322,19 @@ class Translator(TextTranslator):
         carries its ``alignment`` (source position, target position) from the attention.
         ``constraints``: per line, target phrases (texts) its translation must contain
         (lexically constrained beam search, :mod:`nmtkit.decode.constraints`).
+        ``alignment_layer``/``alignment_head`` (``None``: ``decode.alignment_layer``/``_head``):
+        the source attention that alignments and ``attention`` come from; other than -1, -1
+        (the last layer, the heads' mean: what the search records) it costs one teacher-forced
+        pass per translation (:func:`chosen_source_attention`).
         """
         cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
-                                            max_length=max_length)
-        encoded = [self.encode_source(line) for line in lines]
+                                            max_length=max_length, alignment_layer=alignment_layer,
+                                            alignment_head=alignment_head)
+        chosen = (cfg.alignment_layer, cfg.alignment_head)
+        if need_attention or alignments:  # before any decoding: a clear error
+            check_model_alignment_choice(self.model, *chosen)
+        self.target_tag(tgt_lang)  # before any work: a clear error for a missing/unknown language
+        encoded = [self.encode_source(line, tgt_lang) for line in lines]
         forced: list[list[int]] | None = None
         if prefixes is not None:
             if len(prefixes) != len(encoded):
@@ -260,6 +350,7 @@ class Translator(TextTranslator):
             phrases = [[self.tgt_vocab.encode(self.tgt_tok.encode(p.strip()), add_eos=False)
                         for p in cs if p.strip()] for cs in constraints]
         attention = need_attention or alignments
+        search_attention = attention and chosen == (-1, -1)  # else a teacher-forced pass
 
         def batches(todo: list[int]) -> Iterable[list[int]]:
             return (todo[i:i + cfg.batch_size] for i in range(0, len(todo), cfg.batch_size))
@@ -267,21 +358,30 @@ class Translator(TextTranslator):
         def run(batch: list[int]) -> list[list[Translation]]:
             src = pad_batch([encoded[i][1] for i in batch]).to(self.device)  # (batch, S)
             src_mask = pad_mask(src)  # (batch, 1, S)
-            hyps = search(self.model, src, src_mask, cfg, need_attention=attention,
+            hyps = search(self.model, src, src_mask, cfg, need_attention=search_attention,
                           max_length=max_length, token_scores=token_scores,
                           prefixes=None if forced is None else [forced[i] for i in batch],
                           constraints=None if phrases is None else [phrases[i] for i in batch])
-            return [[self._finish(h, encoded[i][0], need_attention, alignments) for h in hs]
-                    for i, hs in zip(batch, hyps, strict=True)]
+            return [[self._finish(h, encoded[i][0], need_attention, alignments,
+                                  None if chosen == (-1, -1) else (encoded[i][1], chosen))
+                     for h in hs] for i, hs in zip(batch, hyps, strict=True)]
 
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
 
     def _finish(self, h: Hypothesis, src_tokens: list[str], need_attention: bool = True,
-                alignments: bool = False) -> Translation:
-        toks = self.tgt_vocab.decode([t for t in h.tokens if t != EOS])
+                alignments: bool = False,
+                chosen: tuple[np.ndarray, tuple[int, int]] | None = None) -> Translation:
+        """``chosen``: (the source ids, (layer, head)) when the attention comes from a named
+        layer/head instead of the search's."""
+        ids = [t for t in h.tokens if t != EOS]
+        toks = self.tgt_vocab.decode(ids)
         attn = h.attention.cpu() if h.attention is not None else None  # (T, S)
         if attn is not None and self.reverse_source:
             attn = reading_order(attn, len(src_tokens), dims=[1])
+        if chosen is not None and (need_attention or alignments):
+            src_ids, (layer, head) = chosen
+            attn = chosen_source_attention(self.model, src_ids.tolist(), ids, layer, head,
+                                           self.reverse_source)  # (T, S), reading order
         align = None
         if alignments and attn is not None:
             align = alignment_from_attention(attn, len(src_tokens), len(toks))

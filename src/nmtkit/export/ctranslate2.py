@@ -11,6 +11,10 @@ nmtkit                                    CTranslate2 spec
 ``position.pe`` (sin on even dims, cos     ``{encoder,decoder}.position_encodings.encodings``:
 on odd dims, interleaved)                 the table is exported explicitly, because
                                           CTranslate2's built-in one puts all sines first
+``position.table`` (``learned``)          the same two tables: the learned rows
+RoPE (``rope``, every self-attention)     ``rotary_dim`` 0 (all of a head), interleaved
+                                          pairs, base 10000 in both stacks' self-attention
+                                          (CTranslate2 rotates no source attention either)
 self-attention ``in_proj`` (3d x d)       ``self_attention.linear[0]`` (fused Q, K, V)
 source attention ``in_proj[:d]``,         ``attention.linear[0]`` (Q), ``attention.linear[1]``
 ``in_proj[d:]``                           (fused K, V)
@@ -36,6 +40,7 @@ export directory holds what is needed to go from text to text: the SentencePiece
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import logging
 import os
@@ -52,10 +57,13 @@ from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 from .. import __version__
 from ..checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
 from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig, dec_layers, enc_layers
+from ..data.multilingual import target_tags
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
 from ..decode.translator import TextTranslator, Translation, decode_options
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text
+from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
+from ..models.transformer import PositionalEncoding
 from . import ExportError
 
 if TYPE_CHECKING:
@@ -123,21 +131,42 @@ def check_exportable(bundle_or_arch: Bundle | str, where: str = "<checkpoint>") 
                           "additive attention)")
 
 
+def _architecture(cfg: ModelConfig, where: str) -> transformer_spec.TransformerSpec:
+    """CTranslate2's Transformer for ``cfg``: layers, heads, pre- or post-norm, ReLU, and for
+    ``model.positional: rope`` rotary self-attention in both stacks (Su et al. 2021, Eq. 34:
+    every dimension of a head, pairs (2i, 2i+1) interleaved, theta_i = 10000^(-2i/d_k))."""
+    layers = (enc_layers(cfg), dec_layers(cfg))
+    arch: dict[str, Any] = {"pre_norm": cfg.norm == "pre", "activation": common_spec.Activation.RELU}
+    if cfg.positional != "rope":
+        return transformer_spec.TransformerSpec.from_config(layers, cfg.heads, **arch)
+    if "rotary_dim" not in inspect.signature(transformer_spec.TransformerEncoderSpec.__init__).parameters:
+        raise ExportError(f"{where}: model.positional is 'rope', and this ctranslate2 "
+                          f"({ctranslate2.__version__}) has no rotary embeddings in an encoder: "
+                          "upgrade ctranslate2 to export it")
+    rope = {"rotary_dim": 0, "rotary_interleave": True, "rotary_base": ROPE_BASE}
+    return transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(layers[0], cfg.heads, **arch, **rope),
+        transformer_spec.TransformerDecoderSpec(layers[1], cfg.heads, **arch, **rope))
+
+
 def transformer_spec_from_bundle(bundle: Bundle) -> transformer_spec.TransformerSpec:
     """Declare the CTranslate2 model: architecture flags, weights, vocabularies, config."""
     where = str(bundle.path) if bundle.path is not None else "<checkpoint>"
     check_exportable(bundle, where)
     cfg, model = bundle.cfg.model, cast("Transformer", bundle.model)
-    spec = transformer_spec.TransformerSpec.from_config(
-        (enc_layers(cfg), dec_layers(cfg)), cfg.heads, pre_norm=cfg.norm == "pre",
-        activation=common_spec.Activation.RELU)
+    spec = _architecture(cfg, where)
 
     enc, dec = spec.encoder, spec.decoder
     enc.embeddings[0].weight = _np(model.src_embed.lut.weight)
     dec.embeddings.weight = _np(model.tgt_embed.lut.weight)
-    table = _np(model.position.pe)  # (max_positions, d): PE(pos, 2i) = sin, PE(pos, 2i+1) = cos
-    enc.position_encodings.encodings = table
-    dec.position_encodings.encodings = table.copy()
+    table = None  # rope: no table, the self-attentions rotate (CTranslate2 then adds none)
+    if isinstance(model.position, PositionalEncoding):
+        table = _np(model.position.pe)  # (max_positions, d): PE(pos, 2i) = sin, PE(pos, 2i+1) = cos
+    elif isinstance(model.position, LearnedPositionalEmbedding):
+        table = _np(model.position.table.weight)  # (max_positions, d): the learned P
+    if table is not None:
+        enc.position_encodings.encodings = table
+        dec.position_encodings.encodings = table.copy()
     for layer_spec, layer in zip(enc.layer, cast("Iterable[EncoderLayer]", model.encoder_layers),
                                  strict=True):
         _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.sublayer[0].norm)
@@ -412,21 +441,25 @@ class CTranslate2Translator(TextTranslator):
         super().__init__(_load_tokenizer(meta["tokenizers"]["src"], self.model_dir),
                          _load_tokenizer(meta["tokenizers"]["tgt"], self.model_dir),
                          DecodeConfig(**meta["decode"]), bool(meta["reverse_source"]),
-                         meta.get("max_positions"))
+                         meta.get("max_positions"),
+                         # languages known only from an export that stores its config
+                         target_tags=(target_tags(export_config(meta, self.model_dir).data)
+                                      if isinstance(meta.get("config"), dict) else None))
         self.device = device
         self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
                                                  compute_type=compute_type,
                                                  intra_threads=intra_threads,
                                                  inter_threads=inter_threads, **translator_kwargs)
 
-    def encode_source(self, line: str) -> tuple[list[str], list[str]]:
-        """(source tokens in reading order, the tokens CTranslate2 gets; it appends </s>)."""
-        return self.source_tokens(line)
+    def encode_source(self, line: str, tgt_lang: str | None = None) -> tuple[list[str], list[str]]:
+        """(source tokens in reading order, the tokens CTranslate2 gets; it appends </s>);
+        a multilingual model's start with the token of ``tgt_lang``."""
+        return self.source_tokens(line, self.target_tag(tgt_lang))
 
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, n_best: int | None = None,
                   max_length: int | None = None, length_penalty: float | None = None,
-                  exact_caps: bool = True) -> list[list[Translation]]:
+                  exact_caps: bool = True, tgt_lang: str | None = None) -> list[list[Translation]]:
         """One list of ``n_best`` :class:`Translation` per input line, in input order
         (``None``: the exported decoding options, as :meth:`Translator.translate`).
 
@@ -447,7 +480,8 @@ class CTranslate2Translator(TextTranslator):
         """
         cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                             length_penalty=length_penalty, max_length=max_length)
-        encoded = [self.encode_source(line) for line in lines]
+        self.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
+        encoded = [self.encode_source(line, tgt_lang) for line in lines]
         # tokens before EOS that each sentence may produce (one length_cap per source length)
         caps: dict[int, int] = {}
         for toks, _ in encoded:
@@ -510,8 +544,10 @@ class CTranslate2Translator(TextTranslator):
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
-                        batch_size: int | None = None, exact_caps: bool = True) -> list[str]:
-        return [r[0].text for r in self.translate(lines, beam, batch_size, exact_caps=exact_caps)]
+                        batch_size: int | None = None, exact_caps: bool = True, *,
+                        tgt_lang: str | None = None) -> list[str]:
+        return [r[0].text for r in self.translate(lines, beam, batch_size, exact_caps=exact_caps,
+                                                  tgt_lang=tgt_lang)]
 
     def score(self, sources: list[str], targets: list[str]) -> list[list[float]]:
         """Per-token log-probabilities of each target (its tokens, then </s>) given its source,

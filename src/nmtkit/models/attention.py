@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .positions import RotaryEmbedding
+
 
 def scaled_dot_product_attention(
     query: Tensor,
@@ -48,9 +50,13 @@ class MultiHeadAttention(nn.Module):
     decoder's queries (:meth:`project_q`) and the encoder memory's keys and values
     (:meth:`project_kv`, once per sentence when decoding) separately. ``out_proj`` is W^O.
     Head i is slice ``[i d_k, (i + 1) d_k)`` of each projection (d_k = d_model / heads).
+
+    ``rotary`` (a self-attention of a ``model.positional: rope`` model): :meth:`project_qkv`
+    rotates each head's queries and keys by their positions (Su et al. 2021, Eq. 34).
     """
 
-    def __init__(self, d_model: int, heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0,
+                 rotary: RotaryEmbedding | None = None):
         super().__init__()
         if d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
@@ -58,6 +64,7 @@ class MultiHeadAttention(nn.Module):
         self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model)  # W^O
         self.dropout = nn.Dropout(dropout)  # on the attention probabilities
+        self.rotary = rotary  # shared by the model's self-attentions; None: no rotation
 
     def reset_parameters(self) -> None:
         """Glorot-uniform per projection matrix (fan_avg of d_model x d_model), zero biases."""
@@ -72,10 +79,17 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.d_k).transpose(1, 2)  # (batch, heads, time, d_k)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention: Q, K and V of ``x`` (batch, time, d_model), each (batch, heads, time, d_k)."""
+    def project_qkv(self, x: Tensor, offset: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention: Q, K and V of ``x`` (batch, time, d_model), each (batch, heads, time, d_k).
+
+        With ``rotary``, Q and K come rotated for positions ``offset .. offset + time - 1``
+        (``offset``: the positions already in a decoder's key cache).
+        """
         q, k, v = self.in_proj(x).chunk(3, dim=-1)  # each (batch, time, d_model)
-        return self._split(q), self._split(k), self._split(v)
+        q, k, v = self._split(q), self._split(k), self._split(v)
+        if self.rotary is not None:
+            q, k = self.rotary(q, offset), self.rotary(k, offset)
+        return q, k, v
 
     def project_q(self, x: Tensor) -> Tensor:
         """Queries x W^Q: (batch, time, d_model) -> (batch, heads, time, d_k)."""

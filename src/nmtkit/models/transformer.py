@@ -4,7 +4,8 @@ Components are named after the paper: :class:`Embeddings` (Sec. 3.4),
 :class:`PositionalEncoding` (Sec. 3.5), :class:`PositionwiseFeedForward` (Sec. 3.3),
 :class:`SublayerConnection` (Sec. 3.1, residual + layer norm, post- or pre-norm),
 :class:`EncoderLayer`/:class:`DecoderLayer` (Fig. 1), and :func:`build_transformer`,
-the one function from hyperparameters to a model.
+the one function from hyperparameters to a model. Learned positions and rotary embeddings
+(``model.positional``) are in :mod:`nmtkit.models.positions`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig, dec_layers, enc_layers
 from ..data.vocab import PAD
 from .attention import MultiHeadAttention
+from .positions import EmbeddingDropout, LearnedPositionalEmbedding, RotaryEmbedding
 from .seq2seq import Seq2Seq, pad_mask
 
 
@@ -109,11 +111,14 @@ class SublayerConnection(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then FFN, each wrapped in a :class:`SublayerConnection` (Fig. 1, left)."""
+    """Self-attention then FFN, each wrapped in a :class:`SublayerConnection` (Fig. 1, left).
 
-    def __init__(self, cfg: ModelConfig):
+    ``rotary``: the model's RoPE, which the self-attention applies (``model.positional: rope``).
+    """
+
+    def __init__(self, cfg: ModelConfig, rotary: RotaryEmbedding | None = None):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, rotary)
         self.feed_forward = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
         self.sublayer = nn.ModuleList(
             SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm, cfg.layer_norm_eps)
@@ -134,11 +139,14 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, source attention, FFN (Fig. 1, right)."""
+    """Masked self-attention, source attention, FFN (Fig. 1, right).
 
-    def __init__(self, cfg: ModelConfig):
+    ``rotary``: the model's RoPE, applied by the self-attention only (not the source attention).
+    """
+
+    def __init__(self, cfg: ModelConfig, rotary: RotaryEmbedding | None = None):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, rotary)
         self.src_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.feed_forward = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
         self.sublayer = nn.ModuleList(
@@ -165,7 +173,8 @@ class DecoderLayer(nn.Module):
         out: dict[str, Any] = {}
 
         def self_block(y: Tensor) -> Tensor:
-            q, k, v = sa.project_qkv(y)
+            past = 0 if self_kv is None else self_kv[0].size(2)  # positions already cached
+            q, k, v = sa.project_qkv(y, offset=past)  # RoPE: the cache holds rotated keys
             if self_kv is not None:
                 k = torch.cat([self_kv[0], k], dim=2)  # (batch, heads, t_past + T, d_k)
                 v = torch.cat([self_kv[1], v], dim=2)
@@ -208,9 +217,11 @@ class Transformer(Seq2Seq):
         d = cfg.d_model
         self.src_embed = Embeddings(src_vocab_size, d)
         self.tgt_embed = Embeddings(tgt_vocab_size, d)
-        self.position = PositionalEncoding(d, cfg.dropout, cfg.max_positions)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(enc_layers(cfg)))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(dec_layers(cfg)))
+        self.position = embedding_positions(cfg)
+        # RoPE: one table of angles, shared by every self-attention (Su et al. 2021, Eq. 34).
+        rotary = RotaryEmbedding(d // cfg.heads, cfg.max_positions) if cfg.positional == "rope" else None
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg, rotary) for _ in range(enc_layers(cfg)))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg, rotary) for _ in range(dec_layers(cfg)))
         # Pre-norm stacks end with a layer norm (their last residual sum is un-normalised).
         self.encoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
         self.decoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
@@ -221,7 +232,8 @@ class Transformer(Seq2Seq):
         """Glorot / fan_avg uniform for every projection matrix, as in the reference code.
 
         Embeddings get N(0, d^-1/2) (so that after the sqrt(d) scaling they have unit
-        variance, and a tied output layer starts with sensible logits), padding row zero.
+        variance, and a tied output layer starts with sensible logits), padding row zero;
+        a learned position table the same, without a padding row (fairseq's initialisation).
         """
         for m in self.modules():
             if isinstance(m, MultiHeadAttention):
@@ -236,8 +248,9 @@ class Transformer(Seq2Seq):
                 nn.init.zeros_(m.bias)
             elif isinstance(m, nn.Embedding):
                 nn.init.normal_(m.weight, 0.0, self.cfg.d_model ** -0.5)
-                with torch.no_grad():
-                    m.weight[PAD].zero_()
+                if not (isinstance(self.position, LearnedPositionalEmbedding) and m is self.position.table):
+                    with torch.no_grad():
+                        m.weight[PAD].zero_()
         self.tie_weights()
 
     def _mha_linears(self) -> set[nn.Module]:
@@ -360,6 +373,18 @@ class Transformer(Seq2Seq):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())
+
+
+def embedding_positions(
+    cfg: ModelConfig,
+) -> PositionalEncoding | LearnedPositionalEmbedding | EmbeddingDropout:
+    """What ``model.positional`` adds to the scaled embeddings, dropout included: the sinusoid
+    (Sec. 3.5), a learned table, or (RoPE, whose positions enter in the attention) nothing."""
+    if cfg.positional == "learned":
+        return LearnedPositionalEmbedding(cfg.d_model, cfg.dropout, cfg.max_positions)
+    if cfg.positional == "rope":
+        return EmbeddingDropout(cfg.dropout, cfg.max_positions)
+    return PositionalEncoding(cfg.d_model, cfg.dropout, cfg.max_positions)
 
 
 def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:

@@ -4,16 +4,31 @@
   ``{"translations": [...]}`` in input order; concurrent requests share model calls
   (:mod:`nmtkit.serve.batcher`). Optional ``"prefixes": [...]`` (forced target prefixes),
   ``"constraints": [[...], ...]`` (target phrases each translation must contain),
-  ``"scores": true`` (adds ``scores``, ``token_log_probs``, ``tokens``) and
-  ``"alignments": true`` (adds ``alignments`` in Pharaoh ``i-j``, ``tokens``, ``src_tokens``)
+  ``"scores": true`` (adds ``scores``, ``token_log_probs``, ``tokens``),
+  ``"alignments": true`` (adds ``alignments`` in Pharaoh ``i-j``, ``tokens``, ``src_tokens``),
+  ``"confidence": true`` (adds ``confidence``, ``tokens``, ``src_tokens``: see below) and
+  ``"alignment_layer"``/``"alignment_head"`` (the decoder layer and head whose source attention
+  gives alignments and coverage; -1: the last layer, the heads' mean)
   run as one direct call; a response has only the fields asked for.
 - ``POST /v1/attention`` ``{"text": "..."}`` -> source/target tokens and every attention
   map of the model for that sentence (kind -> layer -> head -> query x key); the PyTorch
   engine only (``nmtkit serve --engine ctranslate2`` answers 501: CTranslate2 returns no
-  per-layer attention).
+  per-layer attention). Optional ``"prefix"`` (a forced target prefix: the page's "keep the
+  beginning, re-decode the rest"; ``forced_tokens`` says how many tokens it became) and
+  ``"confidence": true`` (adds ``confidence`` for the sentence, and ``prefix_texts``: the
+  translation's text through each output token, a prefix that keeps it).
 - ``GET /health`` -> model name, architecture, languages, device, engine (``torch`` or
   ``ctranslate2``) and whether it has attention maps, limits, batching counters.
-- ``GET /`` -> the page (``static/``): translate and look at the attention.
+- ``GET /`` -> the page (``static/``): translate, look at the attention and the confidence
+  view, keep a translation's beginning and re-decode the rest.
+
+The confidence view (:mod:`nmtkit.decode.confidence`), one object per translation:
+``token_probs`` (P of each output token and of ``</s>``), ``low_probability`` (each below
+``low_probability_threshold``, default :data:`~nmtkit.decode.confidence.LOW_PROBABILITY`),
+``coverage`` (per source token, the attention it received over the output, 1 = an even share)
+and ``possible_omissions`` (each below ``low_coverage_threshold``, default
+:data:`~nmtkit.decode.confidence.LOW_COVERAGE`); a request may set both thresholds
+(``"low_probability"``, ``"low_coverage"``). CTranslate2 answers 501 for it, as for every extra.
 
 Every error is JSON ``{"detail": "<message>"}`` (validation errors add ``"errors"``): bad input
 is a 4xx that says what is wrong, a request past its time limit is a 503. A request whose client
@@ -24,7 +39,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,8 +51,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..decode.attention import AXES, SentenceAttention, sentence_attention
-from ..decode.translator import Translator, decode_options, pharaoh
+from ..config import ModelConfig, dec_layers
+from ..decode.attention import AXES, SentenceAttention, layer_head, sentence_attention
+from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, translation_confidence
+from ..decode.translator import Translator, check_model_alignment_choice, decode_options, pharaoh
 from .batcher import MicroBatcher, QueueFull
 from .limits import ServeLimits
 from .schemas import ErrorResponse, TranslateResponse, request_models
@@ -217,33 +234,78 @@ async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> A
 
 # --- model calls (run in the batcher's worker thread) -------------------------------------------
 
-def translate_fn(translator: "TextTranslator") -> Callable[[list[str], int, int | None], list[str]]:
-    """The batcher's model call: (texts, beam, max_length) -> the best translation of each."""
-    def translate_batch(texts: list[str], beam: int, max_length: int | None) -> list[str]:
+def translate_fn(translator: "TextTranslator") -> Callable[..., list[str]]:
+    """The batcher's model call: (texts, beam, max_length[, tgt_lang]) -> the best translation
+    of each."""
+    def translate_batch(texts: list[str], beam: int, max_length: int | None,
+                        tgt_lang: str | None = None) -> list[str]:
         results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
-                                       max_length=max_length)
+                                       max_length=max_length, tgt_lang=tgt_lang)
         return [r[0].text for r in results]
 
     return translate_batch
 
 
+@dataclass(frozen=True)
+class ConfidenceRequest:
+    """What a request asked of the confidence view and the attention it reads (``None``: the
+    defaults: :mod:`nmtkit.decode.confidence`'s thresholds, the model's ``decode`` layer/head)."""
+
+    confidence: bool = False
+    low_probability: float | None = None
+    low_coverage: float | None = None
+    alignment_layer: int | None = None
+    alignment_head: int | None = None
+
+    @classmethod
+    def of(cls, req: Any) -> "ConfidenceRequest":
+        return cls(req.confidence, req.low_probability, req.low_coverage, req.alignment_layer,
+                   req.alignment_head)
+
+    @property
+    def thresholds(self) -> tuple[float, float]:
+        return (LOW_PROBABILITY if self.low_probability is None else self.low_probability,
+                LOW_COVERAGE if self.low_coverage is None else self.low_coverage)
+
+    def layer_head(self, translator: Translator) -> tuple[int, int]:
+        """The (layer, head) asked for, else the translator's; ``ValueError`` if the model
+        cannot give it (:func:`~nmtkit.decode.translator.check_model_alignment_choice`)."""
+        cfg = translator.decode_cfg
+        chosen = (cfg.alignment_layer if self.alignment_layer is None else self.alignment_layer,
+                  cfg.alignment_head if self.alignment_head is None else self.alignment_head)
+        check_model_alignment_choice(translator.model, *chosen)
+        return chosen
+
+    def asked(self) -> bool:
+        return self != ConfidenceRequest()
+
+
 def translate_details(translator: Translator, texts: list[str], beam: int, max_length: int | None,
                       prefixes: list[str] | None, constraints: list[list[str]] | None, scores: bool,
-                      alignments: bool) -> dict[str, Any]:
+                      alignments: bool, conf: ConfidenceRequest | None = None,
+                      tgt_lang: str | None = None) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
-    scores, alignments): one direct call outside the micro-batches, the fields it asked for."""
+    scores, alignments, confidence): one direct call outside the micro-batches, the fields it
+    asked for."""
+    conf = conf or ConfidenceRequest()
+    layer, head = conf.layer_head(translator)
     results = [r[0] for r in translator.translate(
         texts, beam=beam, batch_size=max(1, len(texts)), max_length=max_length,
-        prefixes=prefixes, constraints=constraints, token_scores=scores, alignments=alignments)]
+        prefixes=prefixes, constraints=constraints, token_scores=scores or conf.confidence,
+        alignments=alignments, need_attention=conf.confidence, alignment_layer=layer,
+        alignment_head=head, tgt_lang=tgt_lang)]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
     if scores:
         out["scores"] = [r.score for r in results]
         out["token_log_probs"] = [r.token_log_probs or [] for r in results]
-    if scores or alignments:
+    if scores or alignments or conf.confidence:
         out["tokens"] = [r.tokens for r in results]
-    if alignments:
+    if alignments or conf.confidence:
         out["src_tokens"] = [r.src_tokens for r in results]
+    if alignments:
         out["alignments"] = [pharaoh(r.alignment) for r in results]
+    if conf.confidence:
+        out["confidence"] = [asdict(translation_confidence(r, *conf.thresholds)) for r in results]
     return out
 
 
@@ -264,12 +326,38 @@ def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> di
 
 
 def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam: int, max_length: int | None,
-                  max_src_tokens: int, kinds: list[str] | None = None) -> dict[str, Any]:
-    """Translate ``text``, then return the attention maps of ``bundle.model`` for that
-    translation (:func:`nmtkit.decode.attention.sentence_attention`) as JSON."""
+                  max_src_tokens: int, kinds: list[str] | None = None, prefix: str | None = None,
+                  conf: ConfidenceRequest | None = None, tgt_lang: str | None = None) -> dict[str, Any]:
+    """Translate ``text`` (into ``tgt_lang``; starting with ``prefix`` if given), then return
+    the attention maps of ``bundle.model`` for that translation
+    (:func:`nmtkit.decode.attention.sentence_attention`) as JSON; with ``conf.confidence``
+    also its confidence view (coverage from the maps' decoder source attention of the chosen
+    layer/head) and ``prefix_texts``."""
+    conf = conf or ConfidenceRequest()
+    layer, head = conf.layer_head(translator)
     att = sentence_attention(translator, text, model=bundle.model, beam=beam,
-                             max_length=max_length, max_src_tokens=max_src_tokens)
-    return attention_json(att, kinds)
+                             max_length=max_length, max_src_tokens=max_src_tokens,
+                             prefix=prefix, token_scores=conf.confidence, tgt_lang=tgt_lang)
+    out = attention_json(att, kinds)
+    out["forced_tokens"] = len(translator.prefix_tokens(prefix, None)) if prefix else 0
+    hyp = att.translation
+    if conf.confidence:
+        src_att = layer_head(att.maps["decoder_src"], layer, head)  # (T + 1, S + 1)
+        out["confidence"] = asdict(confidence(hyp.token_log_probs or [], src_att,
+                                              len(hyp.src_tokens), len(hyp.tokens),
+                                              *conf.thresholds))
+        out["prefix_texts"] = [translator.tgt_tok.decode(hyp.tokens[:t + 1])
+                               for t in range(len(hyp.tokens))]
+    return out
+
+
+def chosen_layer_head(conf: ConfidenceRequest, translator: Translator) -> tuple[int, int]:
+    """The request's alignment layer/head, checked before any work: a 422 naming the problem
+    (the RNN has none to choose, an index past the model's layers or heads)."""
+    try:
+        return conf.layer_head(translator)
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
 
 
 def health_info(bundle: ServedBundle, translator: "TextTranslator", limits: ServeLimits,
@@ -281,7 +369,19 @@ def health_info(bundle: ServedBundle, translator: "TextTranslator", limits: Serv
             "engine": bundle.engine, "attention": has_attention(bundle, translator),
             "parameters": parameter_count(bundle),
             "default_beam": default_beam, "version": __version__,
-            "limits": asdict(limits), "batching": batcher.stats.as_dict()}
+            "limits": asdict(limits), "batching": batcher.stats.as_dict(),
+            # data.directions: the languages a request's "tgt_lang" may name
+            "directions": list(cfg.data.directions), "tgt_langs": sorted(translator.target_tags)}
+
+
+def checked_tgt_lang(translator: "TextTranslator", tgt_lang: str | None) -> str | None:
+    """A request's ``tgt_lang``, checked before any work: a 422 naming the model's target
+    languages when it is missing (a model of several) or not one of them."""
+    try:
+        translator.target_tag(tgt_lang)
+    except ValueError as e:
+        raise HTTPException(422, f"tgt_lang: {e}") from None
+    return tgt_lang
 
 
 def parameter_count(bundle: ServedBundle) -> int | None:
@@ -295,6 +395,15 @@ def has_attention(bundle: ServedBundle, translator: "TextTranslator") -> bool:
     """Whether ``POST /v1/attention`` can answer: the PyTorch engine (attention maps of
     every layer and head, or an RNN's one map); CTranslate2 returns no per-layer maps."""
     return bundle.model is not None and isinstance(translator, Translator)
+
+
+def attention_shape(bundle: ServedBundle) -> tuple[int, int] | None:
+    """(decoder layers, heads) a request may name for its alignments and coverage (the RNN:
+    (0, 0), only the -1 defaults); ``None`` where the model is not known (CTranslate2)."""
+    model_cfg = getattr(bundle.model, "cfg", None)
+    if not isinstance(model_cfg, ModelConfig):
+        return None
+    return (0, 0) if model_cfg.arch == "rnn" else (dec_layers(model_cfg), model_cfg.heads)
 
 
 def model_name(bundle: ServedBundle) -> str:
@@ -328,7 +437,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     default_beam = decode_options(cfg.decode, max_beam=limits.max_beam).beam
     batcher = MicroBatcher(translate_fn(translator), limits.max_batch, limits.max_wait_ms,
                            limits.max_pending)
-    bodies = request_models(limits, default_beam)
+    bodies = request_models(limits, default_beam, attention_shape(bundle))
     TranslateRequest, AttentionRequest = bodies.translate, bodies.attention
 
     app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan, docs_url=None,
@@ -348,15 +457,18 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     async def translate(req: TranslateRequest,  # type: ignore[valid-type]
                         request: Request) -> TranslateResponse | Response:
         extras = (req.prefixes, req.constraints, req.scores, req.alignments)  # type: ignore[attr-defined]
-        if any(x is not None and x is not False for x in extras):
+        conf = ConfidenceRequest.of(req)
+        tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
+        if any(x is not None and x is not False for x in extras) or conf.asked():
             if not isinstance(translator, Translator):
-                raise HTTPException(501, "prefixes, constraints, scores and alignments need the "
-                                         "PyTorch engine")
+                raise HTTPException(501, "prefixes, constraints, scores, alignments and confidence "
+                                         "need the PyTorch engine")
+            chosen_layer_head(conf, translator)
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
-                               req.max_length, *extras)  # type: ignore[attr-defined]
+                               req.max_length, *extras, conf, tgt_lang)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
             return detail if isinstance(detail, Response) else TranslateResponse(**detail)
-        job = batcher.submit(req.texts, req.beam, req.max_length)  # type: ignore[attr-defined]
+        job = batcher.submit(req.texts, req.beam, req.max_length, tgt_lang)  # type: ignore[attr-defined]
         out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
 
@@ -371,9 +483,13 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                                      "the checkpoint (.pt) with --engine torch to see them")
         if not hasattr(bundle.model, "attention_maps"):
             raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
+        conf = ConfidenceRequest.of(req)
+        chosen_layer_head(conf, translator)
+        tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
         work = batcher.run(attention_for, bundle, translator,
                            req.text, req.beam, req.max_length,  # type: ignore[attr-defined]
-                           limits.max_attention_tokens, req.kinds)  # type: ignore[attr-defined]
+                           limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]
+                           req.prefix, conf, tgt_lang)  # type: ignore[attr-defined]
         try:
             result: dict[str, Any] | Response = await in_time(request, work, limits.timeout_s)
             return result

@@ -2,10 +2,10 @@
 
 Requests wait in an asyncio queue. A single worker task takes the first waiting request,
 keeps collecting for at most ``max_wait_ms`` (or until ``max_batch`` sentences are waiting),
-groups what it collected by decoding options (beam, max_length), and runs one translation
-per group in a worker thread, so the event loop keeps accepting requests meanwhile. While a
-batch runs, new requests pile up in the queue and form the next batch, so the batch size
-grows with the load by itself.
+groups what it collected by decoding options (beam, max_length, target language), and runs
+one translation per group in a worker thread, so the event loop keeps accepting requests
+meanwhile. While a batch runs, new requests pile up in the queue and form the next batch, so
+the batch size grows with the load by itself.
 
 The plain version, without batching, would be::
 
@@ -25,8 +25,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-TranslateFn = Callable[[list[str], int, int | None], list[str]]
-"""(texts, beam, max_length) -> one translation per text, in order."""
+TranslateFn = Callable[..., list[str]]
+"""(texts, beam, max_length) -> one translation per text, in order; a request that names a
+target language (a multilingual model) adds it: (texts, beam, max_length, tgt_lang)."""
 
 
 class QueueFull(RuntimeError):
@@ -36,7 +37,7 @@ class QueueFull(RuntimeError):
 @dataclass
 class _Job:
     texts: list[str]
-    key: tuple[int, int | None]  # (beam, max_length): jobs are merged only with equal keys
+    key: tuple[int, int | None, str | None]  # (beam, max_length, tgt_lang): merged if equal
     future: asyncio.Future[list[str]]
     enqueued: float = field(default_factory=time.perf_counter)
 
@@ -114,9 +115,10 @@ class MicroBatcher:
 
     # --- requests ------------------------------------------------------------------------------
 
-    async def submit(self, texts: Sequence[str], beam: int, max_length: int | None = None
-                     ) -> list[str]:
-        """Translate ``texts`` together with whatever else is waiting; results in order."""
+    async def submit(self, texts: Sequence[str], beam: int, max_length: int | None = None,
+                     tgt_lang: str | None = None) -> list[str]:
+        """Translate ``texts`` together with whatever else is waiting; results in order
+        (``tgt_lang``: the target language of a multilingual model, ``None``: not named)."""
         queue = self._ensure_worker()
         if self._pending + len(texts) > self.max_pending:
             raise QueueFull(f"server busy: {self._pending} sentences already waiting "
@@ -124,7 +126,7 @@ class MicroBatcher:
         future = asyncio.get_running_loop().create_future()
         self._pending += len(texts)
         self.stats.requests += 1
-        await queue.put(_Job(list(texts), (beam, max_length), future))
+        await queue.put(_Job(list(texts), (beam, max_length, tgt_lang), future))
         result: list[str] = await future
         return result
 
@@ -165,17 +167,18 @@ class MicroBatcher:
                     self.stats.dropped += 1
                 else:
                     live.append(job)
-            groups: dict[tuple[int, int | None], list[_Job]] = {}
+            groups: dict[tuple[int, int | None, str | None], list[_Job]] = {}
             for job in live:
                 groups.setdefault(job.key, []).append(job)
-            for (beam, max_length), group in groups.items():
+            for (beam, max_length, tgt_lang), group in groups.items():
                 texts = [t for job in group for t in job.texts]
                 self.stats.model_calls += 1
                 self.stats.sentences += len(texts)
                 self.stats.largest_batch = max(self.stats.largest_batch, len(texts))
                 try:
+                    options = (beam, max_length) if tgt_lang is None else (beam, max_length, tgt_lang)
                     out = await loop.run_in_executor(self.executor, self.translate_fn, texts,
-                                                     beam, max_length)
+                                                     *options)
                 except asyncio.CancelledError:
                     for job in group:
                         if not job.future.done():

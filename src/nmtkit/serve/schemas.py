@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY
 from .limits import ServeLimits
 
 Kind = Literal["encoder", "decoder_self", "decoder_src"]
@@ -30,6 +31,25 @@ Integer = Annotated[int, BeforeValidator(_integral)]
 
 MAX_PHRASES = 4
 """Constraint phrases per text in ``POST /v1/translate``."""
+MAX_LANG_CHARS = 32
+"""Length of a request's ``tgt_lang`` (a language code)."""
+
+
+class ConfidenceOut(BaseModel):
+    """The confidence view of one translation (:mod:`nmtkit.decode.confidence`)."""
+
+    token_probs: list[float] = Field(
+        description="probability of each output token and of </s> (exp of its log-probability)")
+    low_probability: list[bool] = Field(
+        description="per output token and </s>: its probability is below low_probability_threshold")
+    coverage: list[float] = Field(
+        description="per source token: the attention it received over the output (the alignment "
+        "layer's source attention, summed over the output tokens), 1 = an even share")
+    possible_omissions: list[bool] = Field(
+        description="per source token: its coverage is below low_coverage_threshold (hardly "
+        "attended to: maybe left untranslated)")
+    low_probability_threshold: float
+    low_coverage_threshold: float
 
 
 class TranslateResponse(BaseModel):
@@ -50,6 +70,10 @@ class TranslateResponse(BaseModel):
     alignments: list[str] | None = Field(
         default=None, description='with "alignments": Pharaoh "i-j" pairs (source token i, target token '
         "j), each target token with the source token it attends to most")
+    confidence: list[ConfidenceOut] | None = Field(
+        default=None, description='with "confidence": per translation, token probabilities with '
+        "low ones marked and source tokens that received little attention flagged (also adds "
+        "tokens and src_tokens)")
 
 
 class ErrorResponse(BaseModel):
@@ -64,9 +88,12 @@ class RequestModels:
     attention: type[BaseModel]
 
 
-def request_models(limits: ServeLimits, default_beam: int) -> RequestModels:
+def request_models(limits: ServeLimits, default_beam: int,
+                   attention_shape: tuple[int, int] | None = None) -> RequestModels:
     """``TranslateRequest`` and ``AttentionRequest`` bounded by ``limits``; a request without
-    ``beam`` gets ``default_beam``."""
+    ``beam`` gets ``default_beam``. ``attention_shape``: (decoder layers, heads) that
+    ``alignment_layer``/``alignment_head`` may name, (0, 0) for none but -1 (the RNN);
+    ``None``: unbounded (the engine refuses them anyway)."""
     Text = Annotated[str, Field(max_length=limits.max_chars)]
     Phrases = Annotated[list[Text], Field(max_length=MAX_PHRASES)]
     # The bounds go on the int itself: on ``int | None`` they would not reach the JSON schema.
@@ -78,13 +105,47 @@ def request_models(limits: ServeLimits, default_beam: int) -> RequestModels:
     def max_length_field() -> Any:
         return Field(None, description="cap on output tokens (on top of the model's own length cap)")
 
-    class TranslateRequest(BaseModel):
+    def tgt_lang_field() -> Any:
+        return Field(None, max_length=MAX_LANG_CHARS, description="the language to translate "
+                     "into, for a model of several directions (data.directions; required when "
+                     "it has several target languages, see /health's tgt_langs)")
+
+    n_layers, n_heads = attention_shape or (None, None)
+    LayerIndex = Annotated[int, Field(ge=-1, le=None if n_layers is None else n_layers - 1),
+                           BeforeValidator(_integral)]
+    HeadIndex = Annotated[int, Field(ge=-1, le=None if n_heads is None else n_heads - 1),
+                          BeforeValidator(_integral)]
+    Probability = Annotated[float, Field(gt=0.0, le=1.0)]
+    Coverage = Annotated[float, Field(ge=0.0)]
+
+    class ConfidenceOptions(BaseModel):
+        """Fields of both requests: the confidence view and the attention it reads."""
+
+        model_config = STRICT
+        confidence: bool = Field(
+            False, description="also return the confidence view: token probabilities (low ones "
+            "marked) and source coverage (possible omissions flagged)")
+        low_probability: Probability | None = Field(
+            None, description=f"confidence: mark output tokens with a probability below this "
+            f"(default {LOW_PROBABILITY})")
+        low_coverage: Coverage | None = Field(
+            None, description=f"confidence: flag source tokens whose coverage (1 = an even share of "
+            f"the attention) is below this (default {LOW_COVERAGE})")
+        alignment_layer: LayerIndex | None = Field(
+            None, description="decoder layer whose source attention gives alignments and coverage, "
+            "from 0 (-1: the last); default the model's decode.alignment_layer")
+        alignment_head: HeadIndex | None = Field(
+            None, description="head of that layer, from 0 (-1: the heads' mean); default the "
+            "model's decode.alignment_head")
+
+    class TranslateRequest(ConfidenceOptions):
         model_config = ConfigDict(**STRICT, json_schema_extra={
             "examples": [{"texts": ["Ein Mann fährt Fahrrad."], "beam": default_beam}]})
         texts: list[Text] = Field(..., min_length=1, max_length=limits.max_texts,
                                   description="sentences to translate (one per item)")
         beam: Integer = beam_field()
         max_length: MaxLength | None = max_length_field()
+        tgt_lang: str | None = tgt_lang_field()
         prefixes: list[Text] | None = Field(
             None, max_length=limits.max_texts,
             description="forced target prefixes, one per text (\"\" for none): each translation "
@@ -104,11 +165,15 @@ def request_models(limits: ServeLimits, default_beam: int) -> RequestModels:
                                      "give one per text (an empty one for none)")
             return self
 
-    class AttentionRequest(BaseModel):
+    class AttentionRequest(ConfidenceOptions):
         model_config = STRICT
         text: Text = Field(..., description="one sentence")
         beam: Integer = beam_field()
         max_length: MaxLength | None = max_length_field()
+        tgt_lang: str | None = tgt_lang_field()
+        prefix: Text | None = Field(
+            None, description="a forced target prefix: the translation starts with it and "
+            "decoding continues after it")
         kinds: list[Kind] | None = Field(
             None, description="only these kinds of maps; default all the model has")
 

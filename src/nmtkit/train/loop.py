@@ -35,21 +35,23 @@ from tqdm import tqdm
 
 from .. import fast
 from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
-from ..config import Config, check_installed
+from ..config import Config, ConfigError, check_installed
 from ..data.batching import ParallelIds
 from ..data.corpora import Parallel
 from ..data.mmap_ids import prepare_training_ids
+from ..data.multilingual import join, load_directed
 from ..data.prepare import (
     Vocabularies,
     build_vocabularies,
     check_tags,
     encode_parallel,
-    load_split,
+    encode_training,
     load_training,
     pairs_of,
     vocab_from_state,
     vocab_state,
 )
+from ..data.subword_sampling import SubwordSampler
 from ..evaluate import perplexity, score
 from ..io import atomic_write_text
 from ..models import build_model
@@ -58,11 +60,22 @@ from .ema import WeightAverage
 from .finetune import forgetting_report, score_splits, write_forgetting_report
 from .loss import label_smoothed_cross_entropy
 from .schedule import Schedule, build_optimizer
+from .tensorboard import log_attention, log_samples
 
 log = logging.getLogger(__name__)
 
 METRIC_FIELDS = ["step", "epoch", "train_loss", "train_ppl", "valid_loss", "valid_ppl",
                  "valid_bleu", "lr", "tgt_tokens", "elapsed_s"]
+
+
+def metric_fields(cfg: Config) -> list[str]:
+    """The columns of ``metrics.csv``: :data:`METRIC_FIELDS`, with ``data.directions`` one
+    ``bleu_<src>-<tgt>`` column per direction after ``valid_bleu`` (which is their mean)."""
+    at = METRIC_FIELDS.index("valid_bleu") + 1
+    per_direction = [f"bleu_{d}" for d in cfg.data.directions]
+    return [*METRIC_FIELDS[:at], *per_direction, *METRIC_FIELDS[at:]]
+
+
 LOSS_FIELDS = ["step", "epoch", "train_loss", "lr"]
 """Columns of ``losses.csv``: the training loss of each ``log_every`` window."""
 SAMPLES_TXT = "samples.txt"
@@ -154,6 +167,7 @@ class Trainer:
         given = ckpt if ckpt is not None else parent  # where tokenizers and vocabularies come from
         self._seed(t.seed)
         # The data first: a corpus error leaves no run directory behind.
+        self.sampler: SubwordSampler | None = None  # data.subword_alpha: one segmentation an epoch
         if cfg.data.mmap:
             self.vocabs, self.train_ids = self._prepared_ids(given)
             blank = None
@@ -162,15 +176,19 @@ class Trainer:
             blank = train_par.skipped_empty
             self.vocabs = self._vocabularies(given, train_par)
             check_tags(cfg.data, self.vocabs)
-            self.train_ids = encode_parallel(cfg.data, train_par, self.vocabs, drop_long=True)
+            self.train_ids = encode_training(cfg.data, train_par, self.vocabs)  # + data.directions
+            if cfg.data.subword_alpha > 0:
+                self.sampler = SubwordSampler(cfg.data, train_par, self.vocabs, t.seed)
         if len(self.train_ids) == 0:
             raise TrainingError(self._no_pairs_message(blank))
         if parent is not None:
             src_unk, tgt_unk = finetune.unknown_rates(self.train_ids)
             log.info("new training data under the parent's vocabularies: %.2f%% of source and "
                      "%.2f%% of target tokens are <unk>", 100 * src_unk, 100 * tgt_unk)
-        self.valid_text = load_split(cfg.data, "valid")
-        self.valid_ids = encode_parallel(cfg.data, self.valid_text, self.vocabs, drop_long=False)
+        # One entry per direction of data.directions (else one): loss over all, BLEU each.
+        self.valid_sets = load_directed(cfg.data, cfg.data.valid)
+        self.valid_text = self.valid_sets[0].text
+        self.valid_ids = encode_parallel(cfg.data, join(self.valid_sets), self.vocabs, drop_long=False)
         log.info("train %d pairs, valid %d pairs", len(self.train_ids), len(self.valid_ids))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for stale in self.run_dir.glob(".*.tmp"):  # a write cut short by a kill: never renamed
@@ -246,12 +264,21 @@ class Trainer:
         return f"{d.corpus} split {d.train!r}: no training pairs left after filtering ({why})"
 
     def _check_resumable(self, ckpt: dict[str, Any]) -> None:
-        stored = ckpt["config"]
+        last = self.run_dir / "last.pt"
+        try:  # keys added since the checkpoint was written read as their defaults
+            stored = Config.from_dict(ckpt["config"], str(last)).to_dict()
+        except ConfigError:
+            stored = ckpt["config"]
         now = self.cfg.to_dict()
         for section in ("data", "model"):
             if stored[section] != now[section]:
-                raise ValueError(f"{self.run_dir / 'last.pt'}: cannot resume: the {section} section "
+                raise ValueError(f"{last}: cannot resume: the {section} section "
                                  "of the config differs from the checkpoint's")
+        was = stored.get("train", {}).get("optimizer", "adam")
+        if was != self.cfg.train.optimizer:
+            raise ValueError(f"{last}: cannot resume: train.optimizer is {self.cfg.train.optimizer}, "
+                             f"the checkpoint's optimizer state is {was}'s (start a new run, or "
+                             "--init-from the checkpoint)")
 
     def _tensorboard_writer(self, resume: bool) -> Any:
         """``train.tensorboard``: a SummaryWriter on ``<run>/tensorboard`` (rank 0). On resume,
@@ -271,6 +298,22 @@ class Trainer:
         for tag, value in values.items():
             if isinstance(value, (int, float)) or (isinstance(value, str) and _is_number(value)):
                 self.tensorboard.add_scalar(tag, float(value), self.progress.step)
+        self.tensorboard.flush()
+
+    def _tensorboard_validation(self, samples: list[tuple[str, str, str]]) -> None:
+        """The sample translations as text, and the attention of the first validation
+        sentence as an image (:mod:`nmtkit.train.tensorboard`)."""
+        if self.tensorboard is None:
+            return
+        log_samples(self.tensorboard, samples, self.progress.step)
+        if self.valid_text.src:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                log_attention(self.tensorboard, self.bundle(), self.valid_text.src[0],
+                              self.progress.step)
+            finally:
+                self.model.train(was_training)
         self.tensorboard.flush()
 
     @staticmethod
@@ -348,10 +391,11 @@ class Trainer:
         if self.rank != 0:
             return
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=METRIC_FIELDS)
+        fields = metric_fields(self.cfg)
+        w = csv.DictWriter(buf, fieldnames=fields)
         w.writeheader()
         for row in self.progress.history:
-            w.writerow({k: row.get(k, "") for k in METRIC_FIELDS})
+            w.writerow({k: row.get(k, "") for k in fields})
         atomic_write_text(self.run_dir / "metrics.csv", buf.getvalue())
         buf = io.StringIO()
         csv.writer(buf).writerows([LOSS_FIELDS, *self.progress.train_log])
@@ -380,20 +424,30 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         if self.rank != 0 or not t.sample_every or len(p.history) % t.sample_every:
             return []
-        src, ref = self.valid_text.src[:t.samples], self.valid_text.tgt[:t.samples]
-        if not src:
+        # data.directions: the first sentences of each direction, labelled with it
+        shown = [(vs.name, vs.tgt_lang, vs.text.src[:t.samples], vs.text.tgt[:t.samples])
+                 for vs in self.valid_sets]
+        if not any(src for _, _, src, _ in shown):
             return []
         was_training = self.model.training
         self.model.eval()
         try:
             with fast.inference(self.model, enabled=self.cfg.decode.fast):
-                hyps = self.bundle().translator(fast=False).translate_lines(src, beam=1)
+                translator = self.bundle().translator(fast=False)
+                hyps = [translator.translate_lines(src, beam=1, tgt_lang=lang)
+                        for _, lang, src, _ in shown]
         finally:
             self.model.train(was_training)
-        samples = list(zip(src, ref, hyps, strict=True))
-        lines = [f"== step {p.step}, epoch {p.epoch}: {len(samples)} validation sentences, greedy =="]
-        for i, (s, r, h) in enumerate(samples, start=1):
-            lines += [f"[{i}] src: {s}", f"[{i}] ref: {r}", f"[{i}] hyp: {h}"]
+        samples: list[tuple[str, str, str]] = []
+        body: list[str] = []
+        for (name, _, src, ref), hs in zip(shown, hyps, strict=True):
+            where = f" {name}" if name else ""
+            for s, r, h in zip(src, ref, hs, strict=True):
+                i = len(samples) + 1
+                samples.append((s, r, h))
+                body += [f"[{i}]{where} src: {s}", f"[{i}]{where} ref: {r}", f"[{i}]{where} hyp: {h}"]
+        lines = [f"== step {p.step}, epoch {p.epoch}: {len(samples)} validation sentences, greedy ==",
+                 *body]
         for line in lines:
             log.info("%s", line)
         path = self.run_dir / SAMPLES_TXT
@@ -415,7 +469,10 @@ class Trainer:
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
-        """Validation loss and perplexity (teacher forcing), and greedy BLEU."""
+        """Validation loss and perplexity (teacher forcing), and greedy BLEU. With
+        ``data.directions``: the loss over every direction, BLEU per direction
+        (``bleu_<src>-<tgt>``) and ``valid_bleu`` their mean (what ``early_stop_metric``
+        reads)."""
         model, t = self.model, self.cfg.train
         was_training = model.training
         model.eval()
@@ -430,12 +487,16 @@ class Trainer:
             n_tok += int(n)
         out = {"valid_loss": loss_sum / max(n_tok, 1), "valid_ppl": perplexity(nll_sum, n_tok)}
         if t.valid_bleu:
-            n = t.valid_max_sents or len(self.valid_text.src)
+            bleus: dict[str | None, float] = {}
             # Packed weights for the decoding only (nmtkit.fast), unpacked before training goes on.
             with fast.inference(model, enabled=self.cfg.decode.fast):
                 translator = self.bundle().translator(fast=False)
-                hyps = translator.translate_lines(self.valid_text.src[:n], beam=1)
-            out["valid_bleu"] = score(hyps, self.valid_text.tgt[:n])["bleu"]
+                for vs in self.valid_sets:
+                    n = t.valid_max_sents or len(vs.text.src)
+                    hyps = translator.translate_lines(vs.text.src[:n], beam=1, tgt_lang=vs.tgt_lang)
+                    bleus[vs.name] = score(hyps, vs.text.tgt[:n])["bleu"]
+            out["valid_bleu"] = round(sum(bleus.values()) / len(bleus), 2)
+            out.update({f"bleu_{name}": b for name, b in bleus.items() if name is not None})
         model.train(was_training)
         return out
 
@@ -490,6 +551,8 @@ class Trainer:
                 if t.max_epochs and p.epoch >= t.max_epochs:
                     stop_reason = f"max_epochs={t.max_epochs}"
                     break
+                if self.sampler is not None:  # this epoch's sampled segmentation (same on every rank)
+                    self.train_ids = self.sampler.ids(p.epoch)
                 batches = self.train_ids.batches(t.max_tokens, t.seed, p.epoch,
                                                  rank=self.rank, world=self.world)
                 if not batches:  # (never loop over epochs without a batch)
@@ -645,18 +708,22 @@ class Trainer:
                "valid_loss": round(metrics["valid_loss"], 4),
                "valid_ppl": round(metrics["valid_ppl"], 3),
                "valid_bleu": metrics.get("valid_bleu", ""), "lr": f"{lr:.6g}",
-               "tgt_tokens": p.tgt_tokens, "elapsed_s": round(elapsed_s, 1)}
+               "tgt_tokens": p.tgt_tokens, "elapsed_s": round(elapsed_s, 1),
+               **{k: v for k, v in metrics.items() if k.startswith("bleu_")}}  # per direction
         improved = self._improved(metrics)
         p.history.append(row)
         p.elapsed_s = elapsed_s
         self.save(best=improved)
         self.write_metrics()
         self._tensorboard_scalars({f"valid/{k.removeprefix('valid_')}": row[k]
-                                   for k in ("valid_loss", "valid_ppl", "valid_bleu")})
+                                   for k in row if k.startswith(("valid_", "bleu_"))})
         self.after_validation()
-        log.info("step %d: valid loss %.4f ppl %.2f bleu %s%s", p.step, metrics["valid_loss"],
-                 metrics["valid_ppl"], metrics.get("valid_bleu", "-"), " (best)" if improved else "")
-        self.write_samples()
+        per_direction = "".join(f" {k.removeprefix('bleu_')} {v}" for k, v in metrics.items()
+                                if k.startswith("bleu_"))
+        log.info("step %d: valid loss %.4f ppl %.2f bleu %s%s%s", p.step, metrics["valid_loss"],
+                 metrics["valid_ppl"], metrics.get("valid_bleu", "-"),
+                 f" (mean of{per_direction})" if per_direction else "", " (best)" if improved else "")
+        self._tensorboard_validation(self.write_samples())
         return row
 
 

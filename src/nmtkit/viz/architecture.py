@@ -55,13 +55,19 @@ def transformer_blocks(cfg: ModelConfig) -> dict[str, list[Block]]:
     d, h = cfg.d_model, cfg.heads
     dk = d // h if h else d
     embed = Block("Embeddings", f"lookup x sqrt(d_model = {d})", "embed")
-    position = Block("PositionalEncoding", f"+ sin/cos table, dropout {cfg.dropout:g}", "embed")
+    position = {  # model.positional: what is added to the embeddings
+        "sinusoidal": Block("PositionalEncoding", f"+ sin/cos table, dropout {cfg.dropout:g}", "embed"),
+        "learned": Block("LearnedPositionalEmbedding",
+                         f"+ learned table ({cfg.max_positions} x {d}), dropout {cfg.dropout:g}", "embed"),
+        "rope": Block("EmbeddingDropout", f"dropout {cfg.dropout:g} (RoPE: no table)", "embed"),
+    }[cfg.positional]
+    rope = ", RoPE" if cfg.positional == "rope" else ""  # rotary queries and keys
     ffn = Block("PositionwiseFeedForward", f"ReLU: {d} -> {cfg.d_ff} -> {d}", "ffn", True)
     encoder = [embed, position,
-               Block("MultiHeadAttention", f"self-attention, h = {h}, d_k = {dk}", "attention", True),
+               Block("MultiHeadAttention", f"self-attention, h = {h}, d_k = {dk}{rope}", "attention", True),
                _sublayer(cfg), ffn, _sublayer(cfg)]
     decoder = [embed, position,
-               Block("MultiHeadAttention", f"masked self-attention, h = {h}, d_k = {dk}",
+               Block("MultiHeadAttention", f"masked self-attention, h = {h}, d_k = {dk}{rope}",
                      "attention", True),
                _sublayer(cfg),
                Block("MultiHeadAttention", f"source attention (memory), h = {h}", "attention",

@@ -22,7 +22,7 @@ CONCEPTS: dict[str, tuple[str, Callable[[], Figure]]] = {
 CONFIGURED = ("architecture", "temperature", "teacher-forcing")
 """Figures that need no model or run but may be drawn from a recipe (``--config``)."""
 
-FIGURES = (*CONCEPTS, *CONFIGURED, "curves", "attention", "all")
+FIGURES = (*CONCEPTS, *CONFIGURED, "curves", "compare", "attention", "all")
 
 
 def configured_figures(figure: str, model_cfg: ModelConfig | None, name: str,
@@ -56,7 +56,8 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
          run: str | Path | None = None, model: str | Path | None = None, text: str | None = None,
          beam: int | None = None, html: bool = False, device: str = "cpu",
          dpi: int = 100, config: str | Path | None = None, overrides: list[str] | None = None,
-         arch: str | None = None) -> list[Path]:
+         arch: str | None = None, runs: list[str | Path] | None = None,
+         labels: list[str] | None = None) -> list[Path]:
     """Write one figure (or ``all``) and return the paths written.
 
     ``output`` names the file of a single figure (for ``attention``: the stem of
@@ -66,6 +67,8 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
     ``config`` (a YAML recipe, with ``overrides`` as ``--set``) gives the numbers of
     ``architecture`` and ``teacher-forcing`` (and adds its temperature to ``temperature``);
     ``arch`` picks the ``architecture`` diagram (``transformer`` or ``rnn``).
+    ``compare`` draws the validation curves of several ``runs`` (named by ``labels``) in one
+    figure.
     """
     if figure not in FIGURES:
         raise ValueError(f"plot: unknown figure {figure!r} (choose from {', '.join(FIGURES)})")
@@ -74,6 +77,8 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
     out = Path(out_dir) if out_dir is not None else Path(".")
     if figure == "curves" and run is None:
         raise ValueError("plot curves needs --run RUN_DIR (a directory with metrics.csv)")
+    if figure == "compare" and len(runs or []) < 2:
+        raise ValueError("plot compare needs two or more --run RUN_DIR (each with metrics.csv)")
     if figure == "attention" and (model is None or not text):
         raise ValueError('plot attention needs --model CKPT and --text "source sentence"')
     if figure == "all" and model is not None and not text:
@@ -98,6 +103,11 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
         run_path = Path(run)
         run_dir = run_path.parent if run_path.is_file() else run_path
         written.append(write_curves(run_dir, output or out / "curves.png", dpi=dpi))
+    if figure == "compare":
+        from .curves import COMPARE_PNG, write_comparison
+
+        written.append(write_comparison(list(runs or []), output or out / COMPARE_PNG,
+                                        labels=labels, dpi=dpi))
     if figure == "attention" or (figure == "all" and model is not None):
         from ..checkpoint import load_bundle
         from .attention import attention_for_text, write_attention

@@ -141,3 +141,58 @@ def redraw_curves(run_dir: str | Path) -> None:
         write_curves(run_dir)
     except Exception as e:  # noqa: BLE001 (a figure must never stop training)
         logging.getLogger(__name__).warning("curves.png not written: %s", e)
+
+
+COMPARE_PNG = "compare.png"
+
+
+def compare_figure(runs: list[tuple[str, dict[str, np.ndarray]]],
+                   title: str | None = None) -> Figure:
+    """Several runs side by side (e.g. the RNN of seed 003 against the Transformer): validation
+    loss and greedy validation BLEU against the optimizer step, and BLEU against the target
+    tokens trained on and against wall-clock minutes, since one step of two models holds a
+    different amount of work."""
+    fig = new_figure(17, 3.8, layout="constrained")
+    ax_loss, ax_bleu, ax_tokens, ax_time = fig.subplots(1, 4)
+    for i, (label, m) in enumerate(runs):
+        step = m.get("step", np.array([]))
+        style: dict[str, Any] = {"color": f"C{i}", "label": label}
+        if len(step) < 30:
+            style.update(marker="o", ms=3)
+        for ax, x_col, y_col in ((ax_loss, "step", "valid_loss"), (ax_bleu, "step", "valid_bleu"),
+                                 (ax_tokens, "tgt_tokens", "valid_bleu"),
+                                 (ax_time, "elapsed_s", "valid_bleu")):
+            x, y = m.get(x_col), m.get(y_col)
+            if x is None or y is None or not len(y) or np.all(np.isnan(y)):
+                continue
+            if x_col == "tgt_tokens":
+                x = x / 1e6
+            elif x_col == "elapsed_s":
+                x = x / 60
+            ax.plot(x, y, **style)
+    ax_loss.set_title("Validation loss (label-smoothed)")
+    ax_bleu.set_title("Validation BLEU (greedy)")
+    ax_tokens.set_title("BLEU by training tokens")
+    ax_time.set_title("BLEU by wall-clock time")
+    for ax, xlabel in ((ax_loss, "step"), (ax_bleu, "step"),
+                       (ax_tokens, "target tokens (millions)"), (ax_time, "minutes")):
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def write_comparison(run_dirs: list[str | Path], out: str | Path,
+                     labels: list[str] | None = None, dpi: int = 100) -> Path:
+    """Draw the ``metrics.csv`` of each run directory into one :func:`compare_figure`;
+    ``labels`` default to the directories' names."""
+    if len(run_dirs) < 2:
+        raise ValueError("plot compare needs at least two --run directories")
+    if labels and len(labels) != len(run_dirs):
+        raise ValueError(f"plot compare: {len(labels)} --label for {len(run_dirs)} --run")
+    names = labels or [Path(d).resolve().name for d in run_dirs]
+    runs = [(name, read_metrics(d)) for name, d in zip(names, run_dirs, strict=True)]
+    return save_figure(compare_figure(runs, title=" vs ".join(names)), out, dpi=dpi)

@@ -1,5 +1,7 @@
 // nmtkit web page: translate with /v1/translate, then draw one sentence's attention from
-// /v1/attention on a canvas. No dependencies, no build step.
+// /v1/attention on a canvas, with its confidence view (token probabilities, source words that
+// got little attention) and "keep the beginning, re-decode the rest" (a forced prefix).
+// No dependencies, no build step.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -21,7 +23,10 @@ const CAPTIONS = {
 // Colour ramp for weights 0 .. max: near-white to deep blue.
 const RAMP = [[248, 250, 253], [205, 222, 247], [120, 160, 230], [45, 90, 190], [18, 35, 96]];
 
-const state = { info: null, lines: [], att: null, hover: null, geom: null, beam: 1 };
+const state = {
+  info: null, lines: [], translations: [], att: null, hover: null, geom: null, beam: 1,
+  index: 0, prefix: null, loads: 0,
+};
 
 function langName(code) { return LANGS[code] ? `${LANGS[code]} (${code})` : code; }
 
@@ -97,10 +102,12 @@ async function translate() {
   const t0 = performance.now();
   try {
     const res = await postJSON("/v1/translate", { texts: lines, beam });
+    state.translations = res.translations;
     $("translation").textContent = res.translations.join("\n");
     setStatus(`Translated in ${Math.round(performance.now() - t0)} ms.`);
     state.lines = lines;
     state.beam = beam;
+    state.prefix = null;
     const opts = [];
     lines.forEach((l, i) => {
       if (l.trim()) opts.push([i, l.length > 40 ? `${i + 1}: ${l.slice(0, 40)}…` : `${i + 1}: ${l}`]);
@@ -109,6 +116,12 @@ async function translate() {
     // An engine without attention maps (CTranslate2): translations only.
     const attention = !state.info || state.info.attention !== false;
     $("sentence-wrap").hidden = opts.length < 2 || !attention;
+    $("confidence-note").hidden = attention;
+    if (!attention) {
+      $("confidence-note").textContent = `No confidence view or prefix editing with the ${state.info.engine} `
+        + "engine: it gives no attention or token probabilities (serve the .pt checkpoint with --engine torch).";
+      $("confidence-panel").hidden = true;
+    }
     if (attention) await loadAttention(opts[0][0]);
   } catch (e) {
     setStatus(e.message, true);
@@ -117,12 +130,33 @@ async function translate() {
   }
 }
 
-async function loadAttention(index) {
+// A threshold input's value, or null (empty or invalid: the server's default).
+function threshold(id) {
+  const v = parseFloat($(id).value);
+  return Number.isFinite(v) ? v : null;
+}
+
+// Translate sentence `index` again (starting with `prefix` unless null), with its attention maps
+// and confidence view; the output panel shows the new translation of that line.
+async function loadAttention(index, prefix = null) {
   const canvas = $("heatmap");
   canvas.dataset.state = "loading";
+  const body = { text: state.lines[index], beam: state.beam, confidence: true };
+  if (prefix !== null) body.prefix = prefix;
+  const lowP = threshold("low-probability"), lowC = threshold("low-coverage");
+  if (lowP !== null && lowP > 0 && lowP <= 1) body.low_probability = lowP;
+  if (lowC !== null && lowC >= 0) body.low_coverage = lowC;
   try {
-    const att = await postJSON("/v1/attention", { text: state.lines[index], beam: state.beam });
+    const att = await postJSON("/v1/attention", body);
     state.att = att;
+    state.index = index;
+    state.prefix = prefix;
+    state.loads += 1;
+    if (state.translations[index] !== att.translation) {
+      state.translations[index] = att.translation;
+      $("translation").textContent = state.translations.join("\n");
+    }
+    renderConfidence(att);
     const kinds = Object.keys(att.attention);
     kinds.sort((a, b) => (a === "decoder_src" ? -1 : b === "decoder_src" ? 1 : a.localeCompare(b)));
     fillSelect($("kind"), kinds.map((k) => [k, KIND_NAMES[k] || k]), true);
@@ -131,6 +165,91 @@ async function loadAttention(index) {
   } catch (e) {
     canvas.dataset.state = "error";
     setStatus(`attention: ${e.message}`, true);
+  }
+}
+
+// Output tokens with their probability (low ones marked), source tokens with the attention
+// they received over the output (possible omissions flagged): the numbers come from the server.
+function renderConfidence(att) {
+  const c = att.confidence;
+  if (!c) { $("confidence-panel").hidden = true; return; }
+  // An empty threshold box means the server's default: shown as its placeholder.
+  $("low-probability").placeholder = String(c.low_probability_threshold);
+  $("low-coverage").placeholder = String(c.low_coverage_threshold);
+  const panel = $("confidence-panel");
+  panel.dataset.lowProbability = String(c.low_probability_threshold);
+  panel.dataset.lowCoverage = String(c.low_coverage_threshold);
+  const tgt = $("conf-target"), src = $("conf-source");
+  tgt.textContent = "";
+  src.textContent = "";
+  att.tokens.target.forEach((token, t) => {
+    const p = c.token_probs[t];
+    const el = document.createElement("span");
+    el.className = "tok tgt";
+    el.dataset.index = String(t);
+    el.dataset.p = String(p);
+    const forced = t < att.forced_tokens;
+    if (c.low_probability[t]) el.classList.add("low");
+    if (forced) el.classList.add("forced");
+    el.title = `p = ${p.toFixed(4)}` + (c.low_probability[t] ? ` (below ${c.low_probability_threshold}: low)` : "")
+      + (forced ? " · kept (forced prefix)" : "")
+      + (t < att.prefix_texts.length ? " · click to keep the translation up to here" : "");
+    const w = document.createElement("span");
+    w.className = "w";
+    w.textContent = token;
+    const pv = document.createElement("span");
+    pv.className = "p";
+    pv.textContent = p.toFixed(2);
+    el.append(w, pv);
+    if (t < att.prefix_texts.length) {
+      el.addEventListener("click", () => {
+        $("prefix").value = att.prefix_texts[t] + " ";
+        $("prefix").focus();
+      });
+    }
+    tgt.appendChild(el);
+  });
+  c.coverage.forEach((cov, i) => {
+    const el = document.createElement("span");
+    el.className = "tok src";
+    el.dataset.index = String(i);
+    el.dataset.coverage = String(cov);
+    if (c.possible_omissions[i]) el.classList.add("omission");
+    el.title = `attention received: ${cov.toFixed(2)} × an even share`
+      + (c.possible_omissions[i] ? ` (below ${c.low_coverage_threshold}): possible omission` : "");
+    const w = document.createElement("span");
+    w.className = "w";
+    w.textContent = att.tokens.source[i];
+    const pv = document.createElement("span");
+    pv.className = "p";
+    pv.textContent = cov.toFixed(2);
+    el.append(w, pv);
+    src.appendChild(el);
+  });
+  const nLow = c.low_probability.filter(Boolean).length;
+  const nOm = c.possible_omissions.filter(Boolean).length;
+  $("confidence-caption").textContent = `${nLow} output token${nLow === 1 ? "" : "s"} with p < `
+    + `${c.low_probability_threshold} (marked); ${nOm} source token${nOm === 1 ? "" : "s"} that received `
+    + `less than ${c.low_coverage_threshold} of an even share of the attention over the output `
+    + "(flagged: possible omission). Click an output token to keep the translation up to it, edit, "
+    + "and re-decode the rest.";
+  $("prefix").value = att.translation;
+  $("confidence-panel").hidden = false;
+}
+
+async function redecode() {
+  const prefix = $("prefix").value;
+  if (!state.lines.length) return;
+  $("redecode").disabled = true;
+  setStatus("Re-decoding…");
+  const t0 = performance.now();
+  try {
+    await loadAttention(state.index, prefix.trim() ? prefix : null);
+    if (!$("status").classList.contains("error")) {
+      setStatus(`Re-decoded after the kept beginning in ${Math.round(performance.now() - t0)} ms.`);
+    }
+  } finally {
+    $("redecode").disabled = false;
   }
 }
 
@@ -235,6 +354,7 @@ function draw() {
   canvas.dataset.head = $("head").value;
   canvas.dataset.rows = String(m.length);
   canvas.dataset.cols = String(colLabels.length);
+  canvas.dataset.loads = String(state.loads);
   canvas.dataset.state = "ready";
 }
 
@@ -289,6 +409,13 @@ window.addEventListener("DOMContentLoaded", () => {
   $("head").addEventListener("change", draw);
   $("scale").addEventListener("change", draw);
   $("sentence").addEventListener("change", () => loadAttention(parseInt($("sentence").value, 10)));
+  $("redecode").addEventListener("click", redecode);
+  $("prefix").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") { ev.preventDefault(); redecode(); }
+  });
+  for (const id of ["low-probability", "low-coverage"]) {
+    $(id).addEventListener("change", () => { if (state.att) loadAttention(state.index, state.prefix); });
+  }
   $("heatmap").addEventListener("mousemove", onHover);
   $("heatmap").addEventListener("mouseleave", onLeave);
   window.addEventListener("resize", () => { if (state.att) draw(); });

@@ -1,0 +1,342 @@
+"""One model, many directions (issue 16, item 3): ``data.directions`` with a target-language
+token per source, temperature sampling over the directions, ``--tgt-lang`` / ``"tgt_lang"``
+to pick the direction, BLEU per direction; and Multi30k's other languages and test splits
+by name."""
+
+import csv
+import json
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from nmtkit.checkpoint import load_bundle
+from nmtkit.cli import main as cli_main
+from nmtkit.config import Config, ConfigError, load
+from nmtkit.data import corpora
+from nmtkit.data.corpora import MULTI30K_SHA256, MULTI30K_SPLITS, _check_multi30k_name
+from nmtkit.data.fetch import CorpusError
+from nmtkit.data.multilingual import (
+    SampledIds,
+    epoch_indices,
+    evaluation_direction,
+    join,
+    load_directed,
+    temperature_counts,
+)
+from nmtkit.data.prepare import build_vocabularies, encode_training, load_training, pairs_of
+from nmtkit.data.tokenizers import WhitespaceTokenizer
+from nmtkit.decode.translator import TextTranslator
+from nmtkit.train.loop import Trainer
+
+from .conftest import ROOT
+
+SYMBOLS = "abcdef"
+
+
+def write_corpus(root, n_train=500, n_valid=20, blank_z=0):
+    """Three line-aligned languages: x (random symbols), y = x (a copy), z = x reversed, so
+    the two directions x-y and x-z read the same sources and differ only in what they write.
+    ``blank_z``: that many training lines of z left empty (the direction x-z drops them)."""
+    rng = random.Random(0)
+    for split, n in (("train", n_train), ("val", n_valid)):
+        xs = [" ".join(rng.choice(SYMBOLS) for _ in range(rng.randint(3, 5))) for _ in range(n)]
+        zs = [" ".join(x.split()[::-1]) for x in xs]
+        if split == "train":
+            zs = ["" if i < blank_z else z for i, z in enumerate(zs)]
+        for lang, lines in (("x", xs), ("y", xs), ("z", zs)):
+            (root / f"{split}.{lang}").write_text("".join(t + "\n" for t in lines))
+    return root
+
+
+def tiny_cfg(root, steps=400, extra=()):
+    """A two-direction model small enough to learn both tasks in seconds."""
+    return load(ROOT / "configs" / "copy_task.yaml", [
+        f"train.max_steps={steps}", "train.valid_every=200", "train.keep_last=1",
+        "model.d_model=32", "model.d_ff=64", "model.heads=2", "model.layers=2",
+        "train.max_tokens=400", "train.threads=1", "train.lr_schedule=constant", "train.lr=0.005",
+        "data.corpus=parallel", f"data.train={root / 'train'}", f"data.valid={root / 'val'}",
+        "data.tokenizer=sentencepiece", "data.vocab_size=16", "data.directions=[x-y, x-z]",
+        "train.samples=2", *extra])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(corpus directory, run directory) of a model trained on x-y (copy) and x-z (reverse)."""
+    root = write_corpus(tmp_path_factory.mktemp("corpus"))
+    run = tmp_path_factory.mktemp("multilingual") / "run"
+    Trainer(tiny_cfg(root), run).run()
+    return root, run
+
+
+def val_lines(root, lang):
+    return (root / f"val.{lang}").read_text().splitlines()
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data,message", [
+    ({"directions": ["de-en", "en"]}, "SRC-TGT"),
+    ({"directions": ["de-de"]}, "two different language codes"),
+    ({"directions": ["de-en", "de-en"]}, "twice"),
+    ({"directions": ["de-en"], "tokenizer": "word"}, "one shared SentencePiece model"),
+    ({"directions": ["de-en"], "joint_vocab": False}, "data.joint_vocab: true"),
+    ({"directions": ["de-en"], "corpus": "tsv"}, "multi30k|iwslt14|wmt14|parallel"),
+    ({"directions": ["de-en"], "mmap": True}, "data.mmap: false"),
+    ({"directions": ["de-en"], "reverse_source": True}, "reverse_source"),
+    ({"directions": ["de-en"], "extra": [{"path": "bt"}]}, "data.extra"),
+    ({"directions": ["de-en", "en-de"], "direction_temperature": 0}, "direction_temperature"),
+])
+def test_config_rejects_what_a_multilingual_run_cannot_do(data, message):
+    with pytest.raises(ConfigError, match=message.replace("|", r"\|")):
+        Config.from_dict({"data": data, "model": {"tie_all": data.get("joint_vocab", True)}})
+
+
+def test_a_config_without_directions_is_one_untagged_direction():
+    cfg = Config.from_dict({"data": {"directions": ["de-en", "en-de"]}})
+    assert cfg.data.directions == ("de-en", "en-de") and cfg.data.direction_temperature == 1.0
+    assert Config().data.directions == ()
+    with pytest.raises(ConfigError, match="forgetting_splits"):
+        Config.from_dict({"data": {"directions": ["de-en"]}, "train": {"forgetting_splits": ["val"]}})
+
+
+def test_the_bidirectional_recipe_differs_from_the_small_one_in_its_data_only():
+    bi = load(ROOT / "configs" / "multi30k_transformer_bidirectional.yaml").to_dict()
+    small = load(ROOT / "configs" / "multi30k_transformer_small.yaml").to_dict()
+    assert bi["data"]["directions"] == ("de-en", "en-de")
+    assert {k for k in bi if bi[k] != small[k]} == {"name", "data"}
+
+
+# --- sampling the directions -----------------------------------------------------------------
+
+
+def test_temperature_counts_follow_size_to_the_power_one_over_t():
+    assert temperature_counts([900, 100], 1.0) == [900, 100]  # the plain union
+    assert temperature_counts([900, 100], 2.0) == [750, 250]  # 30 : 10
+    assert temperature_counts([900, 100], 1e9) == [500, 500]  # uniform
+    assert temperature_counts([900, 100], 0.5) == [988, 12]  # 810000 : 10000
+    assert temperature_counts([29000, 29000], 5.0) == [29000, 29000]
+    assert temperature_counts([10**6, 10], 0.01)[1] == 0  # no overflow for a small T
+    with pytest.raises(ValueError):
+        temperature_counts([1, 2], 0.0)
+
+
+def test_epoch_indices_repeat_the_small_direction_and_sample_the_large_one():
+    sizes, counts = [900, 100], [500, 500]
+    rows = epoch_indices(sizes, counts, seed=1, epoch=0)
+    first, second = rows[rows < 900], rows[rows >= 900]
+    assert len(first) == 500 and len(set(first.tolist())) == 500  # a sample without replacement
+    assert Counter(second.tolist()) == {i: 5 for i in range(900, 1000)}  # every pair 5 times
+    assert np.array_equal(rows, epoch_indices(sizes, counts, 1, 0))  # seeded: resume repeats it
+    assert not np.array_equal(rows, epoch_indices(sizes, counts, 1, 1))  # a new sample per epoch
+    assert np.array_equal(epoch_indices(sizes, sizes, 1, 3), np.arange(1000))  # T = 1: all, once
+
+
+@pytest.mark.parametrize("temperature,expected", [(1.0, {"<2y>": 40, "<2z>": 10}),
+                                                  (1000.0, {"<2y>": 25, "<2z>": 25})])
+def test_the_training_set_holds_both_directions_in_the_temperature_ratio(tmp_path, temperature,
+                                                                         expected):
+    root = write_corpus(tmp_path, n_train=40, blank_z=30)  # x-y: 40 pairs, x-z: 10
+    cfg = tiny_cfg(root, extra=[f"data.direction_temperature={temperature}"]).data
+    par = load_training(cfg)
+    assert par.parts == (40, 10) and par.src[0].startswith("<2y> ") and par.src[-1].startswith("<2z> ")
+    v = build_vocabularies(cfg, pairs_of(par))
+    ids = encode_training(cfg, par, v)
+    assert isinstance(ids, SampledIds) and ids.sizes == [40, 10]
+    for epoch in range(2):
+        rows = np.concatenate(ids.batches(400, seed=1, epoch=epoch))
+        tags = Counter(v.src_vocab.itos[int(ids.source(int(i))[0])] for i in rows)
+        assert tags == expected
+    # a direction's target follows its tag: x-z rows hold the reversed sources
+    z_row = 40
+    src = v.src_vocab.decode(ids.source(z_row).tolist())
+    tgt = v.tgt_vocab.decode(ids.target(z_row).tolist())
+    assert src[0] == "<2z>" and src[1:] == tgt[::-1]
+
+
+def test_a_resumed_run_samples_the_same_directions(tmp_path):
+    root = write_corpus(tmp_path, n_train=60, blank_z=40)  # 60 : 20 pairs, sampled at T = 3
+    sets = ["data.direction_temperature=3", "train.max_tokens=60", "train.valid_every=7",
+            "train.valid_bleu=false", "train.sample_every=0"]
+    straight = Trainer(tiny_cfg(root, steps=14, extra=sets), tmp_path / "a")
+    straight.run()
+    assert straight.progress.epoch >= 1  # the resumed half crosses into a new epoch's sample
+    Trainer(tiny_cfg(root, steps=7, extra=sets), tmp_path / "b").run()
+    resumed = Trainer(tiny_cfg(root, steps=14, extra=sets), tmp_path / "b", resume=True)
+    resumed.run()
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_the_target_language_token_is_one_vocabulary_token_never_segmented(tmp_path):
+    root = write_corpus(tmp_path, n_train=60)
+    cfg = tiny_cfg(root).data
+    par = load_training(cfg)
+    v = build_vocabularies(cfg, pairs_of(par))
+    assert {"<2y>", "<2z>"} <= set(v.src_vocab.itos)
+    assert v.src_vocab is v.tgt_vocab  # one joint vocabulary over one SentencePiece model
+    pieces = v.src_tok.pieces()  # type: ignore[attr-defined]
+    assert not any("<2" in p or "2y" in p for p in pieces)  # tokenizer training never saw it
+    ids = encode_training(cfg, par, v)
+    assert int(ids.source(0)[0]) == v.src_vocab.stoi["<2y>"]
+    assert int(ids.source(len(ids) - 1)[0]) == v.src_vocab.stoi["<2z>"]
+
+
+# --- the translator picks the direction ------------------------------------------------------
+
+
+def test_target_tag_of_one_direction_and_of_many():
+    one = TextTranslator(WhitespaceTokenizer(), WhitespaceTokenizer(), Config().decode,
+                         target_tags={"en": ""})
+    assert one.target_tag(None) == one.target_tag("en") == ""
+    with pytest.raises(ValueError, match="'fr': this model translates into en only"):
+        one.target_tag("fr")
+    many = TextTranslator(WhitespaceTokenizer(), WhitespaceTokenizer(), Config().decode,
+                          target_tags={"de": "<2de>", "en": "<2en>"})
+    assert many.target_tag("de") == "<2de>"
+    with pytest.raises(ValueError, match="translates into de, en: name the target language"):
+        many.target_tag(None)
+    assert many.source_tokens("a b", "<2de>") == (["<2de>", "a", "b"], ["<2de>", "a", "b"])
+    assert many.source_tokens("   ", "<2de>") == ([], [])  # an empty line stays empty
+    capped = TextTranslator(WhitespaceTokenizer(), WhitespaceTokenizer(), Config().decode,
+                            max_positions=3, target_tags={"de": "<2de>"})
+    assert capped.source_tokens("a b c d", "<2de>")[0] == ["<2de>", "a"]  # tag + 1 + </s> = 3
+
+
+def test_one_model_learns_both_directions_and_reports_bleu_per_direction(trained):
+    root, run = trained
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert list(rows[0])[6:9] == ["valid_bleu", "bleu_x-y", "bleu_x-z"]
+    last = rows[-1]
+    assert float(last["valid_bleu"]) == pytest.approx(
+        (float(last["bleu_x-y"]) + float(last["bleu_x-z"])) / 2, abs=0.01)
+    assert float(last["bleu_x-y"]) > 90 and float(last["bleu_x-z"]) > 90
+    from nmtkit.viz.curves import read_metrics  # `nmtkit plot curves` reads the new columns
+
+    assert set(read_metrics(run)) >= {"valid_bleu", "bleu_x-y", "bleu_x-z"}
+    samples = (run / "samples.txt").read_text()
+    assert "[1] x-y src:" in samples and "[3] x-z hyp:" in samples
+    bundle = load_bundle(run / "last.pt")
+    assert bundle.cfg.data.directions == ("x-y", "x-z")  # the checkpoint records the directions
+    tr = bundle.translator()
+    sources = val_lines(root, "x")
+    assert tr.translate_lines(sources, tgt_lang="y") == val_lines(root, "y")
+    assert tr.translate_lines(sources, tgt_lang="z") == val_lines(root, "z")
+    (hyp,) = tr.translate(["a b c"], tgt_lang="z", alignments=True)[0]
+    assert hyp.src_tokens[0] == "<2z>" and len(hyp.alignment or []) == len(hyp.tokens)
+    with pytest.raises(ValueError, match="translates into y, z"):
+        tr.translate_lines(sources)
+
+
+def test_cli_translate_needs_tgt_lang_and_evaluate_scores_one_direction(trained, tmp_path, capsys):
+    root, run = trained
+    model = str(run / "last.pt")
+    src = str(root / "val.x")
+    for lang in ("y", "z"):
+        out = tmp_path / f"out.{lang}"
+        assert cli_main(["translate", "--model", model, "-i", src, "-o", str(out),
+                         "--tgt-lang", lang]) == 0
+        assert out.read_text().splitlines() == val_lines(root, lang)
+    capsys.readouterr()
+    assert cli_main(["translate", "--model", model, "-i", src]) == 2
+    err = capsys.readouterr().err
+    assert "this model translates into y, z: name the target language" in err and "--tgt-lang" in err
+    assert cli_main(["translate", "--model", model, "-i", src, "--tgt-lang", "q"]) == 2
+    assert "'q': this model translates into y, z only" in capsys.readouterr().err
+    assert cli_main(["evaluate", "--model", model, "--split", str(root / "val"),
+                     "--tgt-lang", "z", "--beam", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["src_lang"], result["tgt_lang"], result["bleu"]) == ("x", "z", 100.0)
+    assert cli_main(["evaluate", "--model", model, "--split", str(root / "val")]) == 2
+    assert "name the target language (--tgt-lang)" in capsys.readouterr().err
+
+
+def test_evaluation_direction_resolves_and_checks_the_languages():
+    multi = Config.from_dict({"data": {"directions": ["de-en", "fr-en", "en-de"]}}).data
+    data, d = evaluation_direction(multi, None, "de")
+    assert (d.name, data.src_lang, data.tgt_lang, data.directions) == ("en-de", "en", "de", ())
+    with pytest.raises(ValueError, match="into en from de, fr: name the source language"):
+        evaluation_direction(multi, None, "en")
+    assert evaluation_direction(multi, "fr", "de")[1].name == "fr-de"  # zero-shot: as asked
+    single = Config().data
+    assert evaluation_direction(single, None, "en")[1].name == "de-en"
+    with pytest.raises(ValueError, match="translates de -> en only"):
+        evaluation_direction(single, "en", "de")
+
+
+def test_the_server_takes_tgt_lang(trained):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.serve.app import create_app
+
+    root, run = trained
+    sources = val_lines(root, "x")[:4]
+    with TestClient(create_app(load_bundle(run / "last.pt"))) as client:
+        health = client.get("/health").json()
+        assert health["tgt_langs"] == ["y", "z"] and health["directions"] == ["x-y", "x-z"]
+        for lang in ("y", "z"):
+            r = client.post("/v1/translate", json={"texts": sources, "beam": 1, "tgt_lang": lang})
+            assert r.status_code == 200 and r.json()["translations"] == val_lines(root, lang)[:4]
+        r = client.post("/v1/translate", json={"texts": sources, "scores": True, "tgt_lang": "z"})
+        assert r.status_code == 200 and r.json()["translations"] == val_lines(root, "z")[:4]
+        missing = client.post("/v1/translate", json={"texts": sources})
+        assert missing.status_code == 422 and "translates into y, z" in missing.json()["detail"]
+        unknown = client.post("/v1/translate", json={"texts": sources, "tgt_lang": "de"})
+        assert unknown.status_code == 422 and "tgt_lang: target language 'de'" in unknown.json()["detail"]
+        att = client.post("/v1/attention", json={"text": "a b c", "tgt_lang": "z", "beam": 1})
+        assert att.status_code == 200
+        assert att.json()["tokens"]["source"][0] == "<2z>" and att.json()["translation"] == "c b a"
+        assert client.post("/v1/attention", json={"text": "a b c"}).status_code == 422
+
+
+def test_a_ctranslate2_export_asks_for_the_language_too(trained, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    root, run = trained
+    tr = CTranslate2Translator(export_ctranslate2(run / "last.pt", tmp_path / "ct2"))
+    sources = val_lines(root, "x")
+    assert tr.translate_lines(sources, beam=1, tgt_lang="z") == val_lines(root, "z")
+    assert tr.translate_lines(sources, beam=1, tgt_lang="y") == val_lines(root, "y")
+    with pytest.raises(ValueError, match="translates into y, z"):
+        tr.translate_lines(sources)
+
+
+# --- Multi30k by name ------------------------------------------------------------------------
+
+
+def test_every_multi30k_language_and_test_split_has_a_pinned_name(monkeypatch):
+    asked = []
+    monkeypatch.setattr(corpora, "fetch_file", lambda *a: asked.append(a) or (a[1], a[3]))
+    for split, lang in [("train", "fr"), ("val", "cs"), ("test_2017_flickr", "fr"),
+                        ("test_2017_mscoco", "de"), ("test_2018_flickr", "cs")]:
+        corpora.multi30k_file(split, lang)  # fetched by name, checked against its sha256
+        collection, name, url, sha, _ = asked[-1]
+        assert (collection, name) == ("multi30k", f"{split}.{lang}.gz")
+        assert url.endswith(f"/task1/raw/{split}.{lang}.gz") and sha == MULTI30K_SHA256[name]
+    names = {split: langs for split, langs in MULTI30K_SPLITS.items()}
+    assert {"test_2017_flickr", "test_2017_mscoco", "test_2018_flickr"} <= set(names)
+    for split, langs in names.items():
+        for lang in langs:
+            name = _check_multi30k_name(split, lang)
+            assert len(MULTI30K_SHA256[name]) == 64
+            assert len(MULTI30K_SHA256[f"tok/{split}.lc.norm.tok.{lang}"]) == 64
+    assert set(names["train"]) == {"de", "en", "fr", "cs"}
+    with pytest.raises(CorpusError, match="does not exist in language 'cs'"):
+        _check_multi30k_name("test_2017_mscoco", "cs")
+    with pytest.raises(CorpusError, match="no language 'ja'"):
+        _check_multi30k_name("train", "ja")
+
+
+def test_multi30k_both_directions_read_the_same_pairs(multi30k_mirror):
+    cfg = Config.from_dict({"data": {"directions": ["de-en", "en-de"]}}).data
+    de_en, en_de = load_directed(cfg, "val")
+    assert len(de_en.text) == len(en_de.text) == 1014
+    assert de_en.text.src == en_de.text.tgt and de_en.text.tgt == en_de.text.src
+    joined = join([de_en, en_de])
+    assert joined.parts == (1014, 1014) and joined.src[1014] == "<2de> " + en_de.text.src[0]
