@@ -70,6 +70,19 @@ def test_sampling_with_a_seed_is_reproducible(tmp_path, reverse_model):
     assert lines(a.with_suffix(".en")) == lines(b.with_suffix(".en"))
 
 
+def test_a_model_of_one_direction_takes_its_own_target_language_only(tmp_path, reverse_model,
+                                                                     capsys):
+    """``--tgt-lang`` picks the direction of a model of several (test_multilingual.py); a model
+    of one takes its own target language and refuses another before writing anything."""
+    prefix = backtranslate(tmp_path, reverse_model, "--tgt-lang", "en")
+    assert json.loads(capsys.readouterr().out)["src"] == str(prefix) + ".en"
+    other = tmp_path / "other"
+    assert cli_main(["backtranslate", "--model", str(reverse_model), "-i", str(tmp_path / "mono.de"),
+                     "-o", str(other), "--tgt-lang", "de"]) == 2
+    assert "this model translates de -> en only, not de -> de" in capsys.readouterr().err
+    assert not list(tmp_path.glob("other*"))
+
+
 def test_backtranslate_needs_input_and_prefix(reverse_model, capsys):
     with pytest.raises(SystemExit):
         cli_main(["backtranslate", "--model", str(reverse_model), "-i", "x"])

@@ -188,6 +188,7 @@ EVERY_CHECK = [
     ({"train": {"freeze": ["encoder", "attention"]}}, "train.freeze"),
     ({"train": {"freeze": ["encoder", "decoder", "embeddings"]}}, "train.freeze"),
     ({"train": {"forgetting_splits": ["val", " "]}}, "train.forgetting_splits"),
+    ({"train": {"forgetting_splits": ["de-de:val"]}}, "train.forgetting_splits"),
     # decode
     ({"decode": {"max_len_a": float("-inf")}}, "decode.max_len_a"),
     ({"decode": {"beam": 0}}, "decode.beam"),
@@ -208,6 +209,8 @@ EVERY_CHECK = [
     ({"decode": {"alignment_layer": 6}}, "decode.alignment_layer"),
     ({"decode": {"alignment_head": 8}}, "decode.alignment_head"),
     ({"data": {"directions": ["de-en"]}, "train": {"forgetting_splits": ["val"]}},
+     "train.forgetting_splits"),
+    ({"data": {"directions": ["de-en"]}, "train": {"forgetting_splits": ["en-fr:val"]}},
      "train.forgetting_splits"),
 ]
 TIE_ALL = "model.tie_all needs data.joint_vocab: true (one vocabulary for all three embeddings)"

@@ -4,6 +4,7 @@ fixed; ``train.forgetting_splits`` writes the before/after report."""
 
 import json
 import logging
+import random
 
 import pytest
 import torch
@@ -184,3 +185,107 @@ def test_the_command_line_reports_a_bad_parent_in_one_line(parent, tmp_path, cap
     err = capsys.readouterr().err
     assert "the model section must match the parent's: model.heads = 2 in the parent, 4 here" in err
     assert "Traceback" not in err and not (tmp_path / "child").exists()
+
+
+def test_split_direction_reads_a_split_in_the_named_direction():
+    from nmtkit.config import DataConfig
+    from nmtkit.train.finetune import split_direction
+
+    data = DataConfig(corpus="multi30k", src_lang="en", tgt_lang="de")
+    other, split, lang = split_direction("de-en:test_2016_flickr", data)
+    assert (other.src_lang, other.tgt_lang, split) == ("de", "en", "test_2016_flickr")
+    assert other.corpus == "multi30k" and data.src_lang == "en"  # a copy; the run's unchanged
+    assert lang is None  # a model of one direction has one output language: nothing to ask for
+    assert split_direction("val", data) == (data, "val", None)
+    assert split_direction("/data/a-b:c", data) == (data, "/data/a-b:c", None)  # a path prefix
+    multi = DataConfig(corpus="multi30k", directions=("de-en", "en-de"))
+    other, split, lang = split_direction("en-de:val", multi)
+    assert (other.src_lang, other.tgt_lang, other.directions, split, lang) == ("en", "de", (), "val", "de")
+
+
+@pytest.mark.parametrize("entry", ["de-de:val", "de-:val", "-en:val", "de-en:", "de-en-fr:val",
+                                   "d e-en:val", "de-e.n:val"])
+def test_a_malformed_direction_is_refused(entry):
+    with pytest.raises(ConfigError, match=r"must write a direction as SRC-TGT:SPLIT with two "
+                       rf"different language codes .*, got \['{entry}'\]"):
+        make_cfg(5, [f"train.forgetting_splits={json.dumps(['val', entry])}"])
+
+
+@pytest.mark.parametrize("entry", ["val", "de-en:test_2016_flickr", "pt_br-en:val", "/a-b/c:d",
+                                   "runs/x-y:z"])
+def test_plain_names_path_prefixes_and_directions_are_accepted(entry):
+    assert make_cfg(5, [f"train.forgetting_splits={json.dumps([entry])}"]).train.forgetting_splits == (entry,)
+
+
+def test_forgetting_scores_a_split_in_the_parents_direction(tmp_path):
+    """A model that only copies its input: on ``val`` read aa -> bb (the run's direction) it
+    scores low, on ``aa-cc:val`` (cc is a copy of aa) it scores 100; the report keeps the
+    names as written."""
+    from types import SimpleNamespace
+
+    from nmtkit.train.finetune import score_splits
+
+    (tmp_path / "val.aa").write_text("one two three four\nfive six seven eight\n")
+    (tmp_path / "val.cc").write_text("one two three four\nfive six seven eight\n")
+    (tmp_path / "val.bb").write_text("nine ten eleven twelve\nthirteen fourteen fifteen sixteen\n")
+
+    class Copy:
+        def translate_lines(self, lines, tgt_lang=None):
+            assert tgt_lang is None  # a model of one direction is not asked for a language
+            return list(lines)
+
+    model = torch.nn.Linear(1, 1)
+    bundle = SimpleNamespace(model=model, translator=lambda fast=True: Copy())
+    data = make_cfg(5, ["data.corpus=parallel", "data.src_lang=aa", "data.tgt_lang=bb"]).data
+    prefix = str(tmp_path / "val")
+    out = score_splits(bundle, data, (prefix, f"aa-cc:{prefix}"))  # type: ignore[arg-type]
+    assert set(out) == {prefix, f"aa-cc:{prefix}"}
+    assert out[f"aa-cc:{prefix}"]["bleu"] == 100.0
+    assert out[prefix]["bleu"] < 5.0
+
+
+def write_mapped_corpus(root, n_train=400, n_valid=20):
+    """Two line-aligned languages: xx (random symbols a..f) and yy, the same sentences
+    written in p..u (a -> p, b -> q, ...). A model trained xx -> yy only ever writes p..u, so
+    read in the other direction (yy -> xx) it scores about 0: the directions are told apart."""
+    rng = random.Random(0)
+    for split, n in (("train", n_train), ("val", n_valid)):
+        xs = [[rng.choice("abcdef") for _ in range(rng.randint(3, 6))] for _ in range(n)]
+        for lang, shift in (("xx", 0), ("yy", 15)):
+            (root / f"{split}.{lang}").write_text(
+                "".join(" ".join(chr(ord(c) + shift) for c in x) + "\n" for x in xs))
+    return root
+
+
+def test_forgetting_report_across_directions(tmp_path, capsys):
+    """A parent trained xx -> yy, fine-tuned yy -> xx with ``--report-splits VAL
+    xx-yy:VAL``: the plain split is read in the child's direction, the qualified one in the
+    parent's, whose "before" is the parent's own score."""
+    root = write_mapped_corpus(tmp_path)
+    val = str(root / "val")
+    data = ["data.corpus=parallel", f"data.train={root / 'train'}", f"data.valid={val}",
+            "train.lr_schedule=constant", "train.lr=0.005", "train.valid_every=50"]
+    parent_run, child_run = tmp_path / "parent", tmp_path / "child"
+    Trainer(make_cfg(150, [*data, "data.src_lang=xx", "data.tgt_lang=yy"]), parent_run).run()
+    args = ["train", str(COPY), "--run-dir", str(child_run), "--init-from",
+            str(parent_run / "last.pt"), "--report-splits", val, f"xx-yy:{val}"]
+    for s in [*tiny_copy_overrides(10), *data, "data.src_lang=yy", "data.tgt_lang=xx"]:
+        args += ["--set", s]
+    assert cli_main(args) == 0
+    report = json.loads((child_run / "forgetting.json").read_text())["splits"]
+    assert set(report) == {val, f"xx-yy:{val}"}  # the names as written
+    capsys.readouterr()
+
+    def evaluate(run):  # ``nmtkit evaluate`` on VAL in the model's own direction
+        assert cli_main(["evaluate", "--model", str(run / "last.pt"), "--split", val]) == 0
+        scored = json.loads(capsys.readouterr().out)
+        return {"bleu": scored["bleu"], "chrf": scored["chrf"], "n": scored["n"]}
+
+    parent = evaluate(parent_run)
+    assert parent["bleu"] > 30  # the parent learned xx -> yy (about 64)
+    assert report[f"xx-yy:{val}"]["before"] == parent
+    assert report[val]["before"]["bleu"] < 5  # the parent read yy -> xx: only p..u written
+    assert report[val]["after"] == evaluate(child_run)  # the child's direction
+    for entry in report.values():
+        assert entry["delta"] == {k: round(entry["after"][k] - entry["before"][k], 2)
+                                  for k in ("bleu", "chrf")}

@@ -31,7 +31,7 @@ from nmtkit.data.tokenizers import WhitespaceTokenizer
 from nmtkit.decode.translator import TextTranslator
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT
+from .conftest import ROOT, severe_browser_errors
 
 SYMBOLS = "abcdef"
 
@@ -99,8 +99,31 @@ def test_a_config_without_directions_is_one_untagged_direction():
     cfg = Config.from_dict({"data": {"directions": ["de-en", "en-de"]}})
     assert cfg.data.directions == ("de-en", "en-de") and cfg.data.direction_temperature == 1.0
     assert Config().data.directions == ()
-    with pytest.raises(ConfigError, match="forgetting_splits"):
-        Config.from_dict({"data": {"directions": ["de-en"]}, "train": {"forgetting_splits": ["val"]}})
+
+
+def test_forgetting_splits_of_a_multilingual_run_name_their_direction():
+    def cfg(splits):
+        return Config.from_dict({"data": {"directions": ["de-en", "en-de"]},
+                                 "train": {"forgetting_splits": splits}})
+
+    with pytest.raises(ConfigError, match=r"must name each split's direction as SRC-TGT:SPLIT "
+                       r"\(e.g. de-en:val\), got \['val'\]"):
+        cfg(["de-en:val", "val"])
+    with pytest.raises(ConfigError, match=r"must translate into one of its target languages, got "
+                       r"\['de-fr:val'\] \(targets: de, en\)"):
+        cfg(["de-fr:val"])
+    assert cfg(["de-en:val", "en-de:val", "fr-en:val"]).train.forgetting_splits[2] == "fr-en:val"
+
+
+def test_forgetting_scores_each_named_direction_of_a_multilingual_model(trained):
+    from nmtkit.train.finetune import score_splits
+
+    root, run = trained
+    bundle = load_bundle(run / "last.pt")
+    val = str(root / "val")
+    out = score_splits(bundle, bundle.cfg.data, (f"x-y:{val}", f"x-z:{val}", f"y-z:{val}"))
+    assert out[f"x-y:{val}"]["bleu"] == out[f"x-z:{val}"]["bleu"] == 100.0  # asked for y, z
+    assert out[f"y-z:{val}"]["n"] == 20  # zero-shot (y -> z): scored as asked
 
 
 def test_the_bidirectional_recipe_differs_from_the_small_one_in_its_data_only():
@@ -305,6 +328,143 @@ def test_a_ctranslate2_export_asks_for_the_language_too(trained, tmp_path):
     assert tr.translate_lines(sources, beam=1, tgt_lang="y") == val_lines(root, "y")
     with pytest.raises(ValueError, match="translates into y, z"):
         tr.translate_lines(sources)
+
+
+# --- back-translation, attention figures, TensorBoard ----------------------------------------
+
+
+def test_backtranslate_asks_for_the_target_language(trained, tmp_path, capsys):
+    root, run = trained
+    model, mono, prefix = str(run / "last.pt"), str(root / "val.x"), tmp_path / "synth"
+    assert cli_main(["backtranslate", "--model", model, "-i", mono, "-o", str(prefix),
+                     "--tgt-lang", "z", "--beam", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["pairs"] == 20
+    # x -> z asked for: the translations (z) are the forward sources, the input (x) the targets
+    assert (tmp_path / "synth.z").read_text().splitlines() == val_lines(root, "z")
+    assert (tmp_path / "synth.x").read_text().splitlines() == val_lines(root, "x")
+    assert cli_main(["backtranslate", "--model", model, "-i", mono, "-o", str(prefix)]) == 2
+    assert "name the target language (--tgt-lang)" in capsys.readouterr().err
+    assert cli_main(["backtranslate", "--model", model, "-i", mono, "-o", str(prefix),
+                     "--tgt-lang", "z", "--src-lang", "y", "--beam", "1"]) == 0  # zero-shot
+    assert (tmp_path / "synth.y").read_text().splitlines() == val_lines(root, "x")
+
+
+def test_plot_attention_asks_for_the_target_language(trained, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from nmtkit.viz.attention import attention_for_text
+
+    root, run = trained
+    att = attention_for_text(load_bundle(run / "last.pt"), "a b c", beam=1, tgt_lang="z")
+    assert att.translation == "c b a" and att.src_tokens[0] == "<2z>"
+    base = ["plot", "attention", "--model", str(run / "last.pt"), "--text", "a b c", "--beam", "1"]
+    for lang, translation in (("y", "a b c"), ("z", "c b a")):
+        stem = tmp_path / f"att_{lang}"
+        assert cli_main([*base, "--tgt-lang", lang, "-o", str(stem), "--html"]) == 0
+        written = json.loads(capsys.readouterr().out)["written"]
+        assert str(stem) + "_decoder_src.png" in written
+        page = (tmp_path / f"att_{lang}.html").read_text()
+        data = json.loads(page.split('id="attention-data">')[1].split("</script>")[0])
+        assert data["translation"] == translation
+        assert data["kinds"]["decoder_src"]["cols"][0] == f"<2{lang}>"  # the source, tag first
+    assert cli_main([*base, "-o", str(tmp_path / "none")]) == 2
+    assert "name the target language" in capsys.readouterr().err
+
+
+def test_tensorboard_draws_the_first_directions_attention(tmp_path, monkeypatch, caplog):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from nmtkit.train import tensorboard
+
+    (tmp_path / "corpus").mkdir()
+    root = write_corpus(tmp_path / "corpus", n_train=60)
+    asked, real = [], tensorboard.attention_image
+
+    def recording(bundle, text, tgt_lang=None):
+        asked.append(tgt_lang)
+        return real(bundle, text, tgt_lang)
+
+    monkeypatch.setattr(tensorboard, "attention_image", recording)
+    Trainer(tiny_cfg(root, steps=4, extra=["train.valid_every=2", "train.tensorboard=true"]),
+            tmp_path / "run").run()
+    assert asked == ["y", "y"]  # x-y, the first of data.directions
+    assert "attention image not written" not in caplog.text
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Images("valid/attention")] == [2, 4]
+
+
+# --- the web page in Chromium: a target-language selector ---------------------------------------
+
+
+@pytest.fixture
+def live_server(trained):
+    """uvicorn serving the two-direction model on a free loopback port, in a thread."""
+    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("fastapi")
+    import socket
+    import threading
+    import time
+
+    from nmtkit.serve.app import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(load_bundle(trained[1] / "last.pt")),
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+def test_the_page_translates_into_the_language_picked(browser, live_server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    wait = WebDriverWait(browser, 60)
+    browser.get(live_server + "/")
+    wait.until(lambda d: d.find_element(By.ID, "tgt-lang-wrap").is_displayed())
+    assert browser.find_element(By.ID, "pair").text == "x → y · x → z"
+    picker = Select(browser.find_element(By.ID, "tgt-lang"))
+    assert [o.get_attribute("value") for o in picker.options] == ["y", "z"]
+    Select(browser.find_element(By.ID, "beam")).select_by_value("1")
+    src = browser.find_element(By.ID, "source")
+    src.clear()
+    src.send_keys("a b c d")
+
+    def shown(d):
+        """(translation panel, confidence view's source tokens, attention loads, state)."""
+        return d.execute_script("""
+            const c = document.getElementById('heatmap');
+            return [document.getElementById('translation').textContent,
+                    [...document.querySelectorAll('#conf-source .tok .w')].map((e) => e.textContent),
+                    c.dataset.loads, c.dataset.state];""")
+
+    picker.select_by_value("y")  # the first: no change event, so translate by the button
+    browser.find_element(By.ID, "translate").click()
+    wait.until(lambda d: shown(d)[0] == "a b c d" and shown(d)[3] == "ready")
+    assert shown(browser)[1][0] == "<2y>"  # the attention request asked for y too
+    assert browser.find_element(By.ID, "tgt-label").text.lower().startswith("y")
+    loads = shown(browser)[2]
+    picker.select_by_value("z")  # picking a language translates again into it
+    wait.until(lambda d: shown(d)[0] == "d c b a" and shown(d)[2] != loads and shown(d)[3] == "ready")
+    assert shown(browser)[1][0] == "<2z>"
+    # Keep the first output token, re-decode the rest: still into z.
+    browser.find_elements(By.CSS_SELECTOR, "#conf-target .tok")[0].click()
+    assert browser.find_element(By.ID, "prefix").get_attribute("value") == "d "
+    loads = shown(browser)[2]
+    browser.find_element(By.ID, "redecode").click()
+    wait.until(lambda d: shown(d)[2] != loads and shown(d)[3] == "ready")
+    assert shown(browser)[0] == "d c b a" and shown(browser)[1][0] == "<2z>"
+    assert "Re-decoded" in browser.find_element(By.ID, "status").text
+    assert not severe_browser_errors(browser)
 
 
 # --- Multi30k by name ------------------------------------------------------------------------

@@ -342,7 +342,7 @@ def test_page_and_its_assets_are_served(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     for needle in ('id="source"', 'id="translate"', 'id="heatmap"', 'id="kind"', 'id="layer"',
-                   'id="head"', "/static/app.js", "/static/style.css"):
+                   'id="head"', 'id="tgt-lang"', "/static/app.js", "/static/style.css"):
         assert needle in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
     js = client.get("/static/app.js")

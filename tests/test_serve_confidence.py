@@ -218,6 +218,8 @@ def test_confidence_view_and_prefix_editing_in_chromium(browser, live_server, cl
     wait = WebDriverWait(browser, 60)
     browser.get(live_server + "/")
     wait.until(lambda d: d.find_element(By.ID, "model").text.startswith("copy_task"))
+    # One direction: no target-language selector (a model of several: test_multilingual.py).
+    assert not browser.find_element(By.ID, "tgt-lang-wrap").is_displayed()
     src = browser.find_element(By.ID, "source")
     src.clear()
     src.send_keys(text)

@@ -246,10 +246,15 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_backtranslate(a: argparse.Namespace) -> int:
+    from .data.multilingual import evaluation_direction
     from .train.backtranslate import backtranslate
 
     bundle, tr = _translator(a)
-    result = backtranslate(tr, bundle.cfg.data, _read_input(a.input), a.output)
+    # The direction the model is asked for (a model of data.directions: --tgt-lang, and
+    # --src-lang where several go into it): its languages name the two files.
+    reverse, direction = evaluation_direction(bundle.cfg.data, a.src_lang, a.tgt_lang)
+    tgt_lang = direction.tgt if bundle.cfg.data.directions else a.tgt_lang
+    result = backtranslate(tr, reverse, _read_input(a.input), a.output, tgt_lang=tgt_lang)
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
                       "pairs": result.pairs, "dropped_empty": result.dropped_empty,
                       "empty_translations": result.empty_translations,
@@ -342,7 +347,7 @@ def cmd_plot(a: argparse.Namespace) -> int:
     written = plot(a.figure, out_dir=a.out, output=a.output, run=runs[0] if runs else None,
                    model=a.model, text=a.text, beam=a.beam, html=a.html, device=a.device,
                    dpi=a.dpi, config=a.config, overrides=a.set, arch=a.arch, runs=runs,
-                   labels=a.label or None)
+                   labels=a.label or None, tgt_lang=a.tgt_lang)
     print(json.dumps({"figure": a.figure, "written": [str(w) for w in written]}))
     return 0
 
@@ -395,6 +400,8 @@ EXAMPLES: dict[str, str] = {
     "backtranslate": "  nmtkit backtranslate --model runs/EN_DE/best.pt -i mono.en -o synth --beam 5\n"
                      "  nmtkit backtranslate --model runs/EN_DE/best.pt -i mono.en -o synth "
                      "--sampling --seed 1\n"
+                     "  nmtkit backtranslate --model runs/DE_EN_DE/best.pt --tgt-lang de -i mono.en "
+                     "-o synth\n"
                      "  nmtkit train de_en.yaml --set 'data.extra=[{path: synth, weight: 1, tag: \"<bt>\"}]'",
     "average": "  nmtkit average --out runs/NAME/avg.pt runs/NAME/step_*.pt",
     "serve": "  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
@@ -460,7 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "schedule; see train.freeze")
     t.add_argument("--report-splits", nargs="+", metavar="SPLIT",
                    help="score these splits (BLEU, chrF) before training and at its end into "
-                   "RUN_DIR/forgetting.json (sets train.forgetting_splits)")
+                   "RUN_DIR/forgetting.json (sets train.forgetting_splits); SRC-TGT:SPLIT "
+                   "scores a split in another direction, e.g. de-en:test_2016_flickr")
     t.set_defaults(func=cmd_train)
 
     def decode_args(q: argparse.ArgumentParser) -> None:
@@ -555,13 +563,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "model trained in the reverse direction (target -> source) and writes the "
                         "synthetic pairs, line-aligned and atomically, as PREFIX.<src_lang> (the "
                         "translations) and PREFIX.<tgt_lang> (the input lines); the languages come "
-                        "from the model's config, blank lines are dropped. Train on them beside the "
+                        "from the model's config (a model of several directions: the one that "
+                        "--tgt-lang asks for), blank lines are dropped. Train on them beside the "
                         "real data with data.extra: [{path: PREFIX, weight: W, tag: \"<bt>\"}].")
     decode_args(bt)
     bt.add_argument("-i", "--input", required=True,
                     help="monolingual target-language text, one sentence a line ('-' = stdin)")
     bt.add_argument("-o", "--output", required=True, metavar="PREFIX",
                     help="output prefix: writes PREFIX.<src_lang> and PREFIX.<tgt_lang>")
+    bt.add_argument("--tgt-lang", metavar="LANG",
+                    help="a model of several directions (data.directions): the language to "
+                    "translate into, the forward source language (needed when it has several)")
+    bt.add_argument("--src-lang", metavar="LANG",
+                    help="a model of several directions: the language of the input (needed "
+                    "when several of its directions go into --tgt-lang)")
     bt.set_defaults(func=cmd_backtranslate)
 
     av = sub.add_parser("average", help="average the weights of checkpoints")
@@ -636,6 +651,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--model", metavar="CKPT", help="checkpoint, for attention")
     pl.add_argument("--text", help="source sentence to translate, for attention")
     pl.add_argument("--beam", type=int, default=None, help="beam size for that translation")
+    pl.add_argument("--tgt-lang", metavar="LANG",
+                    help="attention: the language to translate into, for a model of several "
+                    "directions (data.directions; needed when it has several)")
     pl.add_argument("--html", action="store_true",
                     help="attention: also write a self-contained interactive HTML page")
     pl.add_argument("--config", metavar="RECIPE",

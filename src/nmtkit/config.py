@@ -45,6 +45,20 @@ LANGUAGE_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 """A language of ``data.directions`` (``de``, ``pt_br``): no ``-``, which separates the two."""
 
 
+def split_direction_name(entry: str) -> tuple[tuple[str, str] | None, str]:
+    """A ``train.forgetting_splits`` entry -> ((source, target language) or ``None``, split).
+
+    ``SRC-TGT:SPLIT`` (``de-en:test_2016_flickr``) names the direction to read the split in:
+    the part before the first ``:`` holds a ``-`` and no path separator. Anything else is a
+    plain split name or path prefix (``None``: the run's direction). The parts are checked by
+    :meth:`TrainConfig.validate`."""
+    head, sep, split = entry.partition(":")
+    if not sep or "-" not in head or "/" in head or "\\" in head:
+        return None, entry
+    src, _, tgt = head.partition("-")
+    return (src, tgt), split
+
+
 @dataclass
 class ExtraCorpus:
     """One entry of ``data.extra``: more training pairs, e.g. written by ``nmtkit
@@ -463,7 +477,9 @@ class TrainConfig:
     """Splits of ``data.corpus`` (names, or path prefixes for ``parallel``) scored with BLEU
     and chrF before training and at its end, into ``<run>/forgetting.json`` (before, after,
     delta): how much a fine-tuned model forgot of its parent's data (the ``--report-splits``
-    option of ``nmtkit train``)."""
+    option of ``nmtkit train``). ``SRC-TGT:SPLIT`` (e.g. ``de-en:test_2016_flickr``) scores a
+    split in another direction than the run's: a parent's direction after fine-tuning on the
+    other one. With ``data.directions`` every entry names its direction this way."""
     tensorboard: bool = False
     """Also write TensorBoard event files (training loss, rate, tokens/s, validation metrics)
     into ``<run>/tensorboard/`` (needs the ``tensorboard`` extra)."""
@@ -501,6 +517,12 @@ class TrainConfig:
                   f"train.freeze must leave a group to train, got {list(self.freeze)}")
         c.require(all(s.strip() for s in self.forgetting_splits),
                   f"train.forgetting_splits must name splits, got {list(self.forgetting_splits)}")
+        named = [(e, *split_direction_name(e)) for e in self.forgetting_splits]
+        bad = [e for e, d, split in named if d is not None and not (
+            all(LANGUAGE_CODE.fullmatch(x) for x in d) and d[0] != d[1] and split.strip())]
+        c.require(not bad, "train.forgetting_splits must write a direction as SRC-TGT:SPLIT with "
+                  "two different language codes (letters, digits, _), e.g. "
+                  f"de-en:test_2016_flickr, got {bad}")
 
     def _validate_cosine(self, c: _Checks) -> None:
         """``min_lr`` and ``cosine_steps`` (used by the ``cosine`` schedule only)."""
@@ -580,13 +602,27 @@ class Config:
         if self.model.tie_all and not self.data.joint_vocab and self.data.corpus != "copy":
             raise ConfigError(f"{source}: model.tie_all needs data.joint_vocab: true "
                               "(one vocabulary for all three embeddings)")
-        _Checks(self, "train", source).require(
-            not (self.data.directions and self.train.forgetting_splits),
-            "train.forgetting_splits scores one direction: not supported with data.directions")
+        self._validate_forgetting_directions(source)
         c = _Checks(self.decode, "decode", source)
         for holds, message in alignment_choice_checks(self.model, self.decode.alignment_layer,
                                                       self.decode.alignment_head):
             c.require(holds, message)
+
+    def _validate_forgetting_directions(self, source: str) -> None:
+        """A model of ``data.directions`` is asked for one target language per split: each of
+        ``train.forgetting_splits`` names its direction (``SRC-TGT:SPLIT``), into one of the
+        directions' target languages (any source: a zero-shot direction is scored as asked).
+        Both messages are built for every config, so each check is listed."""
+        dirs = self.data.directions
+        c = _Checks(self.train, "train", source)
+        named = [(e, split_direction_name(e)[0]) for e in self.train.forgetting_splits] if dirs else []
+        plain = [e for e, d in named if d is None]
+        c.require(not plain, "train.forgetting_splits with data.directions must name each split's "
+                  f"direction as SRC-TGT:SPLIT (e.g. de-en:val), got {plain}")
+        targets = sorted({d.split("-")[-1] for d in dirs})
+        other = [e for e, d in named if d is not None and d[1] not in targets]
+        c.require(not other, "train.forgetting_splits with data.directions must translate into "
+                  f"one of its target languages, got {other} (targets: {', '.join(targets)})")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

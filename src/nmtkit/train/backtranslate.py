@@ -49,13 +49,17 @@ def synthetic_files(reverse: DataConfig, prefix: str | Path) -> tuple[Path, Path
 
 
 def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[str],
-                  prefix: str | Path) -> BackTranslation:
+                  prefix: str | Path, tgt_lang: str | None = None) -> BackTranslation:
     """Translate the monolingual ``lines`` (target language of the forward direction, the
     source language of the ``reverse`` model) and write the synthetic pairs, line-aligned,
-    each file atomically. Blank lines are dropped; surrounding whitespace is stripped."""
+    each file atomically. Blank lines are dropped; surrounding whitespace is stripped.
+    ``tgt_lang``: the language a model of ``data.directions`` translates into (``reverse``
+    then reads that one direction: :func:`nmtkit.data.multilingual.evaluation_direction`)."""
     mono = [line.strip() for line in lines]
     kept = [line for line in mono if line]
-    hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(kept)] if kept else []
+    translator.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
+    hyps = ([" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
+            if kept else [])
     src_file, tgt_file = synthetic_files(reverse, prefix)
     if src_file == tgt_file:
         raise ValueError(f"the reverse model translates {reverse.src_lang} into itself: "

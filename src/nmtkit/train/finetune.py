@@ -10,6 +10,7 @@ the old (``forgetting.json``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 
 from ..checkpoint import Bundle
-from ..config import FREEZE_GROUPS, Config, ConfigError, DataConfig
+from ..config import FREEZE_GROUPS, Config, ConfigError, DataConfig, split_direction_name
 from ..data.batching import ParallelIds
 from ..data.corpora import load_parallel
 from ..data.vocab import UNK
@@ -99,20 +100,41 @@ def freeze(model: nn.Module, names: tuple[str, ...]) -> int:
     return n
 
 
+def split_direction(name: str, data: DataConfig) -> tuple[DataConfig, str, str | None]:
+    """A ``train.forgetting_splits`` entry -> (the data config to read it with, the split,
+    the target language to ask the translator for).
+
+    ``SRC-TGT:SPLIT`` (e.g. ``de-en:test_2016_flickr``) reads the split of the same corpus in
+    that direction (:func:`nmtkit.config.split_direction_name`), so a model fine-tuned on the
+    other direction can be scored on its parent's; a plain name is read in the run's own
+    direction. The language is ``TGT`` for a model of ``data.directions`` (its ``<2xx>``
+    token picks the output), ``None`` for a model of one direction (it has one output
+    language: what it writes for the other direction's sources is what is scored)."""
+    direction, split = split_direction_name(name)
+    if direction is None:
+        return data, name, None
+    src, tgt = direction
+    read = dataclasses.replace(data, src_lang=src, tgt_lang=tgt, directions=())
+    return read, split, tgt if data.directions else None
+
+
 def score_splits(bundle: Bundle, data: DataConfig, splits: tuple[str, ...]) -> dict[str, Any]:
-    """BLEU and chrF (sacreBLEU) of the bundle's model on each split, with the config's search."""
+    """BLEU and chrF (sacreBLEU) of the bundle's model on each split, with the config's
+    search, under the names as written; a ``SRC-TGT:SPLIT`` entry is read in that direction
+    (:func:`split_direction`)."""
     out: dict[str, Any] = {}
     was_training = bundle.model.training
     bundle.model.eval()
     try:
         translator = bundle.translator(fast=False)
-        for split in splits:
-            par = load_parallel(data, split)
+        for name in splits:
+            split_data, split, tgt_lang = split_direction(name, data)
+            par = load_parallel(split_data, split)
             with torch.no_grad():
-                hyps = translator.translate_lines(par.src)
+                hyps = translator.translate_lines(par.src, tgt_lang=tgt_lang)
             s = score(hyps, par.tgt)
-            out[split] = {"bleu": s["bleu"], "chrf": s["chrf"], "n": s["n"]}
-            log.info("%s: BLEU %.2f chrF %.2f (%d sentences)", split, s["bleu"], s["chrf"], s["n"])
+            out[name] = {"bleu": s["bleu"], "chrf": s["chrf"], "n": s["n"]}
+            log.info("%s: BLEU %.2f chrF %.2f (%d sentences)", name, s["bleu"], s["chrf"], s["n"])
     finally:
         bundle.model.train(was_training)
     return out

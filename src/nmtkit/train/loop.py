@@ -302,7 +302,8 @@ class Trainer:
 
     def _tensorboard_validation(self, samples: list[tuple[str, str, str]]) -> None:
         """The sample translations as text, and the attention of the first validation
-        sentence as an image (:mod:`nmtkit.train.tensorboard`)."""
+        sentence as an image (:mod:`nmtkit.train.tensorboard`; ``data.directions``: the first
+        direction's sentence, translated into its target language)."""
         if self.tensorboard is None:
             return
         log_samples(self.tensorboard, samples, self.progress.step)
@@ -311,7 +312,7 @@ class Trainer:
             self.model.eval()
             try:
                 log_attention(self.tensorboard, self.bundle(), self.valid_text.src[0],
-                              self.progress.step)
+                              self.progress.step, tgt_lang=self.valid_sets[0].tgt_lang)
             finally:
                 self.model.train(was_training)
         self.tensorboard.flush()

@@ -44,17 +44,18 @@ def log_samples(writer: Any, samples: Sequence[tuple[str, str, str]], step: int)
         writer.add_text(SAMPLES_TAG, samples_markdown(samples), step)
 
 
-def attention_image(bundle: Bundle, text: str) -> torch.Tensor:
-    """The source attention of ``text``'s greedy translation, last layer, averaged over
-    heads (the map alignments read), as a (3, H, W) float image in [0, 1]: a labelled
-    heatmap when matplotlib is installed (the ``viz`` extra), else the bare map in grey."""
+def attention_image(bundle: Bundle, text: str, tgt_lang: str | None = None) -> torch.Tensor:
+    """The source attention of ``text``'s greedy translation (into ``tgt_lang``: a model of
+    ``data.directions``), last layer, averaged over heads (the map alignments read), as a
+    (3, H, W) float image in [0, 1]: a labelled heatmap when matplotlib is installed (the
+    ``viz`` extra), else the bare map in grey."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         from ..viz.attention import attention_figure, attention_for_text
     except ImportError:
-        return _grey_map(bundle, text)
-    att = attention_for_text(bundle, text, beam=1)
+        return _grey_map(bundle, text, tgt_lang)
+    att = attention_for_text(bundle, text, beam=1, tgt_lang=tgt_lang)
     kind = "decoder_src"
     last = att.maps[kind][-1:].mean(axis=1, keepdims=True)  # (1, 1, T, S)
     att.maps = {kind: last}
@@ -66,20 +67,21 @@ def attention_image(bundle: Bundle, text: str) -> torch.Tensor:
     return rgba[..., :3].permute(2, 0, 1).float() / 255.0  # (3, H, W)
 
 
-def _grey_map(bundle: Bundle, text: str) -> torch.Tensor:
+def _grey_map(bundle: Bundle, text: str, tgt_lang: str | None = None) -> torch.Tensor:
     from ..decode.attention import sentence_attention
 
     att = sentence_attention(bundle.translator(), text, model=bundle.model, beam=1,
-                             need_attention=True)
+                             need_attention=True, tgt_lang=tgt_lang)
     w = att.maps["decoder_src"][-1].mean(0)  # (T, S): last layer, heads averaged
     w = w / w.max().clamp_min(1e-9)
     return w.unsqueeze(0).expand(3, -1, -1).contiguous()  # (3, T, S)
 
 
-def log_attention(writer: Any, bundle: Bundle, text: str, step: int) -> None:
-    """:func:`attention_image` of ``text`` under :data:`ATTENTION_TAG`; a failure is only a
-    warning (an image must never stop training)."""
+def log_attention(writer: Any, bundle: Bundle, text: str, step: int,
+                  tgt_lang: str | None = None) -> None:
+    """:func:`attention_image` of ``text`` (into ``tgt_lang``) under :data:`ATTENTION_TAG`; a
+    failure is only a warning (an image must never stop training)."""
     try:
-        writer.add_image(ATTENTION_TAG, attention_image(bundle, text), step)
+        writer.add_image(ATTENTION_TAG, attention_image(bundle, text, tgt_lang), step)
     except Exception as e:  # noqa: BLE001
         log.warning("TensorBoard attention image not written: %s", e)

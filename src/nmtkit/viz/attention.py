@@ -106,11 +106,14 @@ def compute_attention(model: Seq2Seq, src_ids: Sequence[int],
     return {kind: w.numpy() for kind, w in teacher_forced_maps(model, src_ids, tgt_in_ids).items()}
 
 
-def attention_for_text(bundle: Bundle, text: str, beam: int | None = None) -> AttentionMaps:
-    """Translate ``text`` with ``bundle`` (a :class:`nmtkit.checkpoint.Bundle`) and
-    collect all its attention maps for that translation, source in reading order."""
+def attention_for_text(bundle: Bundle, text: str, beam: int | None = None,
+                       tgt_lang: str | None = None) -> AttentionMaps:
+    """Translate ``text`` with ``bundle`` (a :class:`nmtkit.checkpoint.Bundle`; into
+    ``tgt_lang`` for a model of ``data.directions``, whose source then starts with the
+    ``<2xx>`` token) and collect all its attention maps for that translation, source in
+    reading order."""
     att = sentence_attention(bundle.translator(), text, model=bundle.model, beam=beam,
-                             need_attention=True)
+                             need_attention=True, tgt_lang=tgt_lang)
     hyp, tokens = att.translation, att.tokens
     search = hyp.attention.float().numpy() if hyp.attention is not None else None
     return AttentionMaps(

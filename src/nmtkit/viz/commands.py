@@ -57,7 +57,7 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
          beam: int | None = None, html: bool = False, device: str = "cpu",
          dpi: int = 100, config: str | Path | None = None, overrides: list[str] | None = None,
          arch: str | None = None, runs: list[str | Path] | None = None,
-         labels: list[str] | None = None) -> list[Path]:
+         labels: list[str] | None = None, tgt_lang: str | None = None) -> list[Path]:
     """Write one figure (or ``all``) and return the paths written.
 
     ``output`` names the file of a single figure (for ``attention``: the stem of
@@ -68,7 +68,8 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
     ``architecture`` and ``teacher-forcing`` (and adds its temperature to ``temperature``);
     ``arch`` picks the ``architecture`` diagram (``transformer`` or ``rnn``).
     ``compare`` draws the validation curves of several ``runs`` (named by ``labels``) in one
-    figure.
+    figure. ``tgt_lang``: the language ``attention`` translates into (a model of
+    ``data.directions``).
     """
     if figure not in FIGURES:
         raise ValueError(f"plot: unknown figure {figure!r} (choose from {', '.join(FIGURES)})")
@@ -113,7 +114,7 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
         from .attention import attention_for_text, write_attention
 
         assert model is not None and text is not None  # checked above
-        att = attention_for_text(load_bundle(model, device), text, beam)
+        att = attention_for_text(load_bundle(model, device), text, beam, tgt_lang)
         stem = Path(output).with_suffix("") if output else out / "attention"
         written += write_attention(att, stem, html=html, dpi=dpi)
     return written

@@ -1,6 +1,8 @@
 // nmtkit web page: translate with /v1/translate, then draw one sentence's attention from
 // /v1/attention on a canvas, with its confidence view (token probabilities, source words that
 // got little attention) and "keep the beginning, re-decode the rest" (a forced prefix).
+// A model of several directions (/health's tgt_langs) gets a target-language selector, and
+// every request names the language ("tgt_lang").
 // No dependencies, no build step.
 "use strict";
 
@@ -25,7 +27,7 @@ const RAMP = [[248, 250, 253], [205, 222, 247], [120, 160, 230], [45, 90, 190], 
 
 const state = {
   info: null, lines: [], translations: [], att: null, hover: null, geom: null, beam: 1,
-  index: 0, prefix: null, loads: 0,
+  index: 0, prefix: null, loads: 0, tgtLang: null,
 };
 
 function langName(code) { return LANGS[code] ? `${LANGS[code]} (${code})` : code; }
@@ -74,9 +76,18 @@ async function loadInfo() {
     const r = await fetch("/health");
     const info = await r.json();
     state.info = info;
-    $("pair").textContent = `${info.src_lang} → ${info.tgt_lang}`;
-    $("src-label").textContent = langName(info.src_lang);
-    $("tgt-label").textContent = langName(info.tgt_lang);
+    const langs = info.tgt_langs || [];
+    if (langs.length > 1) {  // data.directions: one model, several target languages
+      $("pair").textContent = (info.directions || []).map((d) => d.replace("-", " → ")).join(" · ");
+      $("src-label").textContent = "Source";
+      fillSelect($("tgt-lang"), langs.map((l) => [l, langName(l)]), false);
+      $("tgt-lang-wrap").hidden = false;
+      $("tgt-label").textContent = langName($("tgt-lang").value);
+    } else {
+      $("pair").textContent = `${info.src_lang} → ${info.tgt_lang}`;
+      $("src-label").textContent = langName(info.src_lang);
+      $("tgt-label").textContent = langName(info.tgt_lang);
+    }
     const params = info.parameters == null ? null : info.parameters >= 1e6
       ? `${(info.parameters / 1e6).toFixed(1)}M` : `${(info.parameters / 1e3).toFixed(0)}k`;
     const names = info.model === info.name ? info.name : `${info.name} · ${info.model}`;
@@ -97,11 +108,15 @@ async function translate() {
   const lines = text.split("\n");
   if (!lines.some((l) => l.trim())) { setStatus("Type a sentence first.", true); return; }
   const beam = parseInt($("beam").value || "1", 10);
+  const tgtLang = chosenTgtLang();
   $("translate").disabled = true;
   setStatus("Translating…");
   const t0 = performance.now();
   try {
-    const res = await postJSON("/v1/translate", { texts: lines, beam });
+    const body = { texts: lines, beam };
+    if (tgtLang !== null) body.tgt_lang = tgtLang;
+    const res = await postJSON("/v1/translate", body);
+    state.tgtLang = tgtLang;  // the attention and re-decode requests of this translation
     state.translations = res.translations;
     $("translation").textContent = res.translations.join("\n");
     setStatus(`Translated in ${Math.round(performance.now() - t0)} ms.`);
@@ -130,6 +145,17 @@ async function translate() {
   }
 }
 
+// The target language picked (a model of several directions), or null (a model of one).
+function chosenTgtLang() {
+  return $("tgt-lang-wrap").hidden ? null : $("tgt-lang").value;
+}
+
+// A new target language: its name on the output panel, and the text translated into it.
+function onTgtLangChange() {
+  $("tgt-label").textContent = langName($("tgt-lang").value);
+  if (state.lines.length) translate();
+}
+
 // A threshold input's value, or null (empty or invalid: the server's default).
 function threshold(id) {
   const v = parseFloat($(id).value);
@@ -142,6 +168,7 @@ async function loadAttention(index, prefix = null) {
   const canvas = $("heatmap");
   canvas.dataset.state = "loading";
   const body = { text: state.lines[index], beam: state.beam, confidence: true };
+  if (state.tgtLang !== null) body.tgt_lang = state.tgtLang;
   if (prefix !== null) body.prefix = prefix;
   const lowP = threshold("low-probability"), lowC = threshold("low-coverage");
   if (lowP !== null && lowP > 0 && lowP <= 1) body.low_probability = lowP;
@@ -401,6 +428,7 @@ function onLeave() {
 window.addEventListener("DOMContentLoaded", () => {
   loadInfo();
   $("translate").addEventListener("click", translate);
+  $("tgt-lang").addEventListener("change", onTgtLangChange);
   $("source").addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); translate(); }
   });
