@@ -2,7 +2,10 @@
 
 nmtkit: the first ``--n`` lines of test_2016_flickr (de), batches of ``--batch-size``
 sentences, greedy, beam 5, and beam 5 with ``decode.early_stop`` (with the share of its
-outputs equal to plain beam 5's), model load excluded. Reference: its one-sentence-at-a-time
+outputs equal to plain beam 5's), model load excluded; unless ``--no-extra-searches``, also
+beam 5 with a forced prefix per sentence (the reference's first two words) and with one
+constraint per sentence (the reference's longest word), whose speed beside plain beam 5 of
+the same rounds is their cost (``*_speed_vs_beam5``). Reference: its one-sentence-at-a-time
 ``greedy_decode`` (72 steps) from ../shared/bench/reference_speed.py with the same model
 size. The ratios come from ``--rounds`` rounds in which the reference and nmtkit (a fresh
 process each; nmtkit one timed pass of greedy, beam 5 and beam 5 with early stop)
@@ -45,6 +48,10 @@ from _common import (
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 SEARCHES = ("greedy", "beam5", "beam5_early_stop")
+# Beam 5 with a forced prefix (the first two words of each reference) and with one
+# constraint (the reference's longest word) per sentence: nmtkit only (not in a baseline).
+EXTRA_SEARCHES = ("beam5_prefix", "beam5_constraint")
+PUNCTUATION = ".,;:!?\"'()"
 # ../shared/bench/PEERS.md: decoding sents/s on this machine kind, and the reference's greedy.
 PEERS_DECODE = {"OpenNMT-py": {"greedy": "172-223", "beam5": "74-79"},
                 "fairseq": {"greedy": "82-88", "beam5": "69-71"},
@@ -62,16 +69,30 @@ def worker(a: argparse.Namespace) -> dict:
 
     torch.set_num_threads(a.threads)
     bundle = load_bundle(a.model)
-    src = load_parallel(bundle.cfg.data, "test_2016_flickr").src[: a.n]
+    test = load_parallel(bundle.cfg.data, "test_2016_flickr")
+    src, ref = test.src[: a.n], test.tgt[: a.n]
     out, outputs = {}, {}
-    runs = (("greedy", 1, False), ("beam5", 5, False), ("beam5_early_stop", 5, True))
-    for name, beam, early in runs:
+    runs = [("greedy", 1, False, {}), ("beam5", 5, False, {}), ("beam5_early_stop", 5, True, {})]
+    if a.extra_searches:
+        prefixes = [" ".join(r.split()[:2]) for r in ref]
+        constraints = [[max((w.strip(PUNCTUATION) for w in r.split()), key=len)] if r.split() else []
+                       for r in ref]
+        runs += [("beam5_prefix", 5, False, {"prefixes": prefixes}),
+                 ("beam5_constraint", 5, False, {"constraints": constraints})]
+    for name, beam, early, extra in runs:
         tr = bundle.translator(early_stop=early, **({"fast": False} if a.no_fast else {}))
-        tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)  # warm-up
+
+        def run(lines: list[str], tr=tr, beam: int = beam, extra: dict = extra) -> list[str]:
+            if not extra:
+                return tr.translate_lines(lines, beam=beam, batch_size=a.batch_size)
+            cut = {k: v[: len(lines)] for k, v in extra.items()}
+            return [r[0].text for r in tr.translate(lines, beam=beam, batch_size=a.batch_size, **cut)]
+
+        run(src[: a.batch_size])  # warm-up
         best = float("inf")
         for _ in range(a.repeats):
             t0 = time.perf_counter()
-            hyps = tr.translate_lines(src, beam=beam, batch_size=a.batch_size)
+            hyps = run(src)
             best = min(best, time.perf_counter() - t0)
         out[f"{name}_sents_per_s"] = round(len(src) / best, 1)
         out[f"{name}_mean_output_words"] = round(sum(len(h.split()) for h in hyps) / len(hyps), 2)
@@ -157,6 +178,8 @@ def main() -> None:
     p.add_argument("--out", default=None)
     add_source_arg(p)
     add_baseline_args(p)
+    p.add_argument("--no-extra-searches", dest="extra_searches", action="store_false",
+                   help="leave out beam 5 with forced prefixes and with constraints")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--round-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -173,10 +196,11 @@ def main() -> None:
                "--d-model", str(m["d_model"]), "--d-ff", str(m["d_ff"]), "--heads", str(m["heads"]),
                "--steps", "1", "--decode-n", str(a.ref_decode_n), "--threads", str(a.threads)]
 
-    def worker_json(*extra: str, src: str | None = a.src, no_fast: bool = a.no_fast) -> dict:
+    def worker_json(*extra: str, src: str | None = a.src, no_fast: bool = a.no_fast,
+                    extra_searches: bool = a.extra_searches) -> dict:
         cmd = [sys.executable, __file__, "--worker", "--model", a.model, "--n", str(a.n),
                "--batch-size", str(a.batch_size), "--threads", str(a.threads), *extra,
-               *["--no-fast"] * no_fast]
+               *["--no-fast"] * no_fast, *["--no-extra-searches"] * (not extra_searches)]
         return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          env=worker_env(src)).stdout.strip().splitlines()[-1])
 
@@ -188,13 +212,15 @@ def main() -> None:
                          .stdout.strip().splitlines()[-1])["decode_sents_per_s"]
         ours_round = worker_json("--round-only", "--repeats", "1")
         if a.baseline_src:
-            base = worker_json("--round-only", "--repeats", "1", src=a.baseline_src, no_fast=False)
+            base = worker_json("--round-only", "--repeats", "1", src=a.baseline_src, no_fast=False,
+                               extra_searches=False)
             baseline_rounds.append({k: round(ours_round[f"{k}_sents_per_s"] / base[f"{k}_sents_per_s"], 3)
                                     for k in SEARCHES})
+        searches = [k for k in (*SEARCHES, *EXTRA_SEARCHES) if f"{k}_sents_per_s" in ours_round]
         rounds.append({"reference_sents_per_s": ref,
-                       **{f"nmtkit_{k}_sents_per_s": ours_round[f"{k}_sents_per_s"] for k in SEARCHES},
+                       **{f"nmtkit_{k}_sents_per_s": ours_round[f"{k}_sents_per_s"] for k in searches},
                        **{f"{k}_ratio": round(ours_round[f"{k}_sents_per_s"] / ref, 1)
-                          for k in SEARCHES}})
+                          for k in searches}})
     med = median_round([(r["greedy_ratio"], r) for r in rounds])[1]
     beam_ratio = median_round([(r["beam5_ratio"], r) for r in rounds])[0]
     early_ratio = median_round([(r["beam5_early_stop_ratio"], r) for r in rounds])[0]
@@ -211,6 +237,11 @@ def main() -> None:
         "greedy_speedup_vs_reference": med["greedy_ratio"],
         "beam5_speed_vs_reference_greedy": beam_ratio,
         "beam5_early_stop_speed_vs_reference_greedy": early_ratio,
+        # Forced prefixes / constraints against plain beam 5, per round (same process, same
+        # sentences): 1.0 = no cost.
+        **({f"{k}_speed_vs_beam5": median_round([(round(r[f"nmtkit_{k}_sents_per_s"]
+                                                  / r["nmtkit_beam5_sents_per_s"], 3),) for r in rounds])[0]
+            for k in EXTRA_SEARCHES} if a.extra_searches else {}),
         "rounds": rounds,
         # The same ratios for the peers, from PEERS.md's figures.
         "peers_ratio_to_reference_greedy_PEERS_md": {

@@ -32,17 +32,18 @@ from . import onednn
 from .swap import restore_class, swap_class
 
 ROWS_HINT = 32  # rows per product that oneDNN chooses the packed layout for (the decode batch)
-MAX_ROWS = 256  # larger products (the encoder's) pack their weight well enough themselves
+MAX_ROWS = 512  # beam 5 x the default batch of 64 = 320 rows; larger products (the
+# encoder's: batch x source length) pack their weight well enough themselves
 
 
 def row_bucket(rows: int) -> int:
     """Rows a product with ``rows`` rows is padded to: exact up to 4, then multiples of 16 up
-    to 64, then of 32 (zero rows, sliced off after). oneDNN compiles one kernel per (weight
-    shape, rows); a beam search meets every row count from 1 to batch x beam, and the
-    buckets keep that number of kernels (and the memory they take) small."""
+    to 64, of 32 up to 256, then of 64 (zero rows, sliced off after). oneDNN compiles one
+    kernel per (weight shape, rows); a beam search meets every row count from 1 to batch x
+    beam, and the buckets keep that number of kernels (and the memory they take) small."""
     if rows <= 4:
         return rows
-    step = 16 if rows <= 64 else 32
+    step = 16 if rows <= 64 else 32 if rows <= 256 else 64
     return -(-rows // step) * step
 
 
