@@ -254,6 +254,30 @@ def quality_section() -> list[str]:
     return out
 
 
+def quickstart_section() -> list[str]:
+    """``scripts/quickstart.sh`` at short budgets (``train.budget_schedule``): every
+    quickstart_budget file."""
+    out = ["### The quickstart's minutes on a 2-core CPU (`configs/multi30k_transformer_quick.yaml`)",
+           "", "The schedule is planned from the budget and the measured time of an update "
+           "(`train.budget_schedule`, guide section 14); test BLEU with beam 5.", "",
+           "| budget | updates (epochs) | val BLEU (greedy) | test BLEU | chrF | demo translations "
+           "| host: matmul, s per update of 4096 tokens | file |",
+           "|---|---|---|---|---|---|---|---|"]
+    for f in sorted(RESULTS.glob("quickstart_budget*.json")):
+        r = json.loads(f.read_text(encoding="utf-8"))
+        host = (f"{r['matmul_gflops']:.0f} GFLOP/s, "
+                f"{r['s_per_update_small_recipe_4096_tokens']:.2f} s")
+        for run in r["runs"]:
+            test = run["test_2016_flickr"]
+            demo = " / ".join(run["demo_translations"])
+            out.append(f"| {run['minutes']:g} min ({clean(run['stands_for'])}) | {run['updates']:,} "
+                       f"({run['epochs']}) | {run['valid_bleu_greedy']:.2f} | **{test['bleu']:.2f}** "
+                       f"| {test['chrf']:.1f} | {demo} | {host} | `{f.name}` |")
+        out += ["", "Commands:", "", "```bash"] + [clean(run["command"]) for run in r["runs"]]
+        out += ["```", "", f"Machine: {r['machine']}, torch {r['torch']}. {clean(r['note'])}", ""]
+    return out
+
+
 def train_history() -> list[str]:
     """Every train_speed file: the ratio to the reference and the measured CPU matmul rate."""
     out = ["### Every CPU training measurement", "",
@@ -302,6 +326,8 @@ def baseline_history() -> list[str]:
         else:
             what = "; ".join(f"{k}: **{base[f'{k}_speed_vs_baseline']}x**"
                              for k in ("greedy", "beam5", "beam5_early_stop"))
+        if r.get("change"):
+            what = f"{clean(r['change'])}. {what}"
         rows.append(f"| `{f.name}` | {r['date'][:10]} | {what} "
                     f"| {r.get('cpu_matmul_peak_gflops', '-')} | `{clean(r['command'])}` |")
     if not rows:
@@ -365,7 +391,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
            "is read from and the command that wrote that file. Paths of the machine a command ran "
            "on are shown repository-relative; `MIRROR` is the offline data mirror "
            "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
-    out += quality_section()
+    out += quality_section() + quickstart_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
     out += train_history() + decode_history() + baseline_history()

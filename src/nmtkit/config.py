@@ -402,11 +402,30 @@ class TrainConfig:
     warmup: int = 4000
     """Steps of linear warmup (``noam``, ``inverse_sqrt``: >= 1; ``cosine``: 0 = none)."""
     min_lr: float = 0.0
-    """``cosine``: the rate at the end of the decay (and after it); below ``lr``."""
+    """``cosine`` and ``budget_schedule``: the rate at the end of the decay (and after it);
+    below ``lr`` (cosine) or the peak rate (budget)."""
     cosine_steps: int = 0
     """``cosine``: the step at which the decay reaches ``min_lr`` (0 = ``max_steps``; with the
     default max_steps of 100000 and a run ended earlier by ``max_minutes``/``max_epochs`` the
     rate never gets far down: give the run's real length). Must exceed ``warmup``."""
+    budget_schedule: bool = False
+    """With ``max_minutes``: fit the schedule to the time budget. After
+    ``budget_probe_steps`` updates (at the configured warmup's rate) the run measures its
+    seconds per update, plans how many updates the remaining minutes allow, and from then on
+    warms up over ``budget_warmup`` of them to the configured schedule's peak rate and decays
+    linearly to ``min_lr`` at the last one (:func:`nmtkit.train.schedule.budget_rate`); the
+    run ends there or when the time is up. The plan is revised at each validation (with its
+    cost), logged and kept in the checkpoint (``--resume`` follows it). Needs ``noam``,
+    ``inverse_sqrt`` or ``cosine`` (for the peak)."""
+    budget_probe_steps: int = 20
+    """``budget_schedule``: updates timed before planning (the first one, which warms up
+    caches, is not counted)."""
+    budget_warmup: float = 0.1
+    """``budget_schedule``: the warmup's share of the planned updates (never more than
+    ``warmup`` updates)."""
+    budget_reserve: float = 0.05
+    """``budget_schedule``: share of the remaining time left out of the plan (the plan counts
+    updates in the rest; it is revised at each validation, with the validations' cost)."""
     optimizer: str = "adam"
     """``adam``: Adam, ``weight_decay`` added to the gradient as L2 (on every weight, as
     before; the paper uses none); ``adamw``: AdamW, weights shrunk by lr * ``weight_decay``
@@ -504,6 +523,7 @@ class TrainConfig:
         c.require(self.lr_schedule not in ("noam", "inverse_sqrt") or self.warmup >= 1,
                   "train.warmup must be >= 1 for noam and inverse_sqrt")
         self._validate_cosine(c)
+        self._validate_budget(c)
         c.fraction("label_smoothing")
         c.require(all(0.0 <= b < 1.0 for b in self.adam_betas),
                   f"train.adam_betas must each be in [0, 1), got {self.adam_betas}")
@@ -523,6 +543,19 @@ class TrainConfig:
         c.require(not bad, "train.forgetting_splits must write a direction as SRC-TGT:SPLIT with "
                   "two different language codes (letters, digits, _), e.g. "
                   f"de-en:test_2016_flickr, got {bad}")
+
+    def _validate_budget(self, c: _Checks) -> None:
+        """``budget_schedule`` and its settings."""
+        c.at_least(2, "budget_probe_steps")
+        c.fraction("budget_reserve")
+        c.require(0.0 < self.budget_warmup < 1.0,
+                  f"train.budget_warmup must be in (0, 1), got {self.budget_warmup}")
+        on = self.budget_schedule
+        c.require(not on or self.max_minutes > 0, "train.budget_schedule fits the schedule to "
+                  "train.max_minutes: set it (> 0), or turn budget_schedule off")
+        c.require(not on or self.lr_schedule in ("noam", "inverse_sqrt", "cosine"),
+                  "train.budget_schedule takes its peak rate from lr_schedule noam, "
+                  f"inverse_sqrt or cosine, got {self.lr_schedule!r}")
 
     def _validate_cosine(self, c: _Checks) -> None:
         """``min_lr`` and ``cosine_steps`` (used by the ``cosine`` schedule only)."""

@@ -74,6 +74,13 @@ def agree(flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
+def broadcast_floats(values: list[float], device: torch.device) -> list[float]:
+    """Rank 0's ``values`` on every rank (e.g. a measurement all ranks must act on alike)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.broadcast(t, src=0)
+    return [float(v) for v in t.tolist()]
+
+
 def params_checksum(model: torch.nn.Module) -> torch.Tensor:
     with torch.no_grad():
         return torch.stack([p.double().sum() for p in model.parameters()]).sum().reshape(1)

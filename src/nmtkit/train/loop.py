@@ -536,6 +536,7 @@ class Trainer:
         elapsed_before = p.elapsed_s
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
         nonfinite = 0
+        self._probe = None  # train.budget_schedule: timed from this session's first update
         stop_reason = None
         last_metrics: dict[str, Any] = {}
         bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step",
@@ -584,6 +585,8 @@ class Trainer:
                     window["tok"] += n_tok
                     bar.update(1)
                     self._note_loss(loss_val, n_tok, lr)
+                    if t.budget_schedule:
+                        self._probe_budget(elapsed())
                     if p.step % t.log_every == 0:
                         dt = time.perf_counter() - window["t0"]
                         stats = {"loss": f"{window['loss'] / window['tok']:.3f}", "lr": f"{lr:.2e}",
@@ -604,7 +607,10 @@ class Trainer:
                     out_of_time = bool(t.max_minutes) and elapsed() >= t.max_minutes * 60
                     if self.world > 1:  # every rank stops at the same step
                         out_of_time = distributed.agree(out_of_time, self.device)
-                    if p.step % t.valid_every == 0 or p.step >= t.max_steps or out_of_time:
+                    plan = self.schedule.plan
+                    plan_done = plan is not None and p.step >= plan.steps
+                    if (p.step % t.valid_every == 0 or p.step >= t.max_steps or out_of_time
+                            or plan_done):
                         last_metrics = self._validation_round(window, lr, elapsed())
                         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
                         if t.patience and p.bad_validations >= t.patience:
@@ -613,6 +619,8 @@ class Trainer:
                         stop_reason = f"max_steps={t.max_steps}"
                     if stop_reason is None and out_of_time:
                         stop_reason = f"max_minutes={t.max_minutes}"
+                    if stop_reason is None and plan_done:
+                        stop_reason = f"the budget plan's {p.step} updates (max_minutes={t.max_minutes})"
                     if stop_reason:
                         break
                 if stop_reason is None:
@@ -634,6 +642,32 @@ class Trainer:
                  p.elapsed_s / 60)
         self._end_session(finished=True)
         return {**last_metrics, "step": p.step, "epoch": p.epoch, "stop_reason": stop_reason}
+
+    _probe: tuple[int, float] | None = None  # (update, time) the budget's timing starts from
+
+    def _probe_budget(self, elapsed_s: float) -> None:
+        """``train.budget_schedule``: time the updates after this session's first one; once
+        ``budget_probe_steps`` are timed, plan the rest of the budget (unless a plan exists:
+        a resumed run's, which its validations revise)."""
+        p = self.progress
+        if self._probe is None:
+            self._probe = (p.step, time.perf_counter())
+        elif (self.schedule.plan is None
+              and p.step - self._probe[0] >= self.cfg.train.budget_probe_steps):
+            self._plan_budget(elapsed_s)
+
+    def _plan_budget(self, elapsed_s: float) -> None:
+        """Make or revise the budget plan from the mean time of an update since the probe
+        started (validations included) and the time left. Every rank takes the first rank's
+        figures, so that all follow one plan."""
+        t, p = self.cfg.train, self.progress
+        if self._probe is None or p.step <= self._probe[0]:
+            return
+        step_s = (time.perf_counter() - self._probe[1]) / (p.step - self._probe[0])
+        remaining_s = t.max_minutes * 60 - elapsed_s
+        if self.world > 1:
+            step_s, remaining_s = distributed.broadcast_floats([step_s, remaining_s], self.device)
+        log.info(self.schedule.make_plan(p.step, step_s, remaining_s).describe())
 
     def _update(self, group: list[np.ndarray]) -> tuple[float, float, int]:
         """Forward/backward over ``group`` batches and one optimizer step (unless non-finite)."""
@@ -699,10 +733,13 @@ class Trainer:
 
     def _validation_round(self, window: dict[str, Any], lr: float,
                           elapsed_s: float) -> dict[str, Any]:
-        p = self.progress
+        p, started = self.progress, time.perf_counter()
         with self._averaged():  # train.ema: the average is what is validated and kept
             metrics = self.validate()
         self.schedule.validation(metrics["valid_loss"])
+        plan = self.schedule.plan
+        if self.cfg.train.budget_schedule and plan is not None and p.step < plan.steps:
+            self._plan_budget(elapsed_s + time.perf_counter() - started)  # now knowing its cost
         tok = max(window["tok"], 1)
         row = {"step": p.step, "epoch": p.epoch, "train_loss": round(window["loss"] / tok, 4),
                "train_ppl": round(perplexity(window["nll"], tok), 3),

@@ -1,8 +1,10 @@
 """Optimizers and learning-rate schedules (Vaswani et al. 2017, Sec. 5.3, Eq. 3), and the
-usual alternatives: AdamW, inverse square root and cosine decay.
+usual alternatives: AdamW, inverse square root and cosine decay; and a schedule fitted to a
+wall-clock budget (``train.budget_schedule``).
 
 Every schedule but ``plateau`` is a pure function of the step, so a resumed run (which
-restarts at the stored step) gets the same rates; ``plateau``'s state is in the checkpoint.
+restarts at the stored step) gets the same rates; ``plateau``'s state and the budget plan
+are in the checkpoint.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -56,6 +59,73 @@ def cosine_rate(step: int, lr: float, warmup: int, horizon: int, min_lr: float) 
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * t))
 
 
+def budget_rate(step: int, peak: float, warmup: int, total: int, min_lr: float) -> float:
+    """Linear warmup to ``peak`` over ``warmup`` steps, then a straight line down to ``min_lr``
+    at step ``total`` (and ``min_lr`` after it):
+
+        lrate = peak * step / warmup                                  (step <= warmup)
+        lrate = min_lr + (peak - min_lr) * (total - step) / (total - warmup)  (after)
+
+    The decay of "budgeted training" (Li, Yumer & Ramanan, ICLR 2020): when the number of
+    updates is fixed in advance, a rate that reaches ~0 exactly at the last one does better
+    than a schedule made for an open-ended run (Noam's or cosine's long tail), which a short
+    run stops in the middle of, at a high rate. Step 0 is treated as step 1.
+    """
+    step = max(step, 1)
+    if step <= warmup:
+        return peak * step / warmup
+    t = min((step - warmup) / max(total - warmup, 1), 1.0)
+    return min_lr + (peak - min_lr) * (1.0 - t)
+
+
+@dataclass
+class BudgetPlan:
+    """How many updates a ``train.max_minutes`` budget allows, and the schedule fitted to it
+    (:func:`budget_rate`). Made after ``train.budget_probe_steps`` timed updates, revised at
+    each validation (whose cost the first plan cannot know), and kept in the checkpoint:
+    a resumed run follows the stored plan, so its rates are the ones the uninterrupted run
+    had, until its next validation revises the plan with its own timing."""
+
+    steps: int  # the update at which the rate reaches min_lr and the run stops
+    warmup: int  # updates of linear warmup (fixed by the first plan)
+    peak: float  # the rate at the end of the warmup: the configured schedule's peak
+    step_s: float  # measured seconds per update (validations included once there was one)
+    made_at: int  # the update after which the plan was made or last revised
+    revisions: int = 0
+
+    def describe(self) -> str:
+        what = "budget plan" if not self.revisions else f"budget plan (revision {self.revisions})"
+        return (f"{what}: {self.steps} updates ({self.step_s:.3f} s each, measured up to update "
+                f"{self.made_at}), warmup {self.warmup}, peak rate {self.peak:.3g}, then a "
+                "linear decay to the last update")
+
+
+def plan_budget(cfg: TrainConfig, d_model: int, step: int, step_s: float, remaining_s: float,
+                previous: BudgetPlan | None = None) -> BudgetPlan:
+    """The plan for a run at update ``step`` with ``remaining_s`` seconds left, updates taking
+    ``step_s`` seconds: ``budget_reserve`` of the time is left unplanned (for the last
+    validation and checkpoint); the warmup is ``budget_warmup`` of the updates (at least
+    ``step``, at most the configured ``warmup``), or the ``previous`` plan's; the peak is
+    the configured schedule's."""
+    more = int(remaining_s * (1.0 - cfg.budget_reserve) / max(step_s, 1e-9))
+    steps = min(max(step + more, step + 1), cfg.max_steps)
+    if previous is not None:
+        return BudgetPlan(steps=max(steps, previous.warmup), warmup=previous.warmup,
+                          peak=previous.peak, step_s=step_s, made_at=step,
+                          revisions=previous.revisions + 1)
+    warmup = min(max(round(cfg.budget_warmup * steps), step, 1), max(cfg.warmup, 1), steps)
+    return BudgetPlan(steps=steps, warmup=warmup, peak=peak_rate(cfg, d_model),
+                      step_s=step_s, made_at=step)
+
+
+def peak_rate(cfg: TrainConfig, d_model: int) -> float:
+    """The highest rate of the configured schedule: Noam's at step ``warmup`` (Eq. 3), else
+    ``lr`` (the peak of ``inverse_sqrt`` and ``cosine``)."""
+    if cfg.lr_schedule == "noam":
+        return noam_rate(cfg.warmup, d_model, cfg.lr, cfg.warmup)
+    return cfg.lr
+
+
 def decay_groups(params: Iterable[torch.nn.Parameter],
                  weight_decay: float) -> list[dict[str, Any]]:
     """AdamW's parameter groups: matrices and embedding tables (2-D and more) decay; the 1-D
@@ -84,20 +154,29 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], cfg: TrainConfig) -> t
 
 class Schedule:
     """Sets the optimizer's rate for each step (``train.lr_schedule``); ``plateau`` lowers it
-    on stalled validation loss."""
+    on stalled validation loss. With ``train.budget_schedule`` the rate follows
+    :func:`budget_rate` once :attr:`plan` is made (:meth:`make_plan`); before that, the
+    configured schedule's linear warmup."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, cfg: TrainConfig, d_model: int):
         self.opt, self.cfg, self.d_model = optimizer, cfg, d_model
+        self.plan: BudgetPlan | None = None
         self.plateau_scale = 1.0
         self.best_loss = float("inf")
         self.bad_validations = 0
-        if cfg.lr_schedule == "cosine" and not cfg.cosine_steps and (cfg.max_epochs or cfg.max_minutes):
+        if (cfg.lr_schedule == "cosine" and not cfg.cosine_steps and not cfg.budget_schedule
+                and (cfg.max_epochs or cfg.max_minutes)):
             log.warning("lr_schedule cosine decays over train.max_steps=%d steps, but "
                         "max_epochs/max_minutes may end the run sooner, at a higher rate: set "
                         "train.cosine_steps to the run's length", cfg.max_steps)
 
     def rate(self, step: int) -> float:
         c = self.cfg
+        if c.budget_schedule:
+            if self.plan is None:  # probing: the configured warmup's ramp
+                return peak_rate(c, self.d_model) * min(max(step, 1) / max(c.warmup, 1), 1.0)
+            p = self.plan
+            return budget_rate(step, p.peak, p.warmup, p.steps, c.min_lr)
         if c.lr_schedule == "noam":
             return noam_rate(step, self.d_model, c.lr, c.warmup)
         if c.lr_schedule == "inverse_sqrt":
@@ -105,6 +184,11 @@ class Schedule:
         if c.lr_schedule == "cosine":
             return cosine_rate(step, c.lr, c.warmup, c.cosine_steps or c.max_steps, c.min_lr)
         return c.lr * self.plateau_scale
+
+    def make_plan(self, step: int, step_s: float, remaining_s: float) -> BudgetPlan:
+        """Fit the schedule to the budget, or revise the plan (see :func:`plan_budget`)."""
+        self.plan = plan_budget(self.cfg, self.d_model, step, step_s, remaining_s, self.plan)
+        return self.plan
 
     def set_step(self, step: int) -> float:
         """Set the rate used for optimizer step number ``step`` (1-based)."""
@@ -134,9 +218,12 @@ class Schedule:
 
     def state_dict(self) -> dict[str, Any]:
         return {"plateau_scale": self.plateau_scale, "best_loss": self.best_loss,
-                "bad_validations": self.bad_validations}
+                "bad_validations": self.bad_validations,
+                "budget_plan": asdict(self.plan) if self.plan is not None else None}
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         self.plateau_scale = d["plateau_scale"]
         self.best_loss = d["best_loss"]
         self.bad_validations = d["bad_validations"]
+        plan = d.get("budget_plan")  # (absent in older checkpoints)
+        self.plan = BudgetPlan(**plan) if plan else None

@@ -1,0 +1,168 @@
+"""train.budget_schedule: the schedule fitted to a max_minutes budget (plan after a timed
+probe, linear warmup and decay to the last planned update, the plan in the checkpoint)."""
+
+import dataclasses
+import types
+
+import pytest
+import torch
+
+from nmtkit.config import ConfigError, TrainConfig, load
+from nmtkit.train import loop
+from nmtkit.train.loop import Trainer
+from nmtkit.train.schedule import Schedule, budget_rate, noam_rate, peak_rate, plan_budget
+
+from .conftest import ROOT, tiny_copy_overrides
+
+
+def test_budget_rate_rises_to_the_peak_and_falls_to_min_lr_at_the_last_update():
+    rates = [budget_rate(s, 2e-3, 10, 110, 1e-5) for s in range(0, 131)]
+    assert rates[0] == rates[1] == pytest.approx(2e-4)  # step 0 counts as step 1
+    assert rates[10] == pytest.approx(2e-3) and max(rates) == rates[10]
+    assert all(a < b for a, b in zip(rates[1:10], rates[2:11], strict=True))  # warmup
+    assert all(a > b for a, b in zip(rates[10:110], rates[11:111], strict=True))  # decay
+    assert rates[60] == pytest.approx(1e-5 + (2e-3 - 1e-5) / 2)  # a straight line
+    assert rates[110] == rates[130] == pytest.approx(1e-5)
+
+
+def test_the_plan_counts_the_updates_the_remaining_time_allows():
+    cfg = TrainConfig(lr_schedule="noam", lr=0.7, warmup=800, max_minutes=10,
+                      budget_schedule=True, budget_reserve=0.1, budget_warmup=0.1)
+    plan = plan_budget(cfg, 256, step=21, step_s=3.0, remaining_s=540.0)
+    assert plan.steps == 21 + 162  # 540 s * 0.9 / 3 s
+    assert plan.warmup == 21  # 10% of 183 is 18: never below the updates already done
+    assert plan.peak == pytest.approx(noam_rate(800, 256, 0.7, 800)) == peak_rate(cfg, 256)
+    fast = plan_budget(cfg, 256, step=21, step_s=0.05, remaining_s=3600.0)
+    assert fast.warmup == 800  # a long run keeps the configured warmup
+    capped = plan_budget(dataclasses.replace(cfg, max_steps=500), 256, 21, 0.05, 3600.0)
+    assert capped.steps == 500
+    late = plan_budget(cfg, 256, step=21, step_s=3.0, remaining_s=0.0)
+    assert late.steps == 22  # out of time already: one more update
+    assert "warmup 21" in plan.describe() and "183 updates" in plan.describe()
+    revised = plan_budget(cfg, 256, step=100, step_s=4.0, remaining_s=200.0, previous=plan)
+    assert (revised.steps, revised.warmup, revised.revisions) == (145, 21, 1)  # warmup kept
+    assert "revision 1" in revised.describe()
+    inv = dataclasses.replace(cfg, lr_schedule="inverse_sqrt", lr=1e-3)
+    assert plan_budget(inv, 256, 21, 3.0, 540.0).peak == 1e-3
+
+
+def test_before_the_plan_the_rate_is_the_configured_warmup_ramp():
+    cfg = TrainConfig(lr_schedule="noam", lr=0.7, warmup=800, max_minutes=10, budget_schedule=True)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = Schedule(opt, cfg, 256)
+    assert sched.rate(20) == pytest.approx(noam_rate(20, 256, 0.7, 800))
+    plan = sched.make_plan(20, 1.0, 100.0)
+    assert sched.rate(plan.warmup) == pytest.approx(plan.peak)
+    assert sched.rate(plan.steps) == 0.0
+    again = Schedule(opt, cfg, 256)
+    again.load_state_dict(sched.state_dict())
+    assert again.plan == plan and again.rate(50) == sched.rate(50)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"max_minutes": 0}, "set it"),
+    ({"lr_schedule": "plateau"}, "peak rate from lr_schedule noam"),
+    ({"lr_schedule": "constant"}, "peak rate from lr_schedule noam"),
+    ({"budget_warmup": 1.0}, r"budget_warmup must be in \(0, 1\)"),
+    ({"budget_warmup": 0.0}, r"budget_warmup must be in \(0, 1\)"),
+    ({"budget_reserve": 1.0}, r"budget_reserve must be in \[0, 1\)"),
+    ({"budget_probe_steps": 1}, "budget_probe_steps must be >= 2"),
+])
+def test_bad_budget_settings_are_refused(kw, msg):
+    good = TrainConfig(max_minutes=5, budget_schedule=True)
+    good.validate("<test>")
+    with pytest.raises(ConfigError, match=msg):
+        dataclasses.replace(good, **kw).validate("<test>")
+
+
+# --- a tiny run on a clock that advances one second per update --------------------------------
+
+
+@pytest.fixture
+def one_second_updates(monkeypatch):
+    """loop.time.perf_counter reads a clock that only the updates move (1 s each): the probe
+    measures exactly 1 s per update, the same in every run."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
+    real_update = Trainer._update
+
+    def update(self, group):
+        clock["t"] += 1.0
+        return real_update(self, group)
+
+    monkeypatch.setattr(Trainer, "_update", update)
+    return update
+
+
+def budget_cfg():
+    return load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(1000) + [
+        "train.max_minutes=1", "train.budget_schedule=true", "train.budget_probe_steps=4",
+        "train.budget_reserve=0.1", "train.valid_every=20", "train.log_every=5",
+        "train.lr_schedule=inverse_sqrt", "train.lr=0.003", "train.warmup=30",
+        "train.min_lr=0.0001"])
+
+
+def test_a_budgeted_run_follows_its_plan_and_resumes_exactly(tmp_path, monkeypatch,
+                                                             one_second_updates, caplog):
+    caplog.set_level("INFO", logger="nmtkit")
+    straight = Trainer(budget_cfg(), tmp_path / "a")
+    result = straight.run()
+    # Planned after update 5 (1 untimed + 4 timed): 55 s left, 90% of it at 1 s an update ->
+    # 49 more, 54 in all; warmup 10% of it. Revised at the validations of updates 20 (40 s
+    # left: 36 more -> 56) and 40 (20 s left: 18 more -> 58); not at the plan's last update.
+    plans = [r.getMessage() for r in caplog.records if r.getMessage().startswith("budget plan")]
+    assert [m.split(":")[1].split(" updates")[0].strip() for m in plans] == ["54", "56", "58"]
+    assert "warmup 5," in plans[0] and "revision 2" in plans[2]
+    plan = straight.schedule.plan
+    assert plan is not None and (plan.made_at, plan.step_s, plan.steps, plan.warmup) == (40, 1.0, 58, 5)
+    assert plan.peak == 0.003
+    assert result["step"] == 58 and "budget plan" in result["stop_reason"]
+    assert [row["step"] for row in straight.progress.history] == [20, 40, 58]  # and at the end
+    lrs = {int(step): lr for step, _, _, lr in straight.progress.train_log}
+    assert lrs[5] == pytest.approx(0.003 * 5 / 30)  # the probe: inverse_sqrt's warmup ramp
+    assert lrs[10] > lrs[30] > lrs[50] > lrs[55] > 1e-4  # falling after the plan's warmup
+    assert straight.schedule.rate(58) == pytest.approx(1e-4)  # min_lr at the last update
+    ckpt = torch.load(tmp_path / "a" / "last.pt", weights_only=True)
+    assert ckpt["schedule"]["budget_plan"]["steps"] == 58
+
+    interrupted = Trainer(budget_cfg(), tmp_path / "b")
+    calls = {"n": 0}
+
+    def update_then_ctrl_c(self, group):
+        calls["n"] += 1
+        if calls["n"] == 31:
+            raise KeyboardInterrupt
+        return one_second_updates(self, group)
+
+    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.run()
+    monkeypatch.setattr(Trainer, "_update", one_second_updates)
+    resumed = Trainer(budget_cfg(), tmp_path / "b", resume=True)
+    stored = resumed.schedule.plan  # from the checkpoint of update 20, not measured again
+    assert stored is not None and (stored.made_at, stored.steps) == (20, 56)
+    assert resumed.run()["step"] == 58
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k
+
+
+def test_without_budget_schedule_nothing_is_planned(tmp_path, one_second_updates):
+    cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(12) + ["train.max_minutes=1"])
+    trainer = Trainer(cfg, tmp_path / "r")
+    assert trainer.run()["step"] == 12
+    assert trainer.schedule.plan is None
+
+
+def test_the_quick_recipe_is_the_small_one_fitted_to_a_short_budget():
+    """configs/multi30k_transformer_quick.yaml (what the quickstart trains under 30 minutes)
+    differs from the small recipe only where the guide's table says why: the budget
+    schedule, 512-token batches and dropout 0.1. Any other drift is a mistake in one of them."""
+    small = load(ROOT / "configs" / "multi30k_transformer_small.yaml").to_dict()
+    quick = load(ROOT / "configs" / "multi30k_transformer_quick.yaml").to_dict()
+    changed = {f"{section}.{k}": (v, quick[section][k])
+               for section, values in small.items() if isinstance(values, dict)
+               for k, v in values.items() if quick[section][k] != v}
+    assert changed == {"model.dropout": (0.3, 0.1), "train.max_tokens": (4096, 512),
+                       "train.max_minutes": (0, 10), "train.budget_schedule": (False, True)}
+    script = (ROOT / "scripts" / "quickstart.sh").read_text(encoding="utf-8")
+    assert "configs/multi30k_transformer_quick.yaml" in script and "m < 30" in script
