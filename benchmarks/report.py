@@ -278,6 +278,26 @@ def quickstart_section() -> list[str]:
     return out
 
 
+def ablation_section() -> list[str]:
+    """What each training ingredient adds: every ablation file (validation BLEU only; the
+    recipes are tuned on val, never on a test set)."""
+    out = []
+    for f in sorted(RESULTS.glob("ablation_*.json")):
+        r = json.loads(f.read_text(encoding="utf-8"))
+        out += [f"### Ablation: {clean(r['title'])}", "", clean(r["protocol"]), "",
+                "| ingredient | updates | val BLEU (beam 5) | vs. the base | note |",
+                "|---|---|---|---|---|"]
+        base = r["rows"][0]["val_bleu_beam5"]
+        for row in r["rows"]:
+            delta = row["val_bleu_beam5"] - base
+            out.append(f"| {clean(row['ingredient'])} | {row['updates'] or '-'} "
+                       f"| {row['val_bleu_beam5']:.2f} | {delta:+.2f} | {clean(row.get('note', ''))} |")
+        out += ["", "Commands:", "", "```bash", *[clean(c) for c in r["commands"]], "```", "",
+                f"Machine: {r['machine']}, torch {r['torch']}, matmul {r['matmul_gflops']:.0f} "
+                f"GFLOP/s (`{f.name}`).", ""]
+    return out
+
+
 def train_history() -> list[str]:
     """Every train_speed file: the ratio to the reference and the measured CPU matmul rate."""
     out = ["### Every CPU training measurement", "",
@@ -391,7 +411,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
            "is read from and the command that wrote that file. Paths of the machine a command ran "
            "on are shown repository-relative; `MIRROR` is the offline data mirror "
            "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
-    out += quality_section() + quickstart_section()
+    out += quality_section() + quickstart_section() + ablation_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
     out += train_history() + decode_history() + baseline_history()

@@ -8,8 +8,8 @@ import pytest
 
 from nmtkit.cli import EXAMPLES, HelpFormatter, build_parser, main
 
-COMMANDS = ["prepare", "train", "translate", "evaluate", "backtranslate", "average", "serve", "plot",
-            "export"]
+COMMANDS = ["prepare", "train", "translate", "evaluate", "backtranslate", "distill", "average", "serve",
+            "plot", "export"]
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:

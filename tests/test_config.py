@@ -181,6 +181,8 @@ EVERY_CHECK = [
     ({"train": {"threads": -2}}, "train.threads"),
     ({"train": {"warmup": 0}}, "train.warmup"),
     ({"train": {"label_smoothing": 1}}, "train.label_smoothing"),
+    ({"train": {"word_dropout": 1}}, "train.word_dropout"),
+    ({"train": {"rdrop": -1}}, "train.rdrop"),
     ({"train": {"adam_betas": [0.9, 1.0]}}, "train.adam_betas"),
     ({"train": {"plateau_factor": 1}}, "train.plateau_factor"),
     ({"train": {"amp": "fp32"}}, "train.amp"),

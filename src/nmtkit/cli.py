@@ -1,6 +1,7 @@
 """nmtkit: attention-based neural machine translation.
 
-Commands: prepare, train, translate, evaluate, backtranslate, average, plot, serve, export.
+Commands: prepare, train, translate, evaluate, backtranslate, distill, average, plot, serve,
+export.
 """
 
 from __future__ import annotations
@@ -263,6 +264,20 @@ def cmd_backtranslate(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_distill(a: argparse.Namespace) -> int:
+    from .train.distill import distill
+
+    bundle, tr = _translator(a)
+    try:
+        result = distill(tr, bundle.cfg.data, a.output, split=a.split)
+    except ValueError as e:
+        raise SystemExit(f"nmtkit: error: {e}") from None
+    print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
+                      "pairs": result.pairs, "empty_translations": result.empty_translations,
+                      "beam": tr.decode_cfg.beam, "models": a.model}))
+    return 0
+
+
 def cmd_prepare(a: argparse.Namespace) -> int:
     from .data.recipes import prepare, prepared_text_dir
 
@@ -403,6 +418,8 @@ EXAMPLES: dict[str, str] = {
                      "  nmtkit backtranslate --model runs/DE_EN_DE/best.pt --tgt-lang de -i mono.en "
                      "-o synth\n"
                      "  nmtkit train de_en.yaml --set 'data.extra=[{path: synth, weight: 1, tag: \"<bt>\"}]'",
+    "distill": "  nmtkit distill --model runs/A/best.pt --model runs/B/best.pt --beam 5 -o distilled\n"
+               "  nmtkit train student.yaml --set 'data.extra=[{path: distilled, weight: 1, tag: \"\"}]'",
     "average": "  nmtkit average --out runs/NAME/avg.pt runs/NAME/step_*.pt",
     "serve": "  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
              "  curl -s localhost:8000/v1/translate -H 'content-type: application/json' "
@@ -578,6 +595,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a model of several directions: the language of the input (needed "
                     "when several of its directions go into --tgt-lang)")
     bt.set_defaults(func=cmd_backtranslate)
+
+    ds = sub.add_parser("distill", help="sequence-level knowledge distillation: the teacher's "
+                        "translations of the training sources",
+                        description="Translates the source side of the teacher's training split "
+                        "(or --split) with the teacher (one model, or an ensemble of several "
+                        "--model) and writes the pairs, line-aligned and atomically, as "
+                        "PREFIX.<src_lang> (the sources) and PREFIX.<tgt_lang> (the translations), "
+                        "for a student trained on them (Kim & Rush 2016): beside the real data "
+                        "with data.extra: [{path: PREFIX, weight: W, tag: \"\"}], or as its "
+                        "training data with data.corpus: parallel, data.train: PREFIX.")
+    decode_args(ds)
+    ds.add_argument("-o", "--output", required=True, metavar="PREFIX",
+                    help="output prefix: writes PREFIX.<src_lang> and PREFIX.<tgt_lang>")
+    ds.add_argument("--split", help="the split to translate (default: the teacher's data.train)")
+    ds.set_defaults(func=cmd_distill)
 
     av = sub.add_parser("average", help="average the weights of checkpoints")
     av.add_argument("--out", required=True, metavar="CKPT", help="the averaged checkpoint to write")

@@ -436,6 +436,15 @@ class TrainConfig:
     weight_decay: float = 0.0
     """Adam: L2 coefficient; AdamW: decoupled decay rate (e.g. 0.01). 0 = none."""
     label_smoothing: float = 0.1
+    word_dropout: float = 0.0
+    """Replace each ordinary token of a training batch's source and decoder input by
+    ``<unk>`` with this probability (0 = off; special tokens and tags never):
+    :func:`nmtkit.train.regularize.word_dropout`."""
+    rdrop: float = 0.0
+    """R-Drop's weight alpha (Liang et al. 2021): each batch goes through the model twice
+    and the symmetric KL of the two outputs is added to the loss (0 = off; the paper uses
+    5 for a Transformer on IWSLT). An update costs about twice as much:
+    :func:`nmtkit.train.regularize.rdrop_loss`."""
     clip_norm: float = 0.0
     """Clip the global gradient norm to this value; 0 = off."""
     valid_every: int = 1000
@@ -524,7 +533,8 @@ class TrainConfig:
                   "train.warmup must be >= 1 for noam and inverse_sqrt")
         self._validate_cosine(c)
         self._validate_budget(c)
-        c.fraction("label_smoothing")
+        c.fraction("label_smoothing", "word_dropout")
+        c.at_least(0, "rdrop")
         c.require(all(0.0 <= b < 1.0 for b in self.adam_betas),
                   f"train.adam_betas must each be in [0, 1), got {self.adam_betas}")
         c.require(0.0 < self.plateau_factor < 1.0,

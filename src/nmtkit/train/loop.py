@@ -36,7 +36,7 @@ from tqdm import tqdm
 from .. import fast
 from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
 from ..config import Config, ConfigError, check_installed
-from ..data.batching import ParallelIds
+from ..data.batching import Batch, ParallelIds
 from ..data.corpora import Parallel
 from ..data.mmap_ids import prepare_training_ids
 from ..data.multilingual import join, load_directed
@@ -46,6 +46,7 @@ from ..data.prepare import (
     check_tags,
     encode_parallel,
     encode_training,
+    extra_tags,
     load_training,
     pairs_of,
     vocab_from_state,
@@ -59,6 +60,7 @@ from . import distributed, finetune
 from .ema import WeightAverage
 from .finetune import forgetting_report, score_splits, write_forgetting_report
 from .loss import label_smoothed_cross_entropy
+from .regularize import rdrop_loss, word_dropout
 from .schedule import Schedule, build_optimizer
 from .tensorboard import log_attention, log_samples
 
@@ -198,6 +200,9 @@ class Trainer:
                 old.unlink(missing_ok=True)
         self.model = build_model(cfg.model, len(self.vocabs.src_vocab),
                                  len(self.vocabs.tgt_vocab)).to(self.device)
+        tags = [self.vocabs.src_vocab.stoi[x] for x in sorted(extra_tags(cfg.data))
+                if x in self.vocabs.src_vocab.stoi]  # train.word_dropout leaves them
+        self._tag_ids = torch.tensor(tags, dtype=torch.long, device=self.device)
         if t.fast:  # speed-ups from outside the readable model (nmtkit.fast), same numbers
             fast.for_training(self.model, retain_memory=t.retain_freed_memory)
         if parent is not None:
@@ -676,10 +681,7 @@ class Trainer:
         total = sum(b.n_tokens for b in batches)
         loss_sum, nll_sum = 0.0, 0.0
         for b in batches:
-            b = b.to(self.device)
-            with self._autocast():
-                logits = (self._compiled_logits or self.model.logits)(b.src, b.src_mask, b.tgt_in)
-            loss, nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
+            loss, nll = self._batch_loss(b.to(self.device))
             # One process: normalise now. Several: sum, and divide by the global count below.
             scaled = loss / (total if self.world == 1 else 1.0)
             # fp16: times the loss scale, so that small gradients do not underflow (a no-op else).
@@ -712,6 +714,25 @@ class Trainer:
         if self.ema is not None:
             self.ema.update(self.progress.step + 1)
         return loss_sum, nll_sum, total
+
+    def _batch_loss(self, b: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training loss of one batch and its NLL, summed over its target tokens:
+        label-smoothed cross-entropy, with ``train.word_dropout`` on the inputs and
+        ``train.rdrop`` (two passes in one forward) where they are on."""
+        t = self.cfg.train
+        forward = self._compiled_logits or self.model.logits
+        src = word_dropout(b.src, t.word_dropout, self._tag_ids)
+        tgt_in = word_dropout(b.tgt_in, t.word_dropout)
+        if t.rdrop:  # the batch twice, stacked: (2B, ...), one dropout mask each half
+            src, tgt_in = torch.cat([src, src]), torch.cat([tgt_in, tgt_in])
+            src_mask = torch.cat([b.src_mask, b.src_mask])
+            with self._autocast():
+                logits = forward(src, src_mask, tgt_in)  # (2B, T, V)
+            return rdrop_loss(logits, b.tgt_out, t.label_smoothing, t.rdrop)
+        with self._autocast():
+            logits = forward(src, b.src_mask, tgt_in)
+        loss, nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, t.label_smoothing)
+        return loss, nll
 
     def _scaled_step(self, loss_sum: float, nll_sum: float, total: int) -> tuple[float, float, int]:
         """fp16 (``train.amp: fp16``): the optimizer step through the loss scaler. Gradients that
