@@ -29,6 +29,26 @@ def tiny_copy_overrides(steps: int = 20) -> list[str]:
             "train.max_tokens=256", "train.threads=1"]
 
 
+def run_until_ctrl_c(monkeypatch, trainer, at_update: int) -> None:
+    """Run ``trainer`` with a Ctrl-C (KeyboardInterrupt) at its ``at_update``-th call of
+    ``Trainer._update`` (its ``last.pt`` then holds the updates before it, saved by the
+    interrupt handler), then put ``Trainer._update`` back as it was."""
+    from nmtkit.train.loop import Trainer
+
+    real_update, calls = Trainer._update, {"n": 0}
+
+    def update_then_ctrl_c(self, group):
+        calls["n"] += 1
+        if calls["n"] == at_update:
+            raise KeyboardInterrupt
+        return real_update(self, group)
+
+    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run()
+    monkeypatch.setattr(Trainer, "_update", real_update)
+
+
 # --- Chromium for the browser tests --------------------------------------------------------------
 
 CHROMIUM = Path("/usr/bin/chromium")

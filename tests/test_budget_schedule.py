@@ -12,7 +12,7 @@ from nmtkit.train import loop
 from nmtkit.train.loop import Trainer
 from nmtkit.train.schedule import Schedule, budget_rate, noam_rate, peak_rate, plan_budget
 
-from .conftest import ROOT, tiny_copy_overrides
+from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 
 def test_budget_rate_rises_to_the_peak_and_falls_to_min_lr_at_the_last_update():
@@ -126,18 +126,7 @@ def test_a_budgeted_run_follows_its_plan_and_resumes_exactly(tmp_path, monkeypat
     assert ckpt["schedule"]["budget_plan"]["steps"] == 58
 
     interrupted = Trainer(budget_cfg(), tmp_path / "b")
-    calls = {"n": 0}
-
-    def update_then_ctrl_c(self, group):
-        calls["n"] += 1
-        if calls["n"] == 31:
-            raise KeyboardInterrupt
-        return one_second_updates(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        interrupted.run()
-    monkeypatch.setattr(Trainer, "_update", one_second_updates)
+    run_until_ctrl_c(monkeypatch, interrupted, 31)
     resumed = Trainer(budget_cfg(), tmp_path / "b", resume=True)
     stored = resumed.schedule.plan  # from the checkpoint of update 20, not measured again
     assert stored is not None and (stored.made_at, stored.steps) == (20, 56)

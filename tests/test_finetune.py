@@ -16,7 +16,7 @@ from nmtkit.models import build_model
 from nmtkit.train.finetune import parameter_groups
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, tiny_copy_overrides
+from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 
@@ -154,18 +154,7 @@ def test_forgetting_before_survives_a_resume(parent, tmp_path, monkeypatch):
     first = Trainer(cfg, tmp_path, init_from=run / "last.pt")
     before = first.progress.forgetting_before
     assert set(before) == {"val"}
-    real_update, calls = Trainer._update, {"n": 0}
-
-    def update_then_ctrl_c(self, group):
-        calls["n"] += 1
-        if calls["n"] == 7:
-            raise KeyboardInterrupt
-        return real_update(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        first.run()
-    monkeypatch.setattr(Trainer, "_update", real_update)
+    run_until_ctrl_c(monkeypatch, first, 7)
     assert not (tmp_path / "forgetting.json").exists()  # written when training ends
     resumed = Trainer(cfg, tmp_path, resume=True, init_from=run / "last.pt")
     assert resumed.progress.forgetting_before == before

@@ -11,7 +11,7 @@ from nmtkit.train.loop import Trainer
 from nmtkit.train.loss import label_smoothed_cross_entropy
 from nmtkit.train.regularize import rdrop_loss, symmetric_kl, word_dropout
 
-from .conftest import ROOT, tiny_copy_overrides
+from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 
 def test_word_dropout_replaces_ordinary_tokens_at_its_rate_and_nothing_else():
@@ -97,19 +97,7 @@ def test_rdrop_with_dropout_adds_a_positive_kl_and_resumes_exactly(tmp_path, mon
     assert len(seen) >= 6 and min(seen) > 0  # two dropout masks: two different outputs
 
     interrupted = Trainer(copy_cfg(*overrides), tmp_path / "b")
-    calls = {"n": 0}
-    real_update = Trainer._update
-
-    def update_then_ctrl_c(self, group):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt
-        return real_update(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        interrupted.run()
-    monkeypatch.setattr(Trainer, "_update", real_update)
+    run_until_ctrl_c(monkeypatch, interrupted, 5)
     resumed = Trainer(copy_cfg(*overrides), tmp_path / "b", resume=True)
     assert resumed.progress.step == 4  # Ctrl-C saves where it stopped
     resumed.run()

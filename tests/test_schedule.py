@@ -16,7 +16,7 @@ from nmtkit.train.schedule import (
     noam_rate,
 )
 
-from .conftest import ROOT, tiny_copy_overrides
+from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 
 def test_noam_formula_and_peak_at_warmup():
@@ -206,18 +206,7 @@ def test_adamw_with_cosine_resumes_exactly(tmp_path, monkeypatch):
     rates = [row["lr"] for row in straight.progress.history]
     assert float(rates[-1]) == pytest.approx(1e-4)  # step 24 = the horizon: min_lr
     interrupted = Trainer(_copy_cfg(24), tmp_path / "b")
-    real_update, calls = Trainer._update, {"n": 0}
-
-    def update_then_ctrl_c(self, group):
-        calls["n"] += 1
-        if calls["n"] == 15:
-            raise KeyboardInterrupt
-        return real_update(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        interrupted.run()
-    monkeypatch.setattr(Trainer, "_update", real_update)
+    run_until_ctrl_c(monkeypatch, interrupted, 15)
     resumed = Trainer(_copy_cfg(24), tmp_path / "b", resume=True)
     assert resumed.progress.step == 14
     resumed.run()

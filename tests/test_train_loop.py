@@ -10,7 +10,7 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import load
 from nmtkit.train.loop import Trainer, TrainingError
 
-from .conftest import ROOT, tiny_copy_overrides
+from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 
 def make_cfg(steps=20, extra=()):
@@ -123,18 +123,7 @@ def test_fp16_scales_the_loss_and_resumes_exactly(tmp_path, monkeypatch, caplog)
     assert saved == straight.scaler.state_dict() and saved["growth_interval"] == 4
 
     interrupted = fp16_trainer(30, tmp_path / "b")
-    real_update, calls = Trainer._update, {"n": 0}
-
-    def update_then_ctrl_c(self, group):
-        calls["n"] += 1
-        if calls["n"] == 23:
-            raise KeyboardInterrupt
-        return real_update(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        interrupted.run()
-    monkeypatch.setattr(Trainer, "_update", real_update)
+    run_until_ctrl_c(monkeypatch, interrupted, 23)
     resumed = fp16_trainer(30, tmp_path / "b", resume=True)
     assert resumed.progress.step == 22
     assert resumed.scaler.state_dict() == load_checkpoint(tmp_path / "b" / "last.pt")["scaler"]
