@@ -58,18 +58,7 @@ def test_interrupt_inside_an_update_resumes_exactly(tmp_path, monkeypatch):
     straight = Trainer(make_cfg(30), tmp_path / "a")
     straight.run()
     interrupted = Trainer(make_cfg(30), tmp_path / "b")
-    real_update, calls = Trainer._update, {"n": 0}
-
-    def update_then_ctrl_c(self, group):
-        calls["n"] += 1
-        if calls["n"] == 23:  # Ctrl-C arrives during the 23rd update
-            raise KeyboardInterrupt
-        return real_update(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        interrupted.run()
-    monkeypatch.setattr(Trainer, "_update", real_update)
+    run_until_ctrl_c(monkeypatch, interrupted, 23)  # Ctrl-C arrives during the 23rd update
     resumed = Trainer(make_cfg(30), tmp_path / "b", resume=True)
     assert resumed.progress.step == 22
     at_22 = Trainer(make_cfg(22), tmp_path / "c")
