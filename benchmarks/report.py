@@ -254,6 +254,44 @@ def quality_section() -> list[str]:
     return out
 
 
+def budget_hour_section() -> list[str]:
+    """One hour on the CPU with the schedule planned from the budget: every
+    multi30k_1h_budget file, each direction with best.pt, last.pt and the average of the
+    last three checkpoints; the checkpoint reported is the one with the best val BLEU."""
+    out = []
+    for f in sorted(RESULTS.glob("multi30k_1h_budget*.json")):
+        r = json.loads(f.read_text(encoding="utf-8"))
+        out += [f"### {clean(r['title'])}", "", clean(r["protocol"]), "",
+                "| direction | updates (epochs) | checkpoint | val BLEU (beam 5) | test_2016_flickr "
+                "sacreBLEU | chrF | BLEU vs official lc.norm.tok | file |",
+                "|---|---|---|---|---|---|---|---|"]
+        for run in r["runs"]:
+            for name, c in run["checkpoints"].items():
+                chosen = name == run["chosen_on_val"]
+                bleu = f"**{c['test']['bleu']:.2f}**" if chosen else f"{c['test']['bleu']:.2f}"
+                out.append(f"| {run['direction']} | {run['updates']:,} ({run['epochs']}) "
+                           f"| {name}{' (chosen on val)' if chosen else ''} "
+                           f"| {c['val']['bleu']:.2f} | {bleu} | {c['test']['chrf']:.1f} "
+                           f"| {c['test']['bleu_official_tok']:.2f} | `{f.name}` |")
+        out += ["", "Validation BLEU (greedy) during training, beside the same recipe with the "
+                "Noam schedule (de->en, `multi30k_small_1h_cpu_2026-11-22_run2.json`):", "",
+                "| step | " + " | ".join(run["direction"] + " budget" for run in r["runs"])
+                + " | de->en Noam |", "|---" * (len(r["runs"]) + 2) + "|"]
+        noam = {int(v["step"]): float(v["valid_bleu"]) for v in
+                _load(_res("multi30k_small_1h_cpu_2026-11-22_run2.json"))["validation_curve"]}
+        curves = [dict(run["valid_bleu_greedy"]) for run in r["runs"]]
+        for step in sorted(set().union(*curves)):
+            cells = [f"{c[step]:.2f}" if step in c else "-" for c in curves]
+            cells.append(f"{noam[step]:.2f}" if step in noam else "-")
+            out.append(f"| {step:,} | " + " | ".join(cells) + " |")
+        out += ["", "Commands:", "", "```bash"]
+        for run in r["runs"]:
+            out += [clean(c) for c in run["commands"]]
+        out += ["```", "", f"Machine: {r['machine']}, torch {r['torch']}, matmul "
+                f"{r['matmul_gflops']:.0f} GFLOP/s. {clean(r['note'])}", ""]
+    return out
+
+
 def quickstart_section() -> list[str]:
     """``scripts/quickstart.sh`` at short budgets (``train.budget_schedule``): every
     quickstart_budget file."""
@@ -411,7 +449,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
            "is read from and the command that wrote that file. Paths of the machine a command ran "
            "on are shown repository-relative; `MIRROR` is the offline data mirror "
            "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
-    out += quality_section() + quickstart_section() + ablation_section()
+    out += quality_section() + budget_hour_section() + quickstart_section() + ablation_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
     out += train_history() + decode_history() + baseline_history()
