@@ -293,6 +293,45 @@ def budget_hour_section() -> list[str]:
     return out
 
 
+def hour_seeds_section() -> list[str]:
+    """The hour recipe with several seeds and their ensemble: every multi30k_hour_seeds file.
+    One row per seed (val / test BLEU of each checkpoint; bold: the one chosen on val), the
+    mean over seeds of each checkpoint, and the ensemble of the chosen checkpoints."""
+    out = []
+    ckpts = ("best.pt", "last.pt", "avg3.pt")
+    for f in sorted(RESULTS.glob("multi30k_hour_seeds*.json")):
+        r = json.loads(f.read_text(encoding="utf-8"))
+        out += [f"### {clean(r['title'])}", "", clean(r["protocol"]), "",
+                "Each cell: val BLEU / test_2016_flickr sacreBLEU (beam 5); bold: the "
+                "checkpoint chosen on val.", "",
+                "| seed | updates (epochs) | " + " | ".join(ckpts) + " |", "|---|---|---|---|---|"]
+        for run in r["runs"]:
+            cells = []
+            for name in ckpts:
+                c = run["checkpoints"][name]
+                cell = f"{c['val']['bleu']:.2f} / {c['test']['bleu']:.2f}"
+                cells.append(f"**{cell}**" if name == run["chosen_on_val"] else cell)
+            out.append(f"| {run['seed']} | {run['updates']:,} ({run['epochs']}) | "
+                       + " | ".join(cells) + " |")
+        mean = r["mean_over_seeds_by_checkpoint"]
+        out.append(f"| mean of {len(r['runs'])} | | " + " | ".join(
+            f"{mean[name]['val']:.2f} / {mean[name]['test']:.2f}" for name in ckpts) + " |")
+        single, ens = r["single_model_chosen_on_val"], r["ensemble"]
+        out += ["", "| system | val BLEU | test_2016_flickr sacreBLEU | chrF | BLEU vs official "
+                "lc.norm.tok |", "|---|---|---|---|---|",
+                f"| one model (chosen on val), mean of {len(r['runs'])} seeds | "
+                f"{single['val_mean']:.2f} | {single['test_mean']:.2f} "
+                f"(s.d. {single['test_stdev']:.2f}) | {single['test_chrf_mean']:.1f} "
+                f"| {single['test_official_tok_mean']:.2f} |",
+                f"| ensemble of the {len(ens['models'])} chosen checkpoints | "
+                f"{ens['val']['bleu']:.2f} | **{ens['test']['bleu']:.2f}** | "
+                f"{ens['test']['chrf']:.1f} | {ens['test']['bleu_official_tok']:.2f} |"]
+        out += ["", "Commands:", "", "```bash", *[clean(c) for c in r["commands"]], "```", "",
+                f"Machine: {r['machine']}, torch {r['torch']}, matmul "
+                f"{clean(r['matmul'])} (`{f.name}`). {clean(r['note'])}", ""]
+    return out
+
+
 def quickstart_section() -> list[str]:
     """``scripts/quickstart.sh`` at short budgets (``train.budget_schedule``): every
     quickstart_budget file."""
@@ -450,7 +489,8 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
            "is read from and the command that wrote that file. Paths of the machine a command ran "
            "on are shown repository-relative; `MIRROR` is the offline data mirror "
            "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
-    out += quality_section() + budget_hour_section() + quickstart_section() + ablation_section()
+    out += quality_section() + budget_hour_section() + hour_seeds_section()
+    out += quickstart_section() + ablation_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
     out += train_history() + decode_history() + baseline_history()
