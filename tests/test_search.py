@@ -301,6 +301,36 @@ def forced_log_probs(model, src, mask, tokens):
     return lp.gather(1, torch.tensor([*tokens, EOS]).unsqueeze(1)).view(-1)
 
 
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+@pytest.mark.parametrize("constrained", [False, True])
+def test_beam_search_computes_the_first_step_once_per_sentence(arch, constrained):
+    """Every hypothesis starts as the same empty prefix: the first step runs one row per
+    sentence, the next ones beam rows per sentence, and every hypothesis's score is still
+    the model's log P(y | x) (the state was spread to the right rows)."""
+    model = tiny_model(arch, seed=3)
+    src, mask = mixed_batch()
+    rows, real_step = [], model.step
+
+    def counting_step(state, prev):
+        rows.append(prev.size(0))
+        return real_step(state, prev)
+
+    model.step = counting_step
+    cfg = opts(beam=3, n_best=3, max_len_a=1.5, max_len_b=2)
+    out = search(model, src, mask, cfg, constraints=[[[5]], [], [[7, 8]], []] if constrained else None)
+    assert rows[:2] == [4, 12]
+    for i, hyps in enumerate(out):
+        one_src = src[i:i + 1, :int(mask[i].sum())]
+        assert len(hyps) == 3
+        for h in hyps:
+            with torch.no_grad():
+                lp = forced_log_probs(model, one_src, pad_mask(one_src), h.tokens)
+            assert h.log_prob == pytest.approx(float(lp.sum()), abs=1e-4)
+    if constrained:  # the best output meets its constraints
+        best0, best2 = out[0][0].tokens, out[2][0].tokens
+        assert 5 in best0 and any(best2[j:j + 2] == [7, 8] for j in range(len(best2)))
+
+
 PREFIXES = [[5, 6, 7], [], [9], [4] * 12]  # the last one is longer than its length cap
 
 

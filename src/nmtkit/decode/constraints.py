@@ -46,6 +46,8 @@ from .search import (
     NEVER,
     Hypothesis,
     Prefixes,
+    beam_step,
+    follow_beams,
     force_tokens,
     length_caps,
     length_penalty,
@@ -130,7 +132,7 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
         n = len(alive)
-        log_probs, state, attn = model.step(state, prev)  # (n*k, V)
+        log_probs, state, attn = beam_step(model, state, prev, k, first=t == 0)  # (n*k, V)
         if forced is not None:
             if t < forced.size(1):
                 force_tokens(log_probs, forced[:, t])
@@ -218,9 +220,9 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
             attn_hist = None if attn_hist is None else attn_hist[keep_rows]
             lp_hist = None if lp_hist is None else lp_hist[keep_rows]
             forced = None if forced is None else forced[keep_rows]
-            state = model.reorder(state, rows[keep_rows])
+            state = follow_beams(model, state, rows[keep_rows], k, t == 0, same_source=False)
         else:
-            state = model.reorder(state, rows, same_source=True)
+            state = follow_beams(model, state, rows, k, t == 0, same_source=True)
         prev = tok
     return results
 

@@ -248,23 +248,52 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
 def start_beams(model: Seq2Seq, src: Tensor, src_mask: Tensor, k: int, *, need_attention: bool,
                 token_scores: bool) -> tuple[Any, Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor]:
     """The start of a beam search of width ``k`` over a batch of b sentences: the decoder
-    state with every sentence repeated k times, and the empty hypotheses as flat (b*k) rows.
+    state, and the empty hypotheses as flat (b*k) rows.
 
-    Returns (state, scores (b, k): 0 for the first hypothesis of each sentence and -inf for
-    the others, lengths (b*k,) of 0, finished (b*k,) False, tokens (b*k, 0), per-token
-    log-probabilities (b*k, 0) if ``token_scores`` else None, previous tokens (b*k,) BOS).
+    Every hypothesis of a sentence starts as the same empty prefix, so the state keeps one
+    row per sentence for the first step (:func:`beam_step` repeats that step's output k
+    times, :func:`follow_beams` spreads the state to k rows per sentence after it): the
+    first step costs one row per sentence instead of k.
+
+    Returns (state with b rows, scores (b, k): 0 for the first hypothesis of each sentence
+    and -inf for the others, lengths (b*k,) of 0, finished (b*k,) False, tokens (b*k, 0),
+    per-token log-probabilities (b*k, 0) if ``token_scores`` else None, previous tokens (b,)
+    BOS).
     """
     b, dev = src.size(0), src.device
     state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
-    state = model.reorder(state, torch.arange(b, device=dev).repeat_interleave(k))
     scores = torch.full((b, k), float("-inf"), device=dev)
     scores[:, 0] = 0.0  # only one live hypothesis at the start
     lengths = torch.zeros(b * k, dtype=torch.long, device=dev)  # tokens incl. EOS
     finished = torch.zeros(b * k, dtype=torch.bool, device=dev)
     tokens = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     lp_hist = torch.zeros(b * k, 0, device=dev) if token_scores else None  # (b*k, t)
-    prev = torch.full((b * k,), BOS, dtype=torch.long, device=dev)
+    prev = torch.full((b,), BOS, dtype=torch.long, device=dev)
     return state, scores, lengths, finished, tokens, lp_hist, prev
+
+
+def beam_step(model: Seq2Seq, state: Any, prev: Tensor, k: int,
+              first: bool) -> tuple[Tensor, Any, Tensor | None]:
+    """``model.step`` for a beam of width ``k``: (log-probs (n*k, V), state, source attention
+    (n*k, S) or None). On the ``first`` step the state has one row per sentence
+    (:func:`start_beams`) and each row's output is repeated for the sentence's k slots."""
+    log_probs, state, attn = model.step(state, prev)
+    if first:
+        log_probs = log_probs.repeat_interleave(k, 0)  # (b, V) -> (b*k, V)
+        attn = None if attn is None else attn.repeat_interleave(k, 0)
+    return log_probs, state, attn
+
+
+def follow_beams(model: Seq2Seq, state: Any, rows: Tensor, k: int, first: bool,
+                 same_source: bool) -> Any:
+    """Reorder the state so that row ``i`` continues flat row ``rows[i]`` of the beams.
+
+    After the ``first`` step the state still has one row per sentence (:func:`start_beams`):
+    flat row r is then state row ``r // k``, and the sources spread to k rows per sentence.
+    ``same_source``: as ``model.reorder`` (every row stays within its sentence's beam)."""
+    if first:
+        return model.reorder(state, rows // k)
+    return model.reorder(state, rows, same_source=same_source)
 
 
 @torch.no_grad()
@@ -298,7 +327,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
         n = len(alive)
-        log_probs, state, attn = model.step(state, prev)  # (n*k, V)
+        log_probs, state, attn = beam_step(model, state, prev, k, first=t == 0)  # (n*k, V)
         if forced is not None:
             if t < forced.size(1):
                 force_tokens(log_probs, forced[:, t])
@@ -352,9 +381,10 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
             attn_hist = None if attn_hist is None else attn_hist[keep_rows]
             lp_hist = None if lp_hist is None else lp_hist[keep_rows]
             forced = None if forced is None else forced[keep_rows]  # a sentence's rows share it
-            state = model.reorder(state, rows[keep_rows])  # across sentences: sources too
-        else:
-            state = model.reorder(state, rows, same_source=True)  # rows stay in their sentence
+            state = follow_beams(model, state, rows[keep_rows], k, t == 0,  # across sentences:
+                                 same_source=False)  # sources too
+        else:  # rows stay in their sentence
+            state = follow_beams(model, state, rows, k, t == 0, same_source=True)
         prev = tok
     return results
 
