@@ -70,6 +70,54 @@ def test_the_model_section_must_match_the_parents(parent, tmp_path):
     assert not (tmp_path / "last.pt").exists()
 
 
+def test_vocab_from_takes_the_vocabularies_only_and_the_two_runs_ensemble(parent, tmp_path, caplog):
+    """--vocab-from: the other checkpoint's tokenizers and vocabularies with fresh weights of
+    any size, so that the runs can decode as one ensemble; without it, a corpus with more
+    symbols builds another vocabulary, which the ensemble refuses."""
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.decode.ensemble import ensemble_translator
+
+    run, trainer = parent
+    cfg = make_cfg(3, ["data.copy_vocab=16", "model.d_ff=128", "train.seed=5"])
+    with caplog.at_level(logging.INFO, logger="nmtkit.train.loop"):
+        child = Trainer(cfg, tmp_path / "shared", vocab_from=run / "last.pt")
+    assert child.vocabs.src_vocab == trainer.vocabs.src_vocab
+    assert child.vocabs.tgt_vocab == trainer.vocabs.tgt_vocab
+    assert any("are <unk>" in r.getMessage() for r in caplog.records)  # symbols 11..15
+    assert child.model.cfg.d_ff == 128  # a model of another size than the checkpoint's
+    emb = "tgt_embed.lut.weight"
+    assert not torch.equal(child.model.state_dict()[emb], trainer.model.state_dict()[emb])  # fresh
+    assert child.progress.parent is None
+    child.run()
+    own = Trainer(make_cfg(3, ["data.copy_vocab=16", "train.seed=5"]), tmp_path / "own")
+    own.run()
+    assert own.vocabs.tgt_vocab != trainer.vocabs.tgt_vocab
+    bundles = [load_bundle(run / "last.pt"), load_bundle(tmp_path / "shared" / "last.pt")]
+    tr = ensemble_translator(bundles)
+    assert len(tr.translate_lines(["1 2 3"], beam=2)) == 1
+    with pytest.raises(ValueError, match="vocabulary differs"):
+        ensemble_translator([bundles[0], load_bundle(tmp_path / "own" / "last.pt")])
+
+
+def test_vocab_from_on_the_command_line(parent, tmp_path):
+    run, _ = parent
+    args = ["train", str(COPY), "--run-dir", str(tmp_path / "student"), "--vocab-from",
+            str(run / "last.pt")]
+    for s in [*tiny_copy_overrides(2), "data.copy_vocab=16"]:
+        args += ["--set", s]
+    assert cli_main(args) == 0
+    mine, theirs = load_checkpoint(tmp_path / "student" / "last.pt"), load_checkpoint(run / "last.pt")
+    assert mine["progress"]["step"] == 2
+    assert mine["tokenizers"] == theirs["tokenizers"] and mine["vocab"] == theirs["vocab"]
+
+
+def test_init_from_and_vocab_from_are_refused_together(parent, tmp_path):
+    run, _ = parent
+    with pytest.raises(ConfigError, match="cannot be combined"):
+        Trainer(make_cfg(2), tmp_path / "x", init_from=run / "last.pt", vocab_from=run / "last.pt")
+    assert not (tmp_path / "x").exists()
+
+
 def changed(before, after):
     return {k for k in before if not torch.equal(before[k], after[k])}
 

@@ -63,7 +63,8 @@ def cmd_train(a: argparse.Namespace) -> int:
     cfg = load(a.config, sets)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
     result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
-                   on_validation=_curves_callback(), init_from=a.init_from)
+                   on_validation=_curves_callback(), init_from=a.init_from,
+                   vocab_from=a.vocab_from)
     from .train.distributed import world_info
 
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
@@ -482,6 +483,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fine-tune: start from this checkpoint's weights, tokenizers and "
                    "vocabularies (its model section must match), with a fresh optimizer and "
                    "schedule; see train.freeze")
+    t.add_argument("--vocab-from", metavar="CKPT",
+                   help="encode the corpus with this checkpoint's tokenizers and vocabularies "
+                   "instead of learning new ones (fresh weights, any model section): e.g. a "
+                   "distilled student that is to join its teachers' ensemble")
     t.add_argument("--report-splits", nargs="+", metavar="SPLIT",
                    help="score these splits (BLEU, chrF) before training and at its end into "
                    "RUN_DIR/forgetting.json (sets train.forgetting_splits); SRC-TGT:SPLIT "

@@ -6,6 +6,10 @@ and starts a fresh optimizer and schedule (its own warmup). ``train.freeze`` kee
 parameters fixed; ``train.forgetting_splits`` scores named splits before training and at
 its end, so that what the model gained on the new data can be set against what it lost on
 the old (``forgetting.json``).
+
+``nmtkit train NEW.yaml --vocab-from OTHER.pt`` takes only the tokenizers and vocabularies
+(fresh weights, any model size): runs that must share one vocabulary, such as a distilled
+student that is to join its teachers' ensemble.
 """
 
 from __future__ import annotations
@@ -50,14 +54,32 @@ def check_parent(parent_config: dict[str, Any], cfg: Config, parent: str | Path)
                           for k in differ)
         raise ConfigError(f"--init-from {parent}: the model section must match the parent's: "
                           f"{shown}")
-    ignored = [k for k in TOKENIZER_KEYS if getattr(cfg.data, k) != getattr(pcfg.data, k)]
-    if ignored:
-        log.warning("--init-from: data.%s differ from the parent's and are ignored: the parent's "
-                    "tokenizers and vocabularies encode the new corpus", ", data.".join(ignored))
-    if cfg.data.reverse_source != pcfg.data.reverse_source:
-        log.warning("--init-from: data.reverse_source differs from the parent's (the parent "
-                    "read its sources %s)", "reversed" if pcfg.data.reverse_source else "in order")
+    warn_tokenizer_differences(pcfg, cfg, "--init-from")
     return pcfg
+
+
+def check_vocab_source(source_config: dict[str, Any], cfg: Config, source: str | Path) -> None:
+    """``nmtkit train --vocab-from CKPT``: a fresh model (any ``model`` section) that encodes
+    its corpus with CKPT's tokenizers and vocabularies, e.g. a distilled student that can
+    join its teachers' ensemble (:mod:`nmtkit.decode.ensemble` needs one vocabulary). As for
+    a parent, differences in how text became tokens are reported, not refused."""
+    try:
+        scfg = Config.from_dict(source_config, str(source))
+    except ConfigError as e:
+        raise ConfigError(f"{source}: stored config is invalid: {e}") from None
+    warn_tokenizer_differences(scfg, cfg, "--vocab-from")
+
+
+def warn_tokenizer_differences(given: Config, cfg: Config, flag: str) -> None:
+    """Log the ``data`` keys that shaped ``given``'s tokenizers and differ in ``cfg``: the
+    given checkpoint's tokenizers and vocabularies are used whatever they say."""
+    ignored = [k for k in TOKENIZER_KEYS if getattr(cfg.data, k) != getattr(given.data, k)]
+    if ignored:
+        log.warning("%s: data.%s differ from the checkpoint's and are ignored: its tokenizers "
+                    "and vocabularies encode the new corpus", flag, ", data.".join(ignored))
+    if cfg.data.reverse_source != given.data.reverse_source:
+        log.warning("%s: data.reverse_source differs from the checkpoint's (it read its sources "
+                    "%s)", flag, "reversed" if given.data.reverse_source else "in order")
 
 
 def unknown_rates(ids: ParallelIds) -> tuple[float, float]:

@@ -126,13 +126,14 @@ class Trainer:
 
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False,
                  overwrite: bool = False, on_validation: Callable[[Path], None] | None = None,
-                 init_from: str | Path | None = None):
+                 init_from: str | Path | None = None, vocab_from: str | Path | None = None):
         """``on_validation(run_dir)``: called after each validation has written metrics.csv
         (the command line passes :func:`nmtkit.viz.curves.redraw_curves`).
 
         ``init_from``: a checkpoint to fine-tune (see :mod:`nmtkit.train.finetune`): its
-        weights, tokenizers and vocabularies, a fresh optimizer and schedule. Ignored with
-        ``resume`` (the run's own ``last.pt`` already holds all of it)."""
+        weights, tokenizers and vocabularies, a fresh optimizer and schedule. ``vocab_from``:
+        a checkpoint whose tokenizers and vocabularies only are used (fresh weights). Both
+        are ignored with ``resume`` (the run's own ``last.pt`` already holds all of it)."""
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.on_validation = on_validation
         t = cfg.train
@@ -159,14 +160,23 @@ class Trainer:
             self._check_resumable(ckpt)
         else:
             self._check_fresh(overwrite)
-        parent = None
-        if init_from is not None and resume:
-            log.info("--init-from %s ignored: resuming %s", init_from, self.run_dir / "last.pt")
-        elif init_from is not None:
+        if init_from is not None and vocab_from is not None:
+            raise ConfigError("--init-from and --vocab-from cannot be combined (--init-from "
+                              "already takes the parent's tokenizers and vocabularies)")
+        parent = vocab_source = None
+        for flag, path in (("--init-from", init_from), ("--vocab-from", vocab_from)):
+            if path is not None and resume:
+                log.info("%s %s ignored: resuming %s", flag, path, self.run_dir / "last.pt")
+        if init_from is not None and not resume:
             parent = load_checkpoint(init_from)
             finetune.check_parent(parent["config"], cfg, init_from)
             log.info("fine-tuning %s: its weights, tokenizers and vocabularies", init_from)
-        given = ckpt if ckpt is not None else parent  # where tokenizers and vocabularies come from
+        if vocab_from is not None and not resume:
+            vocab_source = load_checkpoint(vocab_from)
+            finetune.check_vocab_source(vocab_source["config"], cfg, vocab_from)
+            log.info("tokenizers and vocabularies of %s (fresh weights)", vocab_from)
+        # Where tokenizers and vocabularies come from (None: learnt from the training data).
+        given = next((c for c in (ckpt, parent, vocab_source) if c is not None), None)
         self._seed(t.seed)
         # The data first: a corpus error leaves no run directory behind.
         self.sampler: SubwordSampler | None = None  # data.subword_alpha: one segmentation an epoch
@@ -183,9 +193,9 @@ class Trainer:
                 self.sampler = SubwordSampler(cfg.data, train_par, self.vocabs, t.seed)
         if len(self.train_ids) == 0:
             raise TrainingError(self._no_pairs_message(blank))
-        if parent is not None:
+        if parent is not None or vocab_source is not None:
             src_unk, tgt_unk = finetune.unknown_rates(self.train_ids)
-            log.info("new training data under the parent's vocabularies: %.2f%% of source and "
+            log.info("the training data under the given vocabularies: %.2f%% of source and "
                      "%.2f%% of target tokens are <unk>", 100 * src_unk, 100 * tgt_unk)
         # One entry per direction of data.directions (else one): loss over all, BLEU each.
         self.valid_sets = load_directed(cfg.data, cfg.data.valid)
@@ -788,10 +798,12 @@ class Trainer:
 
 def train(cfg: Config, run_dir: str | Path, resume: bool = False, overwrite: bool = False,
           on_validation: Callable[[Path], None] | None = None,
-          init_from: str | Path | None = None) -> dict[str, Any]:
+          init_from: str | Path | None = None,
+          vocab_from: str | Path | None = None) -> dict[str, Any]:
     """Build a :class:`Trainer` and run it; under torchrun, leave the process group after."""
     try:
-        result = Trainer(cfg, run_dir, resume, overwrite, on_validation, init_from).run()
+        result = Trainer(cfg, run_dir, resume, overwrite, on_validation, init_from,
+                         vocab_from).run()
     except BaseException:
         distributed.shutdown()
         raise
