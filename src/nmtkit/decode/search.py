@@ -381,8 +381,8 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
             attn_hist = None if attn_hist is None else attn_hist[keep_rows]
             lp_hist = None if lp_hist is None else lp_hist[keep_rows]
             forced = None if forced is None else forced[keep_rows]  # a sentence's rows share it
-            state = follow_beams(model, state, rows[keep_rows], k, t == 0,  # across sentences:
-                                 same_source=False)  # sources too
+            # Rows move across sentences (some left): the sources are gathered too.
+            state = follow_beams(model, state, rows[keep_rows], k, t == 0, same_source=False)
         else:  # rows stay in their sentence
             state = follow_beams(model, state, rows, k, t == 0, same_source=True)
         prev = tok
