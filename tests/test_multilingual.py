@@ -64,10 +64,14 @@ def tiny_cfg(root, steps=400, extra=()):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """(corpus directory, run directory) of a model trained on x-y (copy) and x-z (reverse)."""
+    """(corpus directory, run directory) of a model trained on x-y (copy) and x-z (reverse).
+
+    1000 steps: both tasks learned exactly (val BLEU 100) for every seed tried, with
+    ``train.fast`` on and off; after 400-600 steps some seeds or float paths were not there.
+    """
     root = write_corpus(tmp_path_factory.mktemp("corpus"))
     run = tmp_path_factory.mktemp("multilingual") / "run"
-    Trainer(tiny_cfg(root), run).run()
+    Trainer(tiny_cfg(root, steps=1000), run).run()
     return root, run
 
 

@@ -108,13 +108,13 @@ def test_rdrop_with_dropout_adds_a_positive_kl_and_resumes_exactly(tmp_path, mon
 def test_word_dropout_reaches_the_model_in_training_only(tmp_path, monkeypatch):
     trainer = Trainer(copy_cfg("train.word_dropout=0.5"), tmp_path / "r")
     inputs = []
-    real = trainer.model.logits
+    real = trainer.model.features  # the teacher-forced pass, both loss paths go through it
 
-    def logits(src, src_mask, tgt_in, tgt_mask=None):
+    def features(src, src_mask, tgt_in, tgt_mask=None):
         inputs.append((src.clone(), tgt_in.clone(), trainer.model.training))
         return real(src, src_mask, tgt_in, tgt_mask)
 
-    monkeypatch.setattr(trainer.model, "logits", logits)
+    monkeypatch.setattr(trainer.model, "features", features)
     trainer.run()
     trained = [(s, t) for s, t, training in inputs if training]
     assert trained and all(bool((s == UNK).any()) and bool((t == UNK).any()) for s, t in trained)

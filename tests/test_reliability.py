@@ -93,7 +93,7 @@ def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path):
 def test_non_finite_loss_is_skipped_then_stops_with_a_clear_message(tmp_path, caplog):
     cfg = load(COPY, tiny_copy_overrides(12) + ["train.max_nonfinite=3"])
     trainer = Trainer(cfg, tmp_path / "one")
-    real = trainer.model.logits
+    real = trainer.model.features  # the teacher-forced pass of both loss paths
     calls = {"n": 0}
 
     def once_nan(*a, **k):
@@ -101,7 +101,7 @@ def test_non_finite_loss_is_skipped_then_stops_with_a_clear_message(tmp_path, ca
         out = real(*a, **k)
         return out * float("nan") if calls["n"] == 4 else out
 
-    trainer.model.logits = once_nan
+    trainer.model.features = once_nan
     with caplog.at_level(logging.WARNING):
         result = trainer.run()
     assert result["step"] == 12
@@ -109,7 +109,7 @@ def test_non_finite_loss_is_skipped_then_stops_with_a_clear_message(tmp_path, ca
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
 
     trainer2 = Trainer(cfg, tmp_path / "two")
-    trainer2.model.logits = lambda *a, **k: real(*a, **k) * float("inf")
+    trainer2.model.features = lambda *a, **k: real(*a, **k) * float("inf")
     with pytest.raises(TrainingError, match="3 consecutive non-finite losses"):
         trainer2.run()
 

@@ -152,6 +152,9 @@ def test_tensorboard_event_files_hold_the_scalars(tmp_path):
     images = events.Images("valid/attention")
     assert [e.step for e in images] == [10, 20]
     assert images[-1].width > 50 and images[-1].height > 50
+    # The image's decoding packed the weights (nmtkit.fast) for itself only: a pack left in
+    # place would go stale under the fused optimizer and decode the next validation with it.
+    assert not any(type(m).__name__.startswith("Packed") for m in trainer.model.modules())
     # A fresh run over it (--overwrite) does not mix with the old events.
     Trainer(make_cfg(10, ["train.tensorboard=true"]), tmp_path, overwrite=True).run()
     assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 1

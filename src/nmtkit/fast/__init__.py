@@ -2,18 +2,22 @@
 
 :mod:`nmtkit.models` is the paper in code. This package makes the same model faster
 without changing what it computes, by swapping some of its modules for subclasses that
-override one method (:mod:`nmtkit.fast.swap`) and by one process setting:
+override one method (:mod:`nmtkit.fast.swap`), by one process setting, and by one loss
+function that the trainer calls instead of the model's output layer and the readable loss:
 
 =====================  ==========================================  =====================
 for                    what                                        module
 =====================  ==========================================  =====================
 training (CPU)         dropout masks four per random draw          :mod:`.dropout`
 training (CPU)         written-out attention instead of the fused  :mod:`.attention`
+training (CPU)         encoder on real source tokens, not padding  :mod:`.unpadded_encoder`
 training (CPU, glibc)  freed memory kept for the next step         :mod:`.allocator`
+training (CPU)         output layer and loss in blocks of rows     :mod:`.output_loss`
 decoding (CPU)         weights packed once in oneDNN's layout      :mod:`.packing`
 =====================  ==========================================  =====================
 
-The trainer calls :func:`for_training` when ``train.fast`` is on (the default), the
+The trainer calls :func:`for_training` and :func:`training_loss` when ``train.fast`` is on
+(the default), the
 translator :func:`for_inference` when ``decode.fast`` is on; ``--no-fast`` turns both
 off on the command line. With it off nothing here runs, and the numbers agree within
 float tolerance (``tests/test_fast.py``; dropout masks are random either way).
@@ -24,19 +28,23 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from typing import cast
 
 from torch import nn
 
 from ..models.attention import MultiHeadAttention
+from ..models.transformer import EncoderLayer, Transformer
 from .allocator import retain_freed_memory
 from .attention import CpuTrainingAttention
 from .dropout import FastDropout
+from .output_loss import training_loss
 from .packing import pack_for_inference, unpack
 from .swap import is_swapped, restore_class, swap_class
+from .unpadded_encoder import UnpaddedEncoderTransformer, UnpaddedSelfAttention
 
 log = logging.getLogger(__name__)
 
-__all__ = ["for_training", "for_inference", "inference", "plain", "is_fast"]
+__all__ = ["for_training", "for_inference", "inference", "plain", "is_fast", "training_loss"]
 
 
 def _on_cpu(module: nn.Module) -> bool:
@@ -48,7 +56,8 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     """Install the training speed-ups that fit where ``model`` lives; returns their names.
 
     On a CPU: :class:`~.dropout.FastDropout` for every ``nn.Dropout``,
-    :class:`~.attention.CpuTrainingAttention` for every multi-head attention, and (with
+    :class:`~.attention.CpuTrainingAttention` for every multi-head attention, a Transformer's
+    encoder on real source tokens only (:mod:`.unpadded_encoder`), and (with
     ``retain_memory``) the process-wide allocator setting of :mod:`.allocator`. On other
     devices PyTorch's own kernels are already the fast ones: nothing is installed.
     """
@@ -62,6 +71,11 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
         elif type(module) is MultiHeadAttention:
             swap_class(module, CpuTrainingAttention)
             applied.add("attention")
+    if type(model) is Transformer:
+        swap_class(model, UnpaddedEncoderTransformer)
+        for layer in model.encoder_layers:
+            swap_class(cast(EncoderLayer, layer).self_attn, UnpaddedSelfAttention)
+        applied.add("unpadded encoder")
     if retain_memory and retain_freed_memory():
         applied.add("allocator")
     names = sorted(applied)

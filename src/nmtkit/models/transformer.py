@@ -305,11 +305,16 @@ class Transformer(Seq2Seq):
             x = self.decoder_norm(x)
         return (x, weights) if need_attention else x
 
+    def features(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,
+                 tgt_mask: Tensor | None = None) -> Tensor:
+        """Teacher forcing: the decoder's output (batch, T, d), the generator's input."""
+        x: Tensor = self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask)
+        return x
+
     def logits(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,
                tgt_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: (batch, T, V) unnormalised scores (the training loss fuses the softmax)."""
-        memory = self.encode(src, src_mask)
-        scores: Tensor = self.generator(self.decode(memory, src_mask, tgt_in, tgt_mask))
+        scores: Tensor = self.generator(self.features(src, src_mask, tgt_in, tgt_mask))
         return scores
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor,

@@ -31,7 +31,7 @@ def smoothed_distribution(target: Tensor, vocab_size: int, eps: float, pad: int 
     return q
 
 
-def _entropy(eps: float, v: int) -> float:
+def entropy(eps: float, v: int) -> float:
     """H(q) for one non-pad position: a constant that makes the loss a KL divergence."""
     if eps == 0.0:
         return 0.0
@@ -39,7 +39,7 @@ def _entropy(eps: float, v: int) -> float:
     return -((1.0 - eps) * math.log(1.0 - eps) + eps * math.log(other))
 
 
-def _row_terms(lp: Tensor, tgt: Tensor, eps: float, pad: int) -> tuple[Tensor, Tensor]:
+def row_terms(lp: Tensor, tgt: Tensor, eps: float, pad: int) -> tuple[Tensor, Tensor]:
     """Per-row cross-entropy with q, and NLL. lp: (n, V); tgt: (n,)."""
     v = lp.size(1)
     gold = lp.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (n,)
@@ -61,9 +61,9 @@ def label_smoothed_loss(
     v = log_probs.size(-1)
     lp, tgt = log_probs.reshape(-1, v), target.reshape(-1)
     keep = tgt != pad
-    cross, nll = _row_terms(lp[keep], tgt[keep], eps, pad)
+    cross, nll = row_terms(lp[keep], tgt[keep], eps, pad)
     n = int(keep.sum())
-    return cross.sum() - n * _entropy(eps, v), nll.sum().detach(), torch.tensor(n)
+    return cross.sum() - n * entropy(eps, v), nll.sum().detach(), torch.tensor(n)
 
 
 class LabelSmoothedCrossEntropy(torch.autograd.Function):
@@ -78,10 +78,10 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
                 pad: int) -> tuple[Tensor, Tensor]:
         lp = torch.log_softmax(logits.float(), dim=-1)
         keep = target != pad
-        cross, nll = _row_terms(lp, target, eps, pad)
+        cross, nll = row_terms(lp, target, eps, pad)
         keepf = keep.to(lp.dtype)
         n = keepf.sum()
-        loss = (cross * keepf).sum() - n * _entropy(eps, lp.size(1))
+        loss = (cross * keepf).sum() - n * entropy(eps, lp.size(1))
         ctx.save_for_backward(lp, target, keepf)
         ctx.eps, ctx.pad, ctx.in_dtype = eps, pad, logits.dtype
         return loss, (nll * keepf).sum()
@@ -90,19 +90,27 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
     def backward(ctx: Any, grad_loss: Tensor,  # noqa: D102
                  grad_nll: Tensor) -> tuple[Tensor, None, None, None]:
         lp, target, keepf = ctx.saved_tensors
-        eps, pad = ctx.eps, ctx.pad
-        v = lp.size(1)
-        other = eps / (v - 2) if eps > 0 else 0.0
-        w = (keepf * grad_loss).unsqueeze(1)  # (n, 1): 0 on padding rows
-        # p, reusing the saved buffer. The clamp keeps exp out of its slow underflow path
-        # (log-probs below -80 are < 2e-35 as probabilities: nothing is lost).
-        grad = lp.clamp_(min=-80.0).exp_()
-        grad.mul_(w)
-        if other:
-            grad.sub_(w * other)
-            grad[:, pad] += w.squeeze(1) * other  # q is 0 on the pad column
-        grad.scatter_add_(1, target.unsqueeze(1), -w * (1.0 - eps - other))
+        w = keepf * grad_loss  # (n,): 0 on padding rows
+        grad = smoothed_gradient_(lp, target, w, ctx.eps, ctx.pad)
         return grad.to(ctx.in_dtype), None, None, None
+
+
+def smoothed_gradient_(lp: Tensor, target: Tensor, w: Tensor, eps: float, pad: int) -> Tensor:
+    """The gradient of the smoothed loss with respect to the logits, w * (p - q), written over
+    the log-probabilities ``lp`` (n, V) and returned. target, w: (n,); w is 0 on padding rows.
+    """
+    v = lp.size(1)
+    other = eps / (v - 2) if eps > 0 else 0.0
+    w = w.unsqueeze(1)  # (n, 1)
+    # p, reusing the buffer. The clamp keeps exp out of its slow underflow path
+    # (log-probs below -80 are < 2e-35 as probabilities: nothing is lost).
+    grad = lp.clamp_(min=-80.0).exp_()
+    grad.mul_(w)
+    if other:
+        grad.sub_(w * other)
+        grad[:, pad] += w.squeeze(1) * other  # q is 0 on the pad column
+    grad.scatter_add_(1, target.unsqueeze(1), -w * (1.0 - eps - other))
+    return grad
 
 
 def label_smoothed_cross_entropy(
