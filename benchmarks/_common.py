@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from nmtkit.io import atomic_write_text
 
@@ -24,15 +25,35 @@ def emit(result: dict, out: str | None) -> None:
 
 def transformer_train_flops(d: int, d_ff: int, layers: int, vocab: int,
                             src_tokens: int, tgt_tokens: int) -> float:
-    """Matmul FLOPs of one Transformer training pass (forward + backward = 3x forward).
+    """FLOPs of the linear layers in one Transformer training pass (forward + backward = 3x
+    forward; ``tests/test_benchmark_flops.py`` checks the count against PyTorch's).
 
-    Per source token an encoder layer does 4 d^2 (Q, K, V, output) + 2 d d_ff multiply-adds;
-    per target token a decoder layer does 8 d^2 + 2 d d_ff, plus d * vocab for the output
-    projection. Attention's own score/context products (length-dependent) are left out.
+    Per source token an encoder layer does 4 d^2 (Q, K, V, output) + 2 d d_ff multiply-adds,
+    and each decoder layer projects it to source keys and values (2 d^2); per target token a
+    decoder layer does 6 d^2 (self-attention's four, the source attention's query and
+    output) + 2 d d_ff, plus d * vocab for the output projection. Attention's own products
+    are :func:`attention_train_flops`.
     """
-    enc = layers * (4 * d * d + 2 * d * d_ff)
-    dec = layers * (8 * d * d + 2 * d * d_ff) + d * vocab
+    enc = layers * (4 * d * d + 2 * d * d_ff) + layers * 2 * d * d
+    dec = layers * (6 * d * d + 2 * d * d_ff) + d * vocab
     return 3 * 2 * (enc * src_tokens + dec * tgt_tokens)
+
+
+def attention_train_flops(d: int, layers: int, src_lens: Any, tgt_lens: Any) -> float:
+    """FLOPs of attention's own products (Eq. 1: Q K^T and the weighted sum of V) in one
+    training pass (forward + backward = 3x forward) over sentences of these real lengths.
+
+    Per layer and sentence: the encoder's self-attention does 2 S^2 d multiply-adds, the
+    decoder's 2 T^2 d (the whole square: the kernels compute it and mask the future), the
+    source attention 2 T S d. Padding is not counted (as the tokens of
+    :func:`transformer_train_flops` are real ones).
+    """
+    import numpy as np
+
+    s = np.asarray(src_lens, dtype=np.float64)
+    t = np.asarray(tgt_lens, dtype=np.float64)
+    macs = layers * 2 * d * float((s * s).sum() + (t * t).sum() + (t * s).sum())
+    return 3 * 2 * macs
 
 
 def matmul_peak_gflops(threads: int) -> float:

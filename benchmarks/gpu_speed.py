@@ -2,8 +2,9 @@
 
 Training: ``--steps`` real optimizer updates of ``--config`` (default the paper's base
 model) on Multi30k de->en after ``--warmup`` untimed ones, with bf16 autocast unless
-``--fp32``, optionally ``--compile``. Reported: target tokens/s, model TFLOP/s (matmuls,
-see ``_common.transformer_train_flops``), its fraction of this GPU's measured bf16 matmul
+``--fp32``, optionally ``--compile``. Reported: target tokens/s, model TFLOP/s (linear
+layers and attention, see ``_common.transformer_train_flops`` and
+``_common.attention_train_flops``), its fraction of this GPU's measured bf16 matmul
 rate (MFU), and peak GPU memory. Decoding (``--model CKPT``): test_2016_flickr, greedy and
 beam, sentences/s, model load excluded.
 
@@ -18,7 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import emit, transformer_train_flops  # benchmarks/ is the script's directory
+from _common import (  # benchmarks/ is the script's directory
+    attention_train_flops,
+    emit,
+    transformer_train_flops,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +43,8 @@ def bf16_matmul_tflops(torch) -> float:
 
 
 def train_speed(a: argparse.Namespace, torch) -> dict:
+    import numpy as np
+
     from nmtkit.config import load as load_config
     from nmtkit.train.loop import Trainer
 
@@ -64,10 +71,13 @@ def train_speed(a: argparse.Namespace, torch) -> dict:
             tokens += tr._update([b])[2]
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
-        src_tok = int(sum(tr.train_ids.src_lens[b].sum() for b in timed))
+        index = np.concatenate(timed)
+        src_lens, tgt_lens = tr.train_ids.src_lens[index], tr.train_ids.tgt_lens[index]
         vocab = len(tr.vocabs.tgt_vocab)
         n_params = tr.n_params
-    flops = transformer_train_flops(m.d_model, m.d_ff, m.layers, vocab, src_tok, tokens)
+    flops = transformer_train_flops(m.d_model, m.d_ff, m.layers, vocab,
+                                    int(src_lens.sum()), tokens)
+    flops += attention_train_flops(m.d_model, m.layers, src_lens, tgt_lens)
     peak = bf16_matmul_tflops(torch)
     return {"config": a.config, "overrides": a.set, "params": n_params, "amp_bf16": not a.fp32,
             "compile": a.compile,

@@ -47,6 +47,16 @@ def _src(path: str, result: dict) -> str:
     return f"`{Path(path).name}`: `{clean(result['command'])}`"
 
 
+def _share(r: dict) -> str:
+    """The training step's share of this CPU's matmul rate, as the file measured it."""
+    if "rounds_mfu" in r:
+        return (f"{r['mfu_of_measured_matmul_peak']:.0%} of this CPU's matmul rate measured around "
+                f"the timed steps (median round; rounds {min(r['rounds_mfu']):.0%}-"
+                f"{max(r['rounds_mfu']):.0%}; model FLOPs with attention)")
+    return (f"{r['mfu_of_measured_matmul_peak']:.0%} of this CPU's measured matmul rate "
+            f"({r['cpu_matmul_peak_gflops']} GFLOP/s)")
+
+
 def train_row(path: str, r: dict) -> str:
     ours, ref = r["nmtkit"], r["reference"]
     peers = r["peers_tgt_tokens_per_s_same_machine_kind"]
@@ -55,8 +65,7 @@ def train_row(path: str, r: dict) -> str:
               f"{min(x['ratio'] for x in rounds)}-{max(x['ratio'] for x in rounds)}x)" if rounds else "")
     return (f"| training, target tokens/s | **{ours['tgt_tokens_per_s']:,.0f}** = "
             f"**{r['speedup_vs_reference']}x** the reference ({ref['train_tgt_tokens_per_s']}) "
-            f"in the same run{spread}; {r['mfu_of_measured_matmul_peak']:.0%} of this CPU's measured "
-            f"matmul rate ({r['cpu_matmul_peak_gflops']} GFLOP/s); peak RSS "
+            f"in the same run{spread}; {_share(r)}; peak RSS "
             f"{ours['peak_rss_gb']:.2f} GB (reference {ref['peak_rss_gb_children_max']:.2f}) "
             f"| fairseq {peers['fairseq']:,}, OpenNMT-py {peers['OpenNMT-py']:,}, JoeyNMT "
             f"{peers['JoeyNMT']:,}; peak RSS fairseq 1.62, OpenNMT-py 2.94 GB | {_src(path, r)} |")
@@ -382,15 +391,22 @@ def train_history() -> list[str]:
            "Each file also records the matrix-multiplication rate measured on the CPU in the same "
            "run, so that a slower figure on a busier machine can be told apart from a slower "
            "nmtkit.", "",
+           "Model FLOPs: up to 2026-11-25 the linear layers only (with the source keys and values "
+           "charged to target tokens); from 2026-11-26 on the linear layers and attention's own "
+           "products, counted as PyTorch counts them (`tests/test_benchmark_flops.py`), and the "
+           "share is the median round's, each round against the matmul rate measured in its "
+           "own process right before and after its timed steps.", "",
            "| file | date | nmtkit target tok/s | reference tok/s | ratio | model GFLOP/s "
-           "| measured CPU matmul GFLOP/s | share | peak RSS GB | command |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| FLOPs counted | measured CPU matmul GFLOP/s | share | peak RSS GB | command |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in sorted(RESULTS.glob("train_speed*.json")):
         r = _load(str(f))
         ours = r["nmtkit"]
         out.append(f"| `{f.name}` | {r['date'][:10]} | {ours['tgt_tokens_per_s']:,.0f} "
                    f"| {r['reference']['train_tgt_tokens_per_s']} | {r['speedup_vs_reference']}x "
-                   f"| {ours.get('model_gflops_per_s', '-')} | {r.get('cpu_matmul_peak_gflops', '-')} "
+                   f"| {ours.get('model_gflops_per_s', '-')} "
+                   f"| {'linear + attention' if 'flops_counted' in r else 'linear'} "
+                   f"| {r.get('cpu_matmul_peak_gflops', '-')} "
                    f"| {r['mfu_of_measured_matmul_peak']:.0%} | {ours['peak_rss_gb']:.2f} "
                    f"| `{clean(r['command'])}` |")
     return out + [""]
@@ -435,6 +451,27 @@ def baseline_history() -> list[str]:
             "as the tree under test; the ratio is new / old (1.0 = unchanged).", "",
             "| file | date | new / old | measured CPU matmul GFLOP/s | command |",
             "|---|---|---|---|---|", *rows, ""]
+
+
+def fast_ab_history() -> list[str]:
+    """Files of ``benchmarks/fast_ab.py``: each training speed-up on and off in one process."""
+    rows = []
+    for f in sorted(RESULTS.glob("fast_ab*.json")):
+        r = _load(str(f))
+        for name, x in r["speedups"].items():
+            rows.append(f"| `{f.name}` | {r['date'][:10]} | `nmtkit.fast.{name}` "
+                        f"| **{x['speed_with_vs_without']}x** ({min(x['pairs'])}-{max(x['pairs'])}) "
+                        f"| {x['tgt_tokens_per_s_with']:,} / {x['tgt_tokens_per_s_without']:,} "
+                        f"| {r['cpu_matmul_gflops_before_after']} | `{clean(r['command'])}` |")
+    if not rows:
+        return []
+    return ["### One training speed-up on and off, in one process", "",
+            "Pairs of chunks of updates on the same batches, one with the speed-up and one "
+            "without, in alternating order: the host's drift between processes (10-30% within "
+            "minutes) does not enter the ratio. Median of the pairs (their range).", "",
+            "| file | date | speed-up | with / without | target tok/s with / without "
+            "| CPU matmul GFLOP/s before, after | command |",
+            "|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def gpu_speed_section() -> list[str]:
@@ -493,22 +530,28 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
     out += quickstart_section() + ablation_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
-    out += train_history() + decode_history() + baseline_history()
+    out += train_history() + decode_history() + baseline_history() + fast_ab_history()
     out += gpu_speed_section() + serve_section()
     return "\n".join(out).rstrip() + "\n"
 
 
+# The files of the page's CPU speed table (also what tests/test_docs.py rebuilds the page from).
+DEFAULT_FILES = {"train": "train_speed_cpu_2026-11-26.json",
+                 "decode": "decode_speed_cpu_2026-11-23.json",
+                 "compile_": "train_speed_compile_cpu_2026-11-22.json",
+                 "corpus": "corpus_memory_cpu_2026-11-22.json",
+                 "peers": "peers_cpu_2026-11-23.json"}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--train", default=_res("train_speed_cpu_2026-11-23.json"),
-                   help="a train_speed.py result (default: the newest)")
-    p.add_argument("--decode", default=_res("decode_speed_cpu_2026-11-23.json"),
+    d = {k: _res(v) for k, v in DEFAULT_FILES.items()}
+    p.add_argument("--train", default=d["train"], help="a train_speed.py result (default: the newest)")
+    p.add_argument("--decode", default=d["decode"],
                    help="a decode_speed.py result (default: the newest)")
-    p.add_argument("--compile", default=_res("train_speed_compile_cpu_2026-11-22.json"),
-                   help="a train_speed.py --compile result")
-    p.add_argument("--corpus", default=_res("corpus_memory_cpu_2026-11-22.json"),
-                   help="a corpus_memory.py result")
-    p.add_argument("--peers", default=_res("peers_cpu_2026-11-23.json"), help="a peers.py result")
+    p.add_argument("--compile", default=d["compile_"], help="a train_speed.py --compile result")
+    p.add_argument("--corpus", default=d["corpus"], help="a corpus_memory.py result")
+    p.add_argument("--peers", default=d["peers"], help="a peers.py result")
     p.add_argument("--out", help="write the whole results page here (docs/results.md); "
                    "without it, print only the CPU speed table")
     a = p.parse_args()

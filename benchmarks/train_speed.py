@@ -7,7 +7,9 @@ of 32 sentences); nmtkit uses 4096-token length-bucketed batches. Reported: real
 tokens per second and their ratio (the two alternate for ``--rounds`` rounds, a fresh
 process each; the median round is reported, and every round's ratio), peak RSS of each
 process, and the fraction of this CPU's measured matmul FLOP/s that nmtkit's training
-step reaches.
+step reaches (model FLOPs: the linear layers and attention's own products, on real
+tokens; in each round against the matmul rate measured in the worker right before and
+after its timed steps, the higher of the two; the median round is reported).
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/train_speed.py --steps 30
 
@@ -36,6 +38,7 @@ from _common import (
     add_baseline_args,
     add_peer_setup_args,
     add_source_arg,
+    attention_train_flops,
     emit,
     matmul_peak_gflops,
     median_round,
@@ -61,6 +64,7 @@ def regex_tokenized_corpus(data_dir: Path, out: Path) -> Path:
 
 def nmtkit_worker(args: argparse.Namespace) -> dict:
     """Runs in its own process: build the trainer, time ``steps`` real optimizer updates."""
+    import numpy as np
     import torch
 
     from nmtkit.config import Config
@@ -95,20 +99,29 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
             tr.schedule.set_step(i + 1)
             tr._update([batches[i]])
         warm_s = time.perf_counter() - t_warm
+        # This CPU's matmul rate right before and after the timed steps, in this process: the
+        # host's speed drifts within minutes, so the fraction below compares like with like.
+        peaks = [matmul_peak_gflops(args.threads)]
         tokens, t0 = 0, time.perf_counter()
         for i in range(warm, warm + args.steps):
             tr.schedule.set_step(i + 1)
             tokens += tr._update([batches[i]])[2]
         dt = time.perf_counter() - t0
+        peaks.append(matmul_peak_gflops(args.threads))
         model = tr.model
         n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-        src_tok = int(sum(tr.train_ids.src_lens[b].sum() for b in batches[warm:warm + args.steps]))
+        timed = np.concatenate(batches[warm:warm + args.steps])
+        src_lens, tgt_lens = tr.train_ids.src_lens[timed], tr.train_ids.tgt_lens[timed]
     V = len(tr.vocabs.tgt_vocab)
-    flops = transformer_train_flops(args.d_model, args.d_ff, args.layers, V, src_tok, tokens)
+    flops = transformer_train_flops(args.d_model, args.d_ff, args.layers, V,
+                                    int(src_lens.sum()), tokens)
+    flops += attention_train_flops(args.d_model, args.layers, src_lens, tgt_lens)
     return {"tgt_tokens_per_s": round(tokens / dt, 1), "steps": args.steps,
             "tokens": tokens, "seconds": round(dt, 2), "params": n_params,
             "src_vocab": len(tr.vocabs.src_vocab), "tgt_vocab": V,
             "model_gflops_per_s": round(flops / dt / 1e9, 1),
+            "matmul_gflops_before_after": [round(x, 1) for x in peaks],
+            "mfu_of_matmul_rate_around": round(flops / dt / 1e9 / max(peaks), 3),
             "compile": args.compile, "mmap": args.mmap, "setup_s": round(setup_s, 1),
             "warmup_steps": warm, "warmup_s": round(warm_s, 1),
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)}
@@ -168,6 +181,9 @@ def main() -> None:
                 baseline_rounds.append((ours["tgt_tokens_per_s"] / base["tgt_tokens_per_s"], base))
     ratio, ref, ours = median_round(rounds)
     peak = matmul_peak_gflops(a.threads)
+    # Each round's fraction of the matmul rate measured around its own timed steps (the higher
+    # of before and after, so that a slow moment does not flatter it); the median is reported.
+    mfus = sorted(o["mfu_of_matmul_rate_around"] for _, _, o in rounds)
     result = {
         "benchmark": "train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "threads": a.threads, "nmtkit_src": a.src, "nmtkit_fast": not a.no_fast,
@@ -180,7 +196,10 @@ def main() -> None:
                     "nmtkit_tgt_tokens_per_s": o["tgt_tokens_per_s"], "ratio": round(x, 2)}
                    for x, r, o in rounds],
         "cpu_matmul_peak_gflops": round(peak, 1),
-        "mfu_of_measured_matmul_peak": round(ours["model_gflops_per_s"] / peak, 3),
+        "flops_counted": "linear layers (6 x weights x tokens) + attention's Q K^T and "
+                         "weighted sum of V on real lengths (benchmarks/_common.py)",
+        "mfu_of_measured_matmul_peak": mfus[len(mfus) // 2],
+        "rounds_mfu": [o["mfu_of_matmul_rate_around"] for _, _, o in rounds],
         "peers_tgt_tokens_per_s_same_machine_kind": {"fairseq": 2244, "OpenNMT-py": 2217,
                                                      "JoeyNMT": 768, "source": "shared/bench/PEERS.md"},
     }

@@ -158,10 +158,6 @@ def test_no_paths_outside_the_repository(page):
 def test_results_page_is_generated_from_the_results_files():
     report = _load_module("nmtkit_benchmarks_report", ROOT / "benchmarks" / "report.py")
     r = report.RESULTS
-    expected = report.page(str(r / "train_speed_cpu_2026-11-23.json"),
-                           str(r / "decode_speed_cpu_2026-11-23.json"),
-                           str(r / "train_speed_compile_cpu_2026-11-22.json"),
-                           str(r / "corpus_memory_cpu_2026-11-22.json"),
-                           str(r / "peers_cpu_2026-11-23.json"))
+    expected = report.page(**{k: str(r / name) for k, name in report.DEFAULT_FILES.items()})
     assert (ROOT / "docs" / "results.md").read_text(encoding="utf-8") == expected, (
         "docs/results.md is stale: run `python benchmarks/report.py --out docs/results.md`")

@@ -1,0 +1,128 @@
+"""What each CPU training speed-up of nmtkit.fast adds, measured in one process by alternation.
+
+The benchmark of ``train_speed.py`` compares fresh processes, minutes apart; on this shared
+CPU their speed drifts by 10-30% within minutes, more than a speed-up of a few percent. Here
+one trainer (the peer benchmark's model and batches, as in ``train_speed.py``) runs pairs of
+``--chunk`` updates, one with the speed-up and one without, in alternating order, for
+``--pairs`` pairs per speed-up; each pair gives one ratio of target tokens per second, and the
+median is reported with the spread. Switched per chunk:
+
+- ``output_loss``: :mod:`nmtkit.fast.output_loss` (the output layer and the loss in blocks)
+  against the readable ``logits`` then ``label_smoothed_cross_entropy``;
+- ``unpadded_encoder``: :mod:`nmtkit.fast.unpadded_encoder` against the readable encoder.
+
+    NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/fast_ab.py --pairs 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from _common import add_peer_setup_args, emit, matmul_peak_gflops  # benchmarks/ is the script's directory
+from train_speed import regex_tokenized_corpus
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_peer_setup_args(p)
+    p.add_argument("--pairs", type=int, default=10, help="pairs of chunks per speed-up")
+    p.add_argument("--chunk", type=int, default=6, help="updates per chunk")
+    p.add_argument("--warmup-steps", type=int, default=10)
+    p.add_argument("--out", default=None, help="also write the JSON here")
+    a = p.parse_args()
+
+    import torch
+
+    from nmtkit.config import Config
+    from nmtkit.fast.unpadded_encoder import UnpaddedEncoderTransformer
+    from nmtkit.models.transformer import Transformer
+    from nmtkit.train.loop import Trainer
+
+    torch.set_num_threads(a.threads)
+    data = Path(os.environ.get("NMTKIT_DATA", SHARED / "data"))
+    peak_before = matmul_peak_gflops(a.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = regex_tokenized_corpus(data, Path(tmp) / "regex")
+        cfg = Config.from_dict({
+            "name": "bench",
+            "data": {"corpus": "parallel", "train": str(corpus / "train"),
+                     "valid": str(corpus / "val"), "tokenizer": "whitespace", "min_freq": 2,
+                     "joint_vocab": False},
+            "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
+                      "dropout": 0.1, "norm": "pre", "tie_all": False, "tie_output": True,
+                      "output_bias": False},
+            "train": {"max_tokens": a.max_tokens, "label_smoothing": 0.1, "warmup": 300,
+                      "lr": 1.0, "threads": a.threads, "valid_bleu": False, "keep_last": 0},
+        })
+        os.environ["NMTKIT_CACHE"] = tmp
+        tr = Trainer(cfg, Path(tmp) / "run")
+        blocked = tr._blocked_loss
+        assert blocked is not None and type(tr.model) is UnpaddedEncoderTransformer
+
+        def switch(name: str, on: bool) -> None:
+            if name == "output_loss":
+                tr._blocked_loss = blocked if on else None
+            else:
+                tr.model.__class__ = UnpaddedEncoderTransformer if on else Transformer
+
+        batches: list = []
+        epoch = 0
+        need = a.warmup_steps + 2 * a.pairs * a.chunk
+        while len(batches) < need:
+            batches += tr.train_ids.batches(a.max_tokens, seed=1, epoch=epoch)
+            epoch += 1
+        step = 0
+
+        def chunk(first: int) -> float:
+            """Target tokens/s over batches[first : first + chunk] (both halves of a pair take
+            the same batches, so that their lengths do not differ)."""
+            nonlocal step
+            tokens, t0 = 0, time.perf_counter()
+            for i in range(first, first + a.chunk):
+                tr.schedule.set_step(step + 1)
+                tokens += tr._update([batches[i]])[2]
+                step += 1
+            return tokens / (time.perf_counter() - t0)
+
+        for _ in range(a.warmup_steps):
+            tr.schedule.set_step(step + 1)
+            tr._update([batches[step]])
+            step += 1
+        results = {}
+        first = step
+        for name in ("output_loss", "unpadded_encoder"):
+            ratios, on_speeds, off_speeds = [], [], []
+            for i in range(a.pairs):
+                speeds = {}
+                for on in ((True, False) if i % 2 == 0 else (False, True)):
+                    switch(name, on)
+                    speeds[on] = chunk(first)
+                first += a.chunk
+                switch(name, True)
+                ratios.append(speeds[True] / speeds[False])
+                on_speeds.append(speeds[True])
+                off_speeds.append(speeds[False])
+            results[name] = {"speed_with_vs_without": round(statistics.median(ratios), 3),
+                             "pairs": [round(x, 3) for x in ratios],
+                             "tgt_tokens_per_s_with": round(statistics.median(on_speeds)),
+                             "tgt_tokens_per_s_without": round(statistics.median(off_speeds))}
+    emit({"benchmark": "fast_ab", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+          "threads": a.threads, "torch": torch.__version__,
+          "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
+                    "max_tokens": a.max_tokens},
+          "chunk_updates": a.chunk, "pairs": a.pairs,
+          "cpu_matmul_gflops_before_after": [round(peak_before, 1),
+                                             round(matmul_peak_gflops(a.threads), 1)],
+          "speedups": results}, a.out)
+
+
+if __name__ == "__main__":
+    main()
