@@ -17,9 +17,8 @@ decoding (CPU)         weights packed once in oneDNN's layout      :mod:`.packin
 =====================  ==========================================  =====================
 
 The trainer calls :func:`for_training` and :func:`training_loss` when ``train.fast`` is on
-(the default), the
-translator :func:`for_inference` when ``decode.fast`` is on; ``--no-fast`` turns both
-off on the command line. With it off nothing here runs, and the numbers agree within
+(the default), the translator :func:`for_inference` when ``decode.fast`` is on;
+``--no-fast`` turns both off on the command line. With it off nothing here runs, and the numbers agree within
 float tolerance (``tests/test_fast.py``; dropout masks are random either way).
 """
 

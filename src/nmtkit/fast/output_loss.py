@@ -5,8 +5,8 @@ The readable model computes every target position's scores over the whole vocabu
 log-probabilities, the loss, and in the backward pass the gradient ``p - q``. For a
 4096-token batch and V = 6198 that (tokens, V) tensor is 100 MB: every pass over it
 (log-softmax, sums, exp, scaling) streams it through memory, and a GEMM whose output is
-6198 columns wide runs well below this CPU's matmul rate (94 GFLOP/s against about 130 at
-6208 columns in ``benchmarks``-style timing; 185 for the model's other products).
+6198 columns wide runs well below this CPU's matmul rate (94 GFLOP/s in a micro-benchmark,
+against about 130 at 6208 columns and 185 for the model's other products).
 
 :func:`projected_label_smoothed_cross_entropy` computes the same numbers differently:
 
@@ -19,10 +19,11 @@ log-probabilities, the loss, and in the backward pass the gradient ``p - q``. Fo
   them by the incoming gradient of the loss (a scalar: the loss is a sum).
 
 Measured on the peer benchmark's batch (4095 rows, d 256, V 6198, 2 threads): 254 ms
-instead of 340 ms for the output layer and loss, forward and backward. The trainer uses it
-for Transformers on a CPU with ``train.fast`` (not with ``train.compile``, mixed precision
-or R-Drop, which go through the readable path); ``tests/test_fast.py`` checks that the
-loss and every gradient agree with the readable path.
+instead of 340 ms for the output layer and loss, forward and backward; 1.015x for whole
+training steps (``benchmarks/fast_ab.py``). The trainer uses it for Transformers on a CPU
+with ``train.fast`` (not with ``train.compile``, mixed precision or R-Drop, which go
+through the readable path); ``tests/test_fast_output_loss.py`` checks that the loss and
+every gradient agree with the readable path.
 """
 
 from __future__ import annotations
