@@ -47,6 +47,11 @@ COLUMN_MULTIPLE = 16
 last column panel ragged (x1.4 slower at 6198 than at 6208)."""
 
 
+def padded_width(v: int) -> int:
+    """V rounded up to a multiple of :data:`COLUMN_MULTIPLE`."""
+    return -(-v // COLUMN_MULTIPLE) * COLUMN_MULTIPLE
+
+
 class ProjectedLabelSmoothedCE(torch.autograd.Function):
     """forward(features (n, d), weight (V, d), bias (V,) or None, target (n,), eps, pad,
     block) -> (loss_sum, nll_sum) of label-smoothed cross-entropy on ``features W^T + b``,
@@ -57,7 +62,7 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
                 target: Tensor, eps: float, pad: int, block: int) -> tuple[Tensor, Tensor]:
         n, d = features.shape
         v = weight.size(0)
-        vp = -(-v // COLUMN_MULTIPLE) * COLUMN_MULTIPLE
+        vp = padded_width(v)
         w = weight.new_zeros(vp, d)
         w[:v] = weight
         b = None
@@ -117,7 +122,7 @@ def projected_label_smoothed_cross_entropy(
     blocks: features (..., d), target (...) -> (loss_sum, nll_sum (detached), n_tokens)."""
     d, v = features.size(-1), weight.size(0)
     tgt = target.reshape(-1)
-    block = max(1, BLOCK_ELEMENTS // (-(-v // COLUMN_MULTIPLE) * COLUMN_MULTIPLE))
+    block = max(1, BLOCK_ELEMENTS // padded_width(v))
     loss: Tensor
     nll: Tensor
     loss, nll = ProjectedLabelSmoothedCE.apply(  # type: ignore[no-untyped-call]  # unannotated in torch
