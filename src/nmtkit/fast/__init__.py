@@ -14,6 +14,7 @@ training (CPU)         encoder on real source tokens, not padding  :mod:`.unpadd
 training (CPU, glibc)  freed memory kept for the next step         :mod:`.allocator`
 training (CPU)         output layer and loss in blocks of rows     :mod:`.output_loss`
 decoding (CPU)         weights packed once in oneDNN's layout      :mod:`.packing`
+decoding (CPU)         one source copy per sentence in beam search :mod:`.shared_source`
 =====================  ==========================================  =====================
 
 The trainer calls :func:`for_training` and :func:`training_loss` when ``train.fast`` is on
@@ -38,12 +39,14 @@ from .attention import CpuTrainingAttention
 from .dropout import FastDropout
 from .output_loss import training_loss
 from .packing import pack_for_inference, unpack
+from .shared_source import share_sources, unshare_sources
 from .swap import is_swapped, restore_class, swap_class
 from .unpadded_encoder import UnpaddedEncoderTransformer, UnpaddedSelfAttention
 
 log = logging.getLogger(__name__)
 
-__all__ = ["for_training", "for_inference", "inference", "plain", "is_fast", "training_loss"]
+__all__ = ["for_training", "for_inference", "leave_inference", "inference", "plain", "is_fast",
+           "training_loss"]
 
 
 def _on_cpu(module: nn.Module) -> bool:
@@ -83,9 +86,21 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
 
 
 def for_inference(model: nn.Module) -> int:
-    """Pack ``model``'s weights for CPU decoding (:func:`.packing.pack_for_inference`);
-    returns how many were packed (0 on other devices or without oneDNN)."""
-    return pack_for_inference(model)
+    """Install the decoding speed-ups on a CPU: ``model``'s weights packed
+    (:func:`.packing.pack_for_inference`) and, for a Transformer, one source row per
+    sentence in beam search (:mod:`.shared_source`). Returns how many weights were packed
+    (0 on other devices or without oneDNN)."""
+    if not _on_cpu(model):
+        return 0
+    packed = pack_for_inference(model)
+    share_sources(model)
+    return packed
+
+
+def leave_inference(model: nn.Module) -> None:
+    """Undo :func:`for_inference`: the classes ``model`` had before it, no packed copies."""
+    unshare_sources(model)
+    unpack(model)
 
 
 @contextlib.contextmanager
@@ -98,13 +113,13 @@ def inference(model: nn.Module, enabled: bool = True) -> Iterator[nn.Module]:
         yield model
     finally:
         if enabled:
-            unpack(model)
+            leave_inference(model)
 
 
 def plain(model: nn.Module) -> nn.Module:
     """Take every speed-up off ``model``: the classes of :mod:`nmtkit.models` again.
     (The allocator setting is process-wide and stays.)"""
-    unpack(model)
+    leave_inference(model)
     for module in model.modules():
         while restore_class(module):
             pass

@@ -128,7 +128,8 @@ def pack_for_inference(model: nn.Module) -> int:
                 count += product.packed is not None
         elif isinstance(module, MultiHeadAttention) and module.in_proj.weight.device.type == "cpu" \
                 and module.in_proj.weight.dtype == torch.float32:
-            swap_class(module, PackedAttention)
+            if not isinstance(module, PackedAttention):  # (a subclass may be installed on it)
+                swap_class(module, PackedAttention)
             if not _fresh(module, "_query"):
                 lin = module.in_proj
                 query = PackedProduct(lin.weight, lin.bias, slice(0, module.d_model))
