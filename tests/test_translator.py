@@ -121,6 +121,22 @@ def test_every_feature_gives_the_same_output_without_fast(bundle):
                 assert (h.token_log_probs or []) == pytest.approx(g.token_log_probs or [], abs=1e-4)
 
 
+def test_decode_fast_keeps_freed_memory_in_the_process(bundle, monkeypatch):
+    """A translator with decode.fast applies nmtkit.fast.allocator's setting; without it, or
+    for a training run's validation (fast.inference), nothing changes the process."""
+    from nmtkit import fast
+
+    calls = []
+    monkeypatch.setattr(fast, "retain_freed_memory", lambda: calls.append("retain") or True)
+    b = load_bundle(bundle.path)
+    Translator.from_bundle(b, fast=False)
+    with fast.inference(b.model):
+        pass
+    assert calls == []
+    Translator.from_bundle(b, fast=True)
+    assert calls == ["retain"]
+
+
 def test_translate_command_prefixes_scores_alignments_sampling_ensembles(bundle, tmp_path, capsys):
     from nmtkit import cli
 

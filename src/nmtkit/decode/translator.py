@@ -282,8 +282,8 @@ class Translator(TextTranslator):
         self.model = model.eval()
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.device = next(model.parameters()).device
-        if decode.fast:  # CPU: weights in the GEMM library's layout, once (nmtkit.fast)
-            fast.for_inference(self.model)
+        if decode.fast:  # CPU: packed weights, shared sources, freed memory kept (nmtkit.fast)
+            fast.for_inference(self.model, retain_memory=True)
 
     def encode_source(self, line: str, tgt_lang: str | None = None) -> tuple[list[str], np.ndarray]:
         """(source tokens in reading order, the ids the model reads: ``</s>`` at the end); a

@@ -11,7 +11,7 @@ for                    what                                        module
 training (CPU)         dropout masks four per random draw          :mod:`.dropout`
 training (CPU)         written-out attention instead of the fused  :mod:`.attention`
 training (CPU)         encoder on real source tokens, not padding  :mod:`.unpadded_encoder`
-training (CPU, glibc)  freed memory kept for the next step         :mod:`.allocator`
+both (CPU, glibc)      freed memory kept for the next step         :mod:`.allocator`
 training (CPU)         output layer and loss in blocks of rows     :mod:`.output_loss`
 decoding (CPU)         weights packed once in oneDNN's layout      :mod:`.packing`
 decoding (CPU)         one source copy per sentence in beam search :mod:`.shared_source`
@@ -85,15 +85,18 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     return names
 
 
-def for_inference(model: nn.Module) -> int:
+def for_inference(model: nn.Module, retain_memory: bool = False) -> int:
     """Install the decoding speed-ups on a CPU: ``model``'s weights packed
-    (:func:`.packing.pack_for_inference`) and, for a Transformer, one source row per
-    sentence in beam search (:mod:`.shared_source`). Returns how many weights were packed
-    (0 on other devices or without oneDNN)."""
+    (:func:`.packing.pack_for_inference`), for a Transformer one source row per sentence in
+    beam search (:mod:`.shared_source`), and (with ``retain_memory``) the process-wide
+    allocator setting of :mod:`.allocator`. Returns how many weights were packed (0 on
+    other devices or without oneDNN)."""
     if not _on_cpu(model):
         return 0
     packed = pack_for_inference(model)
     share_sources(model)
+    if retain_memory:
+        retain_freed_memory()
     return packed
 
 

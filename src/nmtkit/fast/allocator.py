@@ -16,8 +16,11 @@ the heap grows two or three times before the holes coalesce), a step faults no p
 This is what PyTorch's CPU performance guides get by preloading jemalloc or tcmalloc,
 without a preload. The price is memory: the heap keeps its high-water mark (the peak
 RSS of training grows by roughly a sixth). It is process-wide, so only
-:func:`nmtkit.fast.for_training` applies it, and only with ``train.fast`` and
-``train.retain_freed_memory`` on.
+:func:`nmtkit.fast.for_training` applies it, with ``train.fast`` and
+``train.retain_freed_memory`` on, and a :class:`~nmtkit.decode.translator.Translator` with
+``decode.fast`` on (a beam search's (rows, vocabulary) log-probabilities come and go at
+every step too: ~40k page faults per 200 sentences at beam 5 without it, none with it, and
+no higher peak RSS).
 """
 
 from __future__ import annotations
