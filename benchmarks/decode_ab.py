@@ -38,7 +38,8 @@ def main() -> None:
     p.add_argument("--n", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=10, help="rounds per search (each: every batch with and without)")
+    p.add_argument("--rounds", type=int, default=10,
+                   help="rounds per search (each: every batch with and without)")
     p.add_argument("--out", default=None, help="also write the JSON here")
     a = p.parse_args()
 

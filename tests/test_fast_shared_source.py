@@ -13,7 +13,7 @@ from nmtkit.decode.ensemble import Ensemble
 from nmtkit.decode.search import search
 from nmtkit.fast.packing import PackedAttention
 from nmtkit.fast.shared_source import (
-    GROUP,
+    LAYOUT,
     PackedSharedSourceAttention,
     SharedSourceAttention,
     SharedSourceTransformer,
@@ -79,10 +79,10 @@ def test_beam_search_gives_the_readable_models_results(kw, early_stop):
 
 def test_one_source_row_per_sentence_while_the_beams_are_searched():
     """After the first step every source attention sees one key row per sentence still
-    searched and ``beam`` query rows for each; the group size is kept in the state."""
+    searched and up to ``beam`` query rows (its live hypotheses) for each."""
     model = shared_copy(model_for())
     src, mask = batch()
-    seen, groups = [], []
+    seen, layouts = [], []
     attn = model.decoder_layers[0].src_attn
     real_attend, real_reorder = attn.attend, model.reorder
 
@@ -92,37 +92,50 @@ def test_one_source_row_per_sentence_while_the_beams_are_searched():
 
     def reorder(state, index, same_source=False):
         state = real_reorder(state, index, same_source=same_source)
-        groups.append(state.extras[GROUP])
+        layouts.append(state.extras[LAYOUT])
         return state
 
     attn.attend, model.reorder = attend, reorder
     search(model, src, mask, opts(beam=4))
     assert seen[0] == (6, 6)  # the first step: one row per sentence
-    assert all(q == 4 * k for q, k in seen[1:]) and len(seen) > 3
+    assert all(k < q <= 4 * k for q, k in seen[1:]) and len(seen) > 3
     assert len({k for _, k in seen}) > 2  # sentences left on the way, each its own row
-    assert set(groups) == {4}
+    assert all(layout is not None for layout in layouts)
+    assert any(layout.slot is not None for layout in layouts)  # some sentence had fewer rows
 
 
-def test_a_reorder_that_mixes_sentences_gives_each_row_its_source():
-    """Rows in unequal or unsorted groups: each row gets its own source row again, and the
-    next step equals the readable model's after the same reorder."""
+@pytest.mark.parametrize("need_attention", [False, True])
+def test_reorders_in_unequal_groups_and_mixed_sentences_equal_the_readable_model(need_attention):
+    """Rows sentence by sentence in unequal groups share their source rows; rows that mix
+    sentences get one source row each again; every step equals the readable model's."""
     plain = model_for(seed=2)
     shared = shared_copy(plain)
     src, mask = batch((5, 3, 4))
-    tokens = torch.tensor([4, 5, 6])
-    results = []
-    for model in (plain, shared):
+    reorders = [([0, 0, 0, 1, 1, 1, 2, 2, 2], False),  # equal groups of 3
+                ([0, 1, 3, 4, 4, 6], False),  # unequal groups: 2, 3 and 1 rows
+                ([1, 0, 2, 3, 4, 5], True),  # within each sentence (same_source)
+                ([5, 0, 3, 3, 1], False)]  # mixed sentences, out of order
+    steps = {}
+    for name, model in (("plain", plain), ("shared", shared)):
+        out, layouts = [], []
         with torch.no_grad():
-            state = model.start(model.encode(src, mask), mask)
-            _, state, _ = model.step(state, tokens)
-            state = model.reorder(state, torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2]))  # grouped: 3
-            _, state, _ = model.step(state, tokens.repeat_interleave(3))
-            state = model.reorder(state, torch.tensor([8, 0, 4, 4, 1]))  # mixed sentences
-            lp, state, _ = model.step(state, torch.tensor([7, 8, 9, 10, 11]))
-        results.append((lp, state))
-    (plain_lp, _), (shared_lp, shared_state) = results
-    assert shared_state.extras[GROUP] == 1 and shared_state.src_kv[0][0].size(0) == 5
-    torch.testing.assert_close(plain_lp, shared_lp, atol=1e-5, rtol=0)
+            state = model.start(model.encode(src, mask), mask, need_attention=need_attention)
+            lp, state, a = model.step(state, torch.tensor([4, 5, 6]))
+            for index, same in reorders:
+                state = model.reorder(state, torch.tensor(index), same_source=same)
+                layouts.append(state.extras.get(LAYOUT))
+                lp, state, a = model.step(state, torch.arange(len(index)) % 8 + 4)
+                out.append((lp, a))
+        steps[name] = (out, layouts, state)
+    for (p_lp, p_a), (s_lp, s_a) in zip(steps["plain"][0], steps["shared"][0], strict=True):
+        torch.testing.assert_close(p_lp, s_lp, atol=1e-5, rtol=0)
+        if need_attention:
+            torch.testing.assert_close(p_a, s_a, atol=1e-5, rtol=0)
+    layouts, state = steps["shared"][1], steps["shared"][2]
+    assert layouts[0].width == 3 and layouts[0].slot is None
+    assert layouts[1].width == 3 and layouts[1].slot.tolist() == [0, 1, 3, 4, 5, 6]
+    assert layouts[2] is layouts[1]
+    assert layouts[3] is None and state.src_kv[0][0].size(0) == 5  # one source row per row
 
 
 def test_greedy_prefixes_and_constraints_agree():

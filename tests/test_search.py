@@ -318,7 +318,9 @@ def test_beam_search_computes_the_first_step_once_per_sentence(arch, constrained
     model.step = counting_step
     cfg = opts(beam=3, n_best=3, max_len_a=1.5, max_len_b=2)
     out = search(model, src, mask, cfg, constraints=[[[5]], [], [[7, 8]], []] if constrained else None)
-    assert rows[:2] == [4, 12]
+    assert rows[0] == 4
+    # the constrained search computes every slot; plain beam search only the live ones
+    assert rows[1] == 12 if constrained else 4 < rows[1] <= 12
     for i, hyps in enumerate(out):
         one_src = src[i:i + 1, :int(mask[i].sum())]
         assert len(hyps) == 3
@@ -329,6 +331,31 @@ def test_beam_search_computes_the_first_step_once_per_sentence(arch, constrained
     if constrained:  # the best output meets its constraints
         best0, best2 = out[0][0].tokens, out[2][0].tokens
         assert 5 in best0 and any(best2[j:j + 2] == [7, 8] for j in range(len(best2)))
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_ended_hypotheses_leave_the_models_batch(arch):
+    """A hypothesis that has ended is never fed to the model again (it goes on with </s> at
+    no cost), and still competes for its beam's slots: n-best lists equal one-at-a-time's."""
+    model = tiny_model(arch, seed=5)
+    src, mask = batch_of_four = mixed_batch()
+    fed, real_step = [], model.step
+
+    def spying_step(state, prev):
+        fed.append(prev.clone())
+        return real_step(state, prev)
+
+    model.step = spying_step
+    cfg = opts(beam=4, n_best=4, max_len_a=2.0, max_len_b=3)
+    out = search(model, src, mask, cfg)
+    model.step = real_step
+    assert not any(bool(((p == EOS) | (p == PAD)).any()) for p in fed)
+    assert sum(p.numel() for p in fed[1:]) < 4 * sum(len(batch_of_four[0]) for _ in fed[1:])
+    for i, hyps in enumerate(out):
+        one = src[i:i + 1, :int(mask[i].sum())]
+        alone = search(model, one, pad_mask(one), cfg)[0]
+        assert [h.tokens for h in hyps] == [h.tokens for h in alone]
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
 PREFIXES = [[5, 6, 7], [], [9], [4] * 12]  # the last one is longer than its length cap

@@ -310,8 +310,10 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
 
     Each step ranks only every row's ``beam`` best next tokens (dividing a row by its length
     penalty keeps that row's order, so a sentence's best ``beam`` extensions are among
-    them), and a sentence whose hypotheses have all ended leaves the batch at once: the
-    model then computes only the sentences still being searched.
+    them). The model computes only what can still change: a sentence whose hypotheses have
+    all ended leaves the batch at once, and within a sentence a hypothesis that has ended
+    (it continues with ``</s>`` at no cost) or cannot win (score ``-inf``) leaves the
+    model's state: the state holds one row per *live* hypothesis, flat row ``live[j]``.
     """
     b, k, dev = src.size(0), cfg.beam, src.device
     caps = length_caps(src_mask, cfg.max_len_a, cfg.max_len_b, max_length)  # (b,)
@@ -323,25 +325,31 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
     state, scores, lengths, finished, tokens, lp_hist, prev = start_beams(
         model, src, src_mask, k, need_attention=need_attention, token_scores=token_scores)
     alive = list(range(b))  # input position of each sentence still searched
+    live = torch.arange(b * k, device=dev)  # flat rows in the model's state (after the first step)
     attn_hist = None
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
-        n = len(alive)
-        log_probs, state, attn = beam_step(model, state, prev, k, first=t == 0)  # (n*k, V)
+        n, first = len(alive), t == 0
+        log_probs, state, attn = beam_step(model, state, prev, k, first)  # (live, V)
         if forced is not None:
             if t < forced.size(1):
-                force_tokens(log_probs, forced[:, t])
+                force_tokens(log_probs, forced[live, t])
             else:
                 forced = None
         log_probs[:, NEVER] = float("-inf")
-        top_lp, top_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (n*k, kk)
-        # At the cap a hypothesis may only end; a finished one continues with EOS at no cost.
-        for rows_, value in ((((t + 1) >= caps) & ~finished, None), (finished, 0.0)):
-            if bool(rows_.any()):
-                top_lp[rows_] = float("-inf")
-                top_lp[rows_, 0] = log_probs[rows_, EOS] if value is None else value
-                top_tok[rows_, 0] = EOS
-        kk = top_lp.size(1)
+        live_lp, live_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (live, kk)
+        at_cap = (t + 1) >= caps[live]  # a hypothesis at its cap may only end
+        if bool(at_cap.any()):
+            live_lp[at_cap] = float("-inf")
+            live_lp[at_cap, 0] = log_probs[at_cap, EOS]
+            live_tok[at_cap, 0] = EOS
+        kk = live_lp.size(1)
+        # Every hypothesis's candidates: a live one's top tokens; an ended one </s> again at
+        # no cost; one that cannot win none (-inf).
+        top_lp = torch.full((n * k, kk), float("-inf"), device=dev)
+        top_tok = torch.full((n * k, kk), EOS, dtype=torch.long, device=dev)
+        top_lp[finished, 0] = 0.0
+        top_lp[live], top_tok[live] = live_lp, live_tok
         cand = scores.view(n * k, 1) + top_lp  # (n*k, kk) raw scores
         cand_len = torch.where(finished, lengths, lengths + 1)  # (n*k,)
         norm = cand / length_penalty(cand_len, cfg.length_penalty).unsqueeze(1)
@@ -358,11 +366,16 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
         if lp_hist is not None:  # the chosen token's log-prob (0 after the end)
             step_lp = top_lp.view(n, k * kk).gather(1, pick).view(-1, 1)  # (n*k, 1)
             lp_hist = torch.cat([lp_hist[rows], step_lp], dim=1)
-        if attn is not None:
-            step_attn = attn[rows].unsqueeze(1)  # (n*k, 1, S)
+        if attn is not None:  # (live, S) -> (n*k, 1, S), zeros for the rows not computed
+            step_attn = attn.new_zeros(n * k, attn.size(-1)).index_copy_(0, live, attn)[rows].unsqueeze(1)
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
+        # The state row of each flat row computed this step (the first step: its sentence's).
+        state_row = torch.full((n * k,), -1, dtype=torch.long, device=dev)
+        state_row[live] = live // k if first else torch.arange(live.numel(), device=dev)
+        was_live = torch.zeros(n * k, dtype=torch.bool, device=dev).index_fill_(0, live, True)
         # A sentence is done when none of its hypotheses can still change (ended or dead).
-        settled = (finished | torch.isneginf(scores.view(-1))).view(n, k).all(dim=1)
+        can_change = ~finished & ~torch.isneginf(scores.view(-1))  # (n*k,)
+        settled = ~can_change.view(n, k).any(dim=1)
         if cfg.early_stop:  # slots are sorted by normalised score: the first n_best lead
             settled |= finished.view(n, k)[:, :cfg.n_best].all(dim=1)
         if bool(settled.any()):
@@ -381,11 +394,14 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
             attn_hist = None if attn_hist is None else attn_hist[keep_rows]
             lp_hist = None if lp_hist is None else lp_hist[keep_rows]
             forced = None if forced is None else forced[keep_rows]  # a sentence's rows share it
-            # Rows move across sentences (some left): the sources are gathered too.
-            state = follow_beams(model, state, rows[keep_rows], k, t == 0, same_source=False)
-        else:  # rows stay in their sentence
-            state = follow_beams(model, state, rows, k, t == 0, same_source=True)
-        prev = tok
+            rows, can_change, was_live = rows[keep_rows], can_change[keep_rows], was_live[keep_rows]
+        live = can_change.nonzero().view(-1)  # (live',) the hypotheses the model computes next
+        # Rows keep their source sentence when no sentence left and each kept its number of
+        # live hypotheses (state row i then belongs to the same sentence before and after).
+        same_source = not first and not bool(settled.any()) and bool(
+            (can_change.view(-1, k).sum(1) == was_live.view(-1, k).sum(1)).all())
+        state = model.reorder(state, state_row[rows[live]], same_source=same_source)
+        prev = tok[live]
     return results
 
 

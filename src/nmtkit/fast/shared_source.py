@@ -2,20 +2,28 @@
 
 The readable decoder state (:class:`~nmtkit.models.transformer.TransformerState`) holds the
 encoder memory's keys and values for the encoder-decoder attention (Sec. 3.2.3) once per
-row, and beam search decodes ``beam`` rows per sentence, all with the same source: after
-its first step the state holds ``beam`` identical copies of every sentence's keys and
-values, and each step's source attention reads all of them, one query per copy.
+row, and beam search decodes up to ``beam`` rows per sentence, all with the same source:
+after its first step the state holds that many copies of every sentence's keys and values,
+gathered again whenever the rows change sentences, and each step's source attention reads
+all of them, one query per copy.
 
 Here the copies are never made. :class:`SharedSourceTransformer` keeps one row of source
-keys/values (and mask) per sentence while the decoder rows come in equal, consecutive
-groups per sentence, which is what beam search's reorders give (its rows are sentence by
-sentence, ``beam`` each); any other reorder spreads the sources to one row per decoder row
-again, as the readable model keeps them. :class:`SharedSourceAttention` then lets each
-sentence's group of queries attend to its keys as one block: queries
-(sentences, heads, group, d_k) against keys (sentences, heads, S, d_k), Eq. 1 written out
+keys/values (and mask) per sentence while the decoder rows come sentence by sentence
+(consecutive rows, sentences in increasing order: what beam search's reorders give, with
+any number of rows per sentence) and records which source row each decoder row reads;
+any other order spreads the sources to one row per decoder row again, as the readable
+model keeps them. :class:`SharedSourceAttention` then lets each sentence's queries attend
+to its keys as one block: queries (sentences, heads, slots, d_k) against keys
+(sentences, heads, S, d_k), Eq. 1 written out
 (:func:`~nmtkit.models.attention.scaled_dot_product_attention`, faster than the fused kernel
-for these shapes on a CPU). The same numbers as the readable model, up to float rounding
-(``tests/test_fast_shared_source.py``); ``benchmarks/decode_ab.py`` measures the gain.
+for these shapes on a CPU); a sentence with fewer rows than the widest leaves its last
+slots empty (zero queries, their outputs dropped). The same numbers as the readable model,
+up to float rounding (``tests/test_fast_shared_source.py``); ``benchmarks/decode_ab.py``
+measures the gain.
+
+The attention learns the decoder rows' layout from the step being run: the model's
+:meth:`SharedSourceTransformer.step` puts it where the attention of the same thread reads
+it (a ``threading.local``), so two threads may decode with one model at once.
 
 :func:`share_sources` installs both on a Transformer (``nmtkit.fast.for_inference`` does,
 on a CPU), :func:`unshare_sources` takes them off.
@@ -23,8 +31,11 @@ on a CPU), :func:`unshare_sources` takes them off.
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import cast
 
+import torch
 from torch import Tensor, nn
 
 from ..models.attention import MultiHeadAttention, scaled_dot_product_attention
@@ -32,29 +43,66 @@ from ..models.transformer import DecoderLayer, Transformer, TransformerState
 from .packing import PackedAttention
 from .swap import restore_class, swap_class
 
-GROUP = "rows_per_source"  # TransformerState.extras key: decoder rows per source row
+LAYOUT = "shared_source_layout"  # TransformerState.extras key
+
+
+@dataclass
+class RowLayout:
+    """Where each decoder row's source is: row i reads source row ``source[i]``; in the block
+    of queries of its source it takes slot ``slot[i]`` of ``width`` (``slot`` is None when
+    every source has ``width`` consecutive rows: row i is then slot i of the flat grid)."""
+
+    source: Tensor  # (rows,) nondecreasing
+    width: int
+    slot: Tensor | None  # (rows,) index into the (sources * width) grid of query slots
+
+
+_current = threading.local()  # .layout: the RowLayout of the step running in this thread
+
+
+def row_layout(source_of: Tensor) -> tuple[Tensor, RowLayout] | None:
+    """For decoder rows reading sources ``source_of`` (rows,): the source rows to keep and
+    the rows' layout over them, or None when the rows do not come sentence by sentence."""
+    sources, counts = torch.unique_consecutive(source_of, return_counts=True)
+    if bool((sources[1:] <= sources[:-1]).any()):  # a sentence's rows are not consecutive
+        return None
+    which = torch.repeat_interleave(torch.arange(sources.numel(), device=source_of.device), counts)
+    width = int(counts.max())
+    slot = None
+    if bool((counts != width).any()):  # slot of row i: its source's first slot + its rank there
+        first_row = counts.cumsum(0) - counts  # (sources,)
+        rank = torch.arange(source_of.numel(), device=source_of.device) - first_row[which]
+        slot = which * width + rank
+    return sources, RowLayout(which, width, slot)
 
 
 class SharedSourceAttention(MultiHeadAttention):
-    """Encoder-decoder attention whose keys/values may have fewer rows than its queries:
-    ``g`` consecutive query rows per key row (a sentence's hypotheses)."""
+    """Encoder-decoder attention whose keys/values may have fewer rows than its queries: the
+    decoder rows of each source, laid out by the running step's :class:`RowLayout`."""
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
                causal: bool = False,
                need_attention: bool = False) -> tuple[Tensor, Tensor | None]:
         rows, sources = q.size(0), k.size(0)
-        if rows == sources or causal:
+        layout: RowLayout | None = getattr(_current, "layout", None)
+        if rows == sources or causal or layout is None:
             return super().attend(q, k, v, mask, causal, need_attention)
-        g = rows // sources  # queries per source
         _, h, t, d_k = q.shape
-        block = q.view(sources, g, h, t, d_k).transpose(1, 2).reshape(sources, h, g * t, d_k)
-        x, probs = scaled_dot_product_attention(block, k, v, mask)  # (sources, h, g*t, d_k)
-        x = x.view(sources, h, g, t, d_k).transpose(1, 2).reshape(rows, h, t, d_k)
+        w = layout.width
+        grid = q
+        if layout.slot is not None:  # rows into their slots; empty slots stay zero
+            grid = q.new_zeros(sources * w, h, t, d_k).index_copy_(0, layout.slot, q)
+        block = grid.view(sources, w, h, t, d_k).transpose(1, 2).reshape(sources, h, w * t, d_k)
+        x, probs = scaled_dot_product_attention(block, k, v, mask)  # (sources, h, w*t, d_k)
+        x = x.view(sources, h, w, t, d_k).transpose(1, 2).reshape(sources * w, h, t, d_k)
+        if layout.slot is not None:
+            x = x.index_select(0, layout.slot)  # (rows, h, t, d_k)
         x = x.transpose(1, 2).reshape(rows, t, self.d_model)  # Concat(heads): (rows, t, d_model)
-        if need_attention:  # (sources, h, g*t, S) -> (rows, h, t, S)
-            s = probs.size(-1)
-            return self.out_proj(x), probs.view(sources, h, g, t, s).transpose(1, 2).reshape(rows, h, t, s)
-        return self.out_proj(x), None
+        if not need_attention:
+            return self.out_proj(x), None
+        s = probs.size(-1)  # (sources, h, w*t, S) -> (rows, h, t, S)
+        probs = probs.view(sources, h, w, t, s).transpose(1, 2).reshape(sources * w, h, t, s)
+        return self.out_proj(x), probs if layout.slot is None else probs.index_select(0, layout.slot)
 
 
 class PackedSharedSourceAttention(SharedSourceAttention, PackedAttention):
@@ -65,26 +113,33 @@ class PackedSharedSourceAttention(SharedSourceAttention, PackedAttention):
 class SharedSourceTransformer(Transformer):
     """A Transformer whose decoder state keeps one source row per sentence in beam search."""
 
+    def step(self, state: TransformerState,
+             prev_tokens: Tensor) -> tuple[Tensor, TransformerState, Tensor | None]:
+        _current.layout = state.extras.get(LAYOUT)
+        try:
+            return super().step(state, prev_tokens)
+        finally:
+            _current.layout = None
+
     def reorder(self, state: TransformerState, index: Tensor,
                 same_source: bool = False) -> TransformerState:
         """As :meth:`Transformer.reorder`; the source rows follow the decoder rows' sentences.
 
-        New row i continues old row ``index[i]``, whose source is source row
-        ``index[i] // g`` (``g``: decoder rows per source row). When those sources come in
-        equal runs of distinct, increasing rows (a beam search's sentences), one source row
-        per run is kept and ``g`` becomes the run length; otherwise each decoder row gets
-        its own source row (``g`` = 1).
+        New row i continues old row ``index[i]`` and reads its source. When the new rows
+        come sentence by sentence, one source row per sentence is kept (not copied when
+        that is every source row already) with the rows' :class:`RowLayout`; otherwise each
+        decoder row gets its own source row, as in the readable model.
         """
-        if not same_source:  # (with same_source every row keeps its sentence's source row)
-            g = state.extras.get(GROUP, 1)
-            source_of = index // g  # (rows,) the source row of each new decoder row
-            sources, runs = source_of.unique_consecutive(return_counts=True)
-            run = int(runs[0]) if runs.numel() else 1
-            grouped = bool((runs == run).all()) and bool((sources[1:] > sources[:-1]).all())
-            keep = sources if grouped else source_of
-            state.extras[GROUP] = run if grouped else 1
-            state.src_mask = state.src_mask.index_select(0, keep)
-            state.src_kv = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in state.src_kv]
+        if not same_source:  # (with same_source every row keeps its sentence: nothing changes)
+            layout: RowLayout | None = state.extras.get(LAYOUT)
+            source_of = index if layout is None else layout.source[index]  # (rows,)
+            found = row_layout(source_of)
+            keep = source_of if found is None else found[0]
+            state.extras[LAYOUT] = None if found is None else found[1]
+            sources = state.src_kv[0][0].size(0)
+            if keep.numel() != sources or bool((keep != torch.arange(sources, device=keep.device)).any()):
+                state.src_mask = state.src_mask.index_select(0, keep)
+                state.src_kv = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in state.src_kv]
         return super().reorder(state, index, same_source=True)  # the self-attention caches
 
 
