@@ -9,7 +9,10 @@ round gives one ratio of sentences per second, and the median is reported with t
 and the share of translations that come out the same. Switched per batch:
 
 - ``shared_source``: :mod:`nmtkit.fast.shared_source` (one source row per sentence in beam
-  search) against the readable model's state, for beam 5, beam 5 with early stop, greedy.
+  search) against the readable model's state;
+- ``top_k``: :func:`nmtkit.fast.top_k.row_top_k` against ``torch.topk`` in the search;
+
+each for beam 5, beam 5 with early stop and greedy (the other speed-ups on in both arms).
 
 The allocator setting (:mod:`nmtkit.fast.allocator`, applied by a translator with
 ``decode.fast``) cannot be taken back inside a process: the page faults and the kernel's
@@ -48,9 +51,11 @@ def main() -> None:
     from nmtkit import fast
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
+    from nmtkit.decode import search
     from nmtkit.decode.translator import Translator
     from nmtkit.fast.allocator import retain_freed_memory
     from nmtkit.fast.shared_source import share_sources, unshare_sources
+    from nmtkit.fast.top_k import row_top_k
 
     torch.set_num_threads(a.threads)
     bundle = load_bundle(a.model)
@@ -80,42 +85,46 @@ def main() -> None:
                             "wall_s": round(seconds, 3)}
     peak_before = matmul_peak_gflops(a.threads)
 
-    def switch(on: bool) -> None:
-        (share_sources if on else unshare_sources)(bundle.model)
+    def plain_top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.topk(k, dim=1)
 
-    results = {}
-    for name, (beam, early) in SEARCHES.items():
-        tr = Translator.from_bundle(bundle, fast=False, early_stop=early)  # packed above
-        outputs = {}
-        for on in (True, False):  # warm-up, and the outputs compared
-            switch(on)
-            timed(tr, src, beam)
-            outputs[on] = timed(tr, src, beam)[1]
-        ratios, with_s, without_s = [], [], []
-        for r in range(a.rounds):
-            seconds = {True: 0.0, False: 0.0}
-            for j, lines in enumerate(batches):
-                for on in ((True, False) if (r + j) % 2 == 0 else (False, True)):
-                    switch(on)
-                    seconds[on] += timed(tr, lines, beam)[0]
-            ratios.append(seconds[False] / seconds[True])
-            with_s.append(len(src) / seconds[True])
-            without_s.append(len(src) / seconds[False])
-        switch(True)
-        results[name] = {
-            "speed_with_vs_without": round(statistics.median(ratios), 3),
-            "rounds": [round(x, 3) for x in ratios],
-            "sents_per_s_with": round(statistics.median(with_s), 1),
-            "sents_per_s_without": round(statistics.median(without_s), 1),
-            "same_output": round(sum(x == y for x, y in zip(outputs[True], outputs[False], strict=True))
-                                 / len(src), 3)}
+    switches = {
+        "shared_source": lambda on: (share_sources if on else unshare_sources)(bundle.model),
+        "top_k": lambda on: setattr(search, "row_top_k", row_top_k if on else plain_top_k)}
 
+    results: dict = {name: {} for name in switches}
+    for name, switch in switches.items():
+        for search_name, (beam, early) in SEARCHES.items():
+            tr = Translator.from_bundle(bundle, fast=True, early_stop=early)
+            outputs = {}
+            for on in (True, False):  # warm-up, and the outputs compared
+                switch(on)
+                timed(tr, src, beam)
+                outputs[on] = timed(tr, src, beam)[1]
+            ratios, with_s, without_s = [], [], []
+            for r in range(a.rounds):
+                seconds = {True: 0.0, False: 0.0}
+                for j, lines in enumerate(batches):
+                    for on in ((True, False) if (r + j) % 2 == 0 else (False, True)):
+                        switch(on)
+                        seconds[on] += timed(tr, lines, beam)[0]
+                ratios.append(seconds[False] / seconds[True])
+                with_s.append(len(src) / seconds[True])
+                without_s.append(len(src) / seconds[False])
+            switch(True)
+            results[name][search_name] = {
+                "speed_with_vs_without": round(statistics.median(ratios), 3),
+                "rounds": [round(x, 3) for x in ratios],
+                "sents_per_s_with": round(statistics.median(with_s), 1),
+                "sents_per_s_without": round(statistics.median(without_s), 1),
+                "same_output": round(sum(x == y for x, y in zip(outputs[True], outputs[False],
+                                                                  strict=True)) / len(src), 3)}
     emit({"benchmark": "decode_ab", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
           "threads": a.threads, "torch": torch.__version__, "model": a.model,
           "n": len(src), "batch_size": a.batch_size, "rounds": a.rounds,
           "cpu_matmul_gflops_before_after": [round(peak_before, 1),
                                              round(matmul_peak_gflops(a.threads), 1)],
-          "speedups": {"shared_source": results},
+          "speedups": results,
           "allocator_beam5_pass": allocator}, a.out)
 
 

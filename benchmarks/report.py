@@ -474,6 +474,36 @@ def fast_ab_history() -> list[str]:
             "|---|---|---|---|---|---|---|", *rows, ""]
 
 
+def decode_ab_history() -> list[str]:
+    """Files of ``benchmarks/decode_ab.py``: each decoding speed-up on and off in one process."""
+    rows = []
+    for f in sorted(RESULTS.glob("decode_ab*.json")):
+        r = _load(str(f))
+        for name, searches in r["speedups"].items():
+            for search, x in searches.items():
+                rows.append(f"| `{f.name}` | {r['date'][:10]} | `nmtkit.fast.{name}`, {search} "
+                            f"| **{x['speed_with_vs_without']}x** ({min(x['rounds'])}-{max(x['rounds'])}) "
+                            f"| {x['sents_per_s_with']} / {x['sents_per_s_without']} "
+                            f"| {x['same_output']:.0%} | {r['cpu_matmul_gflops_before_after']} "
+                            f"| `{clean(r['command'])}` |")
+        alloc = r["allocator_beam5_pass"]
+        rows.append(f"| `{f.name}` | {r['date'][:10]} | `nmtkit.fast.allocator` (process-wide: "
+                    f"one beam-5 pass before and after) | page faults {alloc['before']['page_faults']:,}"
+                    f" -> {alloc['after']['page_faults']:,}; kernel CPU {alloc['before']['system_cpu_s']}"
+                    f" -> {alloc['after']['system_cpu_s']} s | wall {alloc['before']['wall_s']} -> "
+                    f"{alloc['after']['wall_s']} s | - | {r['cpu_matmul_gflops_before_after']} "
+                    f"| `{clean(r['command'])}` |")
+    if not rows:
+        return []
+    return ["### One decoding speed-up on and off, in one process", "",
+            "Each batch of test sentences translated once with the speed-up and once without, in "
+            "alternating order; one ratio per round over all batches, the median of the rounds "
+            "(their range), and the share of translations that came out the same.", "",
+            "| file | date | speed-up, search | with / without | sents/s with / without "
+            "| same output | CPU matmul GFLOP/s before, after | command |",
+            "|---|---|---|---|---|---|---|---|", *rows, ""]
+
+
 def gpu_speed_section() -> list[str]:
     s = _load(_res("gpu_h100_2026-11-22/summary.json"))["speed"]
     t, d = s["train"], s["decode"]
@@ -531,6 +561,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
     out += train_history() + decode_history() + baseline_history() + fast_ab_history()
+    out += decode_ab_history()
     out += gpu_speed_section() + serve_section()
     return "\n".join(out).rstrip() + "\n"
 

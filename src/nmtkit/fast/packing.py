@@ -21,6 +21,7 @@ that is trained again must be unpacked first (:func:`unpack`, or the context man
 
 from __future__ import annotations
 
+import threading
 from typing import Any, cast
 
 import torch
@@ -32,18 +33,20 @@ from . import onednn
 from .swap import restore_class, swap_class
 
 ROWS_HINT = 32  # rows per product that oneDNN chooses the packed layout for (the decode batch)
-MAX_ROWS = 512  # beam 5 x the default batch of 64 = 320 rows; larger products (the
-# encoder's: batch x source length) pack their weight well enough themselves
+MAX_ROWS = 1024  # beam 5 x the default batch of 64 = 320 rows, and most encoder products of
+# a batch of 32 sentences (rows = batch x source length); larger ones pack their weight well
+# enough themselves
 
 
 def row_bucket(rows: int) -> int:
     """Rows a product with ``rows`` rows is padded to: exact up to 4, then multiples of 16 up
-    to 64, of 32 up to 256, then of 64 (zero rows, sliced off after). oneDNN compiles one
-    kernel per (weight shape, rows); a beam search meets every row count from 1 to batch x
-    beam, and the buckets keep that number of kernels (and the memory they take) small."""
+    to 64, of 32 up to 256, of 64 up to 512, then of 128 (extra rows whose products are
+    dropped). oneDNN compiles one kernel per (weight shape, rows); a beam search meets every
+    row count from 1 to batch x beam, and the buckets keep that number of kernels (and the
+    memory they take) small."""
     if rows <= 4:
         return rows
-    step = 16 if rows <= 64 else 32 if rows <= 256 else 64
+    step = 16 if rows <= 64 else 32 if rows <= 256 else 64 if rows <= 512 else 128
     return -(-rows // step) * step
 
 
@@ -53,6 +56,7 @@ class PackedProduct:
     def __init__(self, weight: Tensor, bias: Tensor | None, rows: slice = slice(None),
                  hint: int = ROWS_HINT):
         self.weight, self.bias, self.rows = weight, bias, rows
+        self.local = threading.local()  # per thread: the buffer of padded products
         self.key = self._identity()
         w = weight.detach()[rows]
         self.packed = onednn.reorder(w, hint)
@@ -77,11 +81,23 @@ class PackedProduct:
         rows = x.numel() // x.size(-1)
         flat = x.reshape(rows, x.size(-1))  # (rows, in)
         padded = row_bucket(rows)
-        if padded != rows:
-            flat = torch.cat([flat, flat.new_zeros(padded - rows, flat.size(1))])  # (padded, in)
+        if padded != rows:  # the rows into a buffer of MAX_ROWS rows; those after are not read
+            flat = self._staging(flat)[:padded]  # (padded, in)
         assert self.packed is not None  # usable(x) checked it
         y = onednn.packed_linear(flat, self.packed, self.packed_bias)  # (padded, out)
         return y[:rows].view(*x.shape[:-1], y.size(-1))
+
+    def _staging(self, flat: Tensor) -> Tensor:
+        """``flat`` (rows, in) copied to the top of this thread's (MAX_ROWS, in) buffer.
+
+        The rows below it hold what an earlier call left (zeros at first): their products
+        are computed and dropped, and a product's rows do not mix, so they change nothing.
+        One buffer per thread, so that two threads may decode with one model at once."""
+        buf: Tensor | None = getattr(self.local, "staging", None)
+        if buf is None:
+            buf = self.local.staging = flat.new_zeros(MAX_ROWS, flat.size(1))
+        buf[: flat.size(0)].copy_(flat)
+        return buf
 
 
 class PackedLinear(nn.Linear):

@@ -60,12 +60,16 @@ class RowLayout:
 _current = threading.local()  # .layout: the RowLayout of the step running in this thread
 
 
-def row_layout(source_of: Tensor) -> tuple[Tensor, RowLayout] | None:
+def row_layout(source_of: Tensor) -> tuple[Tensor, RowLayout | None]:
     """For decoder rows reading sources ``source_of`` (rows,): the source rows to keep and
-    the rows' layout over them, or None when the rows do not come sentence by sentence."""
+    the rows' layout over them; ``(source_of, None)`` (one source row per decoder row, as
+    the readable model keeps them) when each row has a source of its own or the rows do
+    not come sentence by sentence."""
+    if bool((source_of[1:] > source_of[:-1]).all()):  # one row per source (greedy search)
+        return source_of, None
     sources, counts = torch.unique_consecutive(source_of, return_counts=True)
     if bool((sources[1:] <= sources[:-1]).any()):  # a sentence's rows are not consecutive
-        return None
+        return source_of, None
     which = torch.repeat_interleave(torch.arange(sources.numel(), device=source_of.device), counts)
     width = int(counts.max())
     slot = None
@@ -133,9 +137,7 @@ class SharedSourceTransformer(Transformer):
         if not same_source:  # (with same_source every row keeps its sentence: nothing changes)
             layout: RowLayout | None = state.extras.get(LAYOUT)
             source_of = index if layout is None else layout.source[index]  # (rows,)
-            found = row_layout(source_of)
-            keep = source_of if found is None else found[0]
-            state.extras[LAYOUT] = None if found is None else found[1]
+            keep, state.extras[LAYOUT] = row_layout(source_of)
             sources = state.src_kv[0][0].size(0)
             if keep.numel() != sources or bool((keep != torch.arange(sources, device=keep.device)).any()):
                 state.src_mask = state.src_mask.index_select(0, keep)
