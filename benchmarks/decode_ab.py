@@ -9,10 +9,8 @@ round gives one ratio of sentences per second, and the median is reported with t
 and the share of translations that come out the same. Switched per batch:
 
 - ``shared_source``: :mod:`nmtkit.fast.shared_source` (one source row per sentence in beam
-  search) against the readable model's state;
-- ``top_k``: :func:`nmtkit.fast.top_k.row_top_k` against ``torch.topk`` in the search;
-
-each for beam 5, beam 5 with early stop and greedy (the other speed-ups on in both arms).
+  search) against the readable model's state, for beam 5, beam 5 with early stop and greedy
+  (the other speed-ups on in both arms).
 
 The allocator setting (:mod:`nmtkit.fast.allocator`, applied by a translator with
 ``decode.fast``) cannot be taken back inside a process: the page faults and the kernel's
@@ -51,11 +49,9 @@ def main() -> None:
     from nmtkit import fast
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
-    from nmtkit.decode import search
     from nmtkit.decode.translator import Translator
     from nmtkit.fast.allocator import retain_freed_memory
     from nmtkit.fast.shared_source import share_sources, unshare_sources
-    from nmtkit.fast.top_k import row_top_k
 
     torch.set_num_threads(a.threads)
     bundle = load_bundle(a.model)
@@ -85,12 +81,8 @@ def main() -> None:
                             "wall_s": round(seconds, 3)}
     peak_before = matmul_peak_gflops(a.threads)
 
-    def plain_top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return x.topk(k, dim=1)
-
     switches = {
-        "shared_source": lambda on: (share_sources if on else unshare_sources)(bundle.model),
-        "top_k": lambda on: setattr(search, "row_top_k", row_top_k if on else plain_top_k)}
+        "shared_source": lambda on: (share_sources if on else unshare_sources)(bundle.model)}
 
     results: dict = {name: {} for name in switches}
     for name, switch in switches.items():

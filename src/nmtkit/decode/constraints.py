@@ -47,7 +47,6 @@ from .search import (
     Hypothesis,
     Prefixes,
     beam_step,
-    best_tokens,
     follow_beams,
     force_tokens,
     length_caps,
@@ -143,7 +142,7 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
         at_cap = ((t + 1) >= caps) & ~finished
         unmet = torch.tensor([not p.complete() for p in track], device=dev)
         log_probs[unmet & ~at_cap, EOS] = float("-inf")  # end only with every phrase produced
-        top_lp, top_tok = best_tokens(log_probs, k, cfg)  # (n*k, kk)
+        top_lp, top_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (n*k, kk)
         # (row, token, log-prob) candidates: the top tokens, plus the constraints' tokens
         extra = [(r, w) for r in range(n * k) for w in track[r].wanted(phrases[alive[r // k]])]
         extra_lp = (log_probs[torch.tensor([r for r, _ in extra], dtype=torch.long, device=dev),

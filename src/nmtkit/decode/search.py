@@ -40,7 +40,6 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from ..data.vocab import BOS, EOS, PAD
-from ..fast.top_k import row_top_k
 
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
@@ -104,15 +103,6 @@ def force_tokens(log_probs: Tensor, want: Tensor) -> None:
     idx = want.clamp(min=0).unsqueeze(1)  # (rows, 1)
     only = torch.full_like(log_probs, float("-inf")).scatter_(1, idx, log_probs.gather(1, idx))
     log_probs[forced] = only[forced]
-
-
-def best_tokens(log_probs: Tensor, k: int, cfg: DecodeConfig) -> tuple[Tensor, Tensor]:
-    """Each row's ``k`` most probable tokens, best first: (log-probs, ids), each (rows, k).
-
-    ``torch.topk``; with ``cfg.fast`` the same values through
-    :func:`nmtkit.fast.top_k.row_top_k` (faster on a CPU)."""
-    k = min(k, log_probs.size(1))
-    return row_top_k(log_probs, k) if cfg.fast else log_probs.topk(k, dim=1)
 
 
 def sample_tokens(log_probs: Tensor, cfg: DecodeConfig,
@@ -347,7 +337,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
             else:
                 forced = None
         log_probs[:, NEVER] = float("-inf")
-        live_lp, live_tok = best_tokens(log_probs, k, cfg)  # (live, kk)
+        live_lp, live_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (live, kk)
         at_cap = (t + 1) >= caps[live]  # a hypothesis at its cap may only end
         if bool(at_cap.any()):
             live_lp[at_cap] = float("-inf")

@@ -15,12 +15,10 @@ both (CPU, glibc)      freed memory kept for the next step         :mod:`.alloca
 training (CPU)         output layer and loss in blocks of rows     :mod:`.output_loss`
 decoding (CPU)         weights packed once in oneDNN's layout      :mod:`.packing`
 decoding (CPU)         one source copy per sentence in beam search :mod:`.shared_source`
-decoding (CPU)         top-k through the maxima of column blocks   :mod:`.top_k`
 =====================  ==========================================  =====================
 
 The trainer calls :func:`for_training` and :func:`training_loss` when ``train.fast`` is on
-(the default), the translator :func:`for_inference` when ``decode.fast`` is on (and the
-search :func:`.top_k.row_top_k`, through :func:`nmtkit.decode.search.best_tokens`);
+(the default), the translator :func:`for_inference` when ``decode.fast`` is on;
 ``--no-fast`` turns both off on the command line. With it off nothing here runs, and the numbers agree within
 float tolerance (``tests/test_fast.py``; dropout masks are random either way).
 """
