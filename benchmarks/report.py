@@ -543,9 +543,11 @@ run; the newest files alternate reference and nmtkit in fresh processes and repo
 median round with the spread of all rounds. The peers' ratios use PEERS.md's reference on the
 same machine kind (1.92 greedy sents/s, 305 tok/s) or, for OpenNMT-py's training, a
 re-measurement beside the reference (`peers_cpu_*.json`). Same model and regex tokens as the
-peers; decoding uses a `multi30k_transformer_small` model trained for 25 minutes, on
-test_2016_flickr. What changed between the `*_before_ca84e2d` files and the newest ones is
-explained in [engineering.md](engineering.md), section 3."""
+peers; decoding (test_2016_flickr) uses a model of the same size: until 2026-11-24 a
+`multi30k_transformer_small` model trained for 25 minutes, from 2026-11-25 the 10-minute
+quickstart's (`runs/qs10_compat.pt`, `multi30k_transformer_quick`). What changed between
+the `*_before_ca84e2d` files and the newest ones is explained in
+[engineering.md](engineering.md), section 3."""
 
 
 def page(train: str, decode: str, compile_: str | None, corpus: str | None, peers: str | None) -> str:
@@ -568,7 +570,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
 
 # The files of the page's CPU speed table (also what tests/test_docs.py rebuilds the page from).
 DEFAULT_FILES = {"train": "train_speed_cpu_2026-11-26.json",
-                 "decode": "decode_speed_cpu_2026-11-23.json",
+                 "decode": "decode_speed_cpu_2026-11-26.json",
                  "compile_": "train_speed_compile_cpu_2026-11-22.json",
                  "corpus": "corpus_memory_cpu_2026-11-22.json",
                  "peers": "peers_cpu_2026-11-23.json"}
