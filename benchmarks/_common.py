@@ -85,6 +85,15 @@ def add_peer_setup_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=2)
 
 
+def add_decode_setup_args(p: argparse.ArgumentParser) -> None:
+    """The decoding benchmarks' checkpoint and sentences: the first ``--n`` lines of
+    test_2016_flickr in batches of ``--batch-size``, ``--threads`` intra-op threads."""
+    p.add_argument("--model", required=True)
+    p.add_argument("--n", type=int, default=200)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--threads", type=int, default=2)
+
+
 def median_round(rounds: list[tuple]) -> tuple:
     """The round whose ratio (its first item) is the median; the upper one of an even count.
 

@@ -28,17 +28,14 @@ import resource
 import statistics
 import time
 
-from _common import emit, matmul_peak_gflops  # benchmarks/ is the script's directory
+from _common import add_decode_setup_args, emit, matmul_peak_gflops  # benchmarks/ is the script's directory
 
 SEARCHES = {"beam5": (5, False), "beam5_early_stop": (5, True), "greedy": (1, False)}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
-    p.add_argument("--n", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--threads", type=int, default=2)
+    add_decode_setup_args(p)
     p.add_argument("--rounds", type=int, default=10,
                    help="rounds per search (each: every batch with and without)")
     p.add_argument("--out", default=None, help="also write the JSON here")

@@ -38,6 +38,7 @@ from pathlib import Path
 # benchmarks/ is the script's directory
 from _common import (
     add_baseline_args,
+    add_decode_setup_args,
     add_source_arg,
     emit,
     matmul_peak_gflops,
@@ -163,10 +164,7 @@ def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, lis
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
-    p.add_argument("--n", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--threads", type=int, default=2)
+    add_decode_setup_args(p)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--ref-decode-n", type=int, default=10)
     p.add_argument("--rounds", type=int, default=7,
