@@ -426,6 +426,14 @@ def decode_history() -> list[str]:
     return out + [""]
 
 
+def history_section(title: str, intro: str, columns: list[str], rows: list[str]) -> list[str]:
+    """A titled table of result files (nothing when there are no rows)."""
+    if not rows:
+        return []
+    return [f"### {title}", "", intro, "", "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns), *rows, ""]
+
+
 def baseline_history() -> list[str]:
     """Files measured with ``--baseline-src``: the tree under test against an older tree,
     alternating in the same rounds (the median ratio, and every round's)."""
@@ -444,13 +452,11 @@ def baseline_history() -> list[str]:
             what = f"{clean(r['change'])}. {what}"
         rows.append(f"| `{f.name}` | {r['date'][:10]} | {what} "
                     f"| {r.get('cpu_matmul_peak_gflops', '-')} | `{clean(r['command'])}` |")
-    if not rows:
-        return []
-    return ["### Before and after a change, in the same rounds", "",
-            "`--baseline-src OLD_TREE` times an older commit's tree in the same alternating rounds "
-            "as the tree under test; the ratio is new / old (1.0 = unchanged).", "",
-            "| file | date | new / old | measured CPU matmul GFLOP/s | command |",
-            "|---|---|---|---|---|", *rows, ""]
+    return history_section(
+        "Before and after a change, in the same rounds",
+        "`--baseline-src OLD_TREE` times an older commit's tree in the same alternating rounds "
+        "as the tree under test; the ratio is new / old (1.0 = unchanged).",
+        ["file", "date", "new / old", "measured CPU matmul GFLOP/s", "command"], rows)
 
 
 def fast_ab_history() -> list[str]:
@@ -463,15 +469,13 @@ def fast_ab_history() -> list[str]:
                         f"| **{x['speed_with_vs_without']}x** ({min(x['pairs'])}-{max(x['pairs'])}) "
                         f"| {x['tgt_tokens_per_s_with']:,} / {x['tgt_tokens_per_s_without']:,} "
                         f"| {r['cpu_matmul_gflops_before_after']} | `{clean(r['command'])}` |")
-    if not rows:
-        return []
-    return ["### One training speed-up on and off, in one process", "",
-            "Pairs of chunks of updates on the same batches, one with the speed-up and one "
-            "without, in alternating order: the host's drift between processes (10-30% within "
-            "minutes) does not enter the ratio. Median of the pairs (their range).", "",
-            "| file | date | speed-up | with / without | target tok/s with / without "
-            "| CPU matmul GFLOP/s before, after | command |",
-            "|---|---|---|---|---|---|---|", *rows, ""]
+    return history_section(
+        "One training speed-up on and off, in one process",
+        "Pairs of chunks of updates on the same batches, one with the speed-up and one "
+        "without, in alternating order: the host's drift between processes (10-30% within "
+        "minutes) does not enter the ratio. Median of the pairs (their range).",
+        ["file", "date", "speed-up", "with / without", "target tok/s with / without",
+         "CPU matmul GFLOP/s before, after", "command"], rows)
 
 
 def decode_ab_history() -> list[str]:
@@ -493,15 +497,13 @@ def decode_ab_history() -> list[str]:
                     f" -> {alloc['after']['system_cpu_s']} s | wall {alloc['before']['wall_s']} -> "
                     f"{alloc['after']['wall_s']} s | - | {r['cpu_matmul_gflops_before_after']} "
                     f"| `{clean(r['command'])}` |")
-    if not rows:
-        return []
-    return ["### One decoding speed-up on and off, in one process", "",
-            "Each batch of test sentences translated once with the speed-up and once without, in "
-            "alternating order; one ratio per round over all batches, the median of the rounds "
-            "(their range), and the share of translations that came out the same.", "",
-            "| file | date | speed-up, search | with / without | sents/s with / without "
-            "| same output | CPU matmul GFLOP/s before, after | command |",
-            "|---|---|---|---|---|---|---|---|", *rows, ""]
+    return history_section(
+        "One decoding speed-up on and off, in one process",
+        "Each batch of test sentences translated once with the speed-up and once without, in "
+        "alternating order; one ratio per round over all batches, the median of the rounds "
+        "(their range), and the share of translations that came out the same.",
+        ["file", "date", "speed-up, search", "with / without", "sents/s with / without",
+         "same output", "CPU matmul GFLOP/s before, after", "command"], rows)
 
 
 def gpu_speed_section() -> list[str]:
