@@ -372,7 +372,6 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
         # The state row of each flat row computed this step (the first step: its sentence's).
         state_row = torch.full((n * k,), -1, dtype=torch.long, device=dev)
         state_row[live] = live // k if first else torch.arange(live.numel(), device=dev)
-        was_live = torch.zeros(n * k, dtype=torch.bool, device=dev).index_fill_(0, live, True)
         # A sentence is done when none of its hypotheses can still change (ended or dead).
         can_change = ~finished & ~torch.isneginf(scores.view(-1))  # (n*k,)
         settled = ~can_change.view(n, k).any(dim=1)
@@ -394,12 +393,12 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
             attn_hist = None if attn_hist is None else attn_hist[keep_rows]
             lp_hist = None if lp_hist is None else lp_hist[keep_rows]
             forced = None if forced is None else forced[keep_rows]  # a sentence's rows share it
-            rows, can_change, was_live = rows[keep_rows], can_change[keep_rows], was_live[keep_rows]
+            rows, can_change = rows[keep_rows], can_change[keep_rows]
         live = can_change.nonzero().view(-1)  # (live',) the hypotheses the model computes next
         # Rows keep their source sentence when no sentence left and each kept its number of
         # live hypotheses (state row i then belongs to the same sentence before and after).
         same_source = not first and not bool(settled.any()) and bool(
-            (can_change.view(-1, k).sum(1) == was_live.view(-1, k).sum(1)).all())
+            (can_change.view(n, k).sum(1) == (state_row >= 0).view(n, k).sum(1)).all())
         state = model.reorder(state, state_row[rows[live]], same_source=same_source)
         prev = tok[live]
     return results
