@@ -484,6 +484,13 @@ class TrainConfig:
     ``off`` (YAML 1.1 also reads an unquoted ``off`` as ``false``)."""
     compile: bool = False
     """``torch.compile`` the training forward (dynamic shapes; pays off on GPUs)."""
+    cuda_graphs: bool = False
+    """Replay each update's forward + backward from CUDA graphs (:mod:`nmtkit.fast.cuda_graphs`):
+    batches are padded to a few fixed shapes (:func:`nmtkit.data.batching.static_batches`,
+    up to ``max_tokens`` padded tokens each) and each shape is captured once. For
+    Transformers on one GPU, where short sentences make training launch-bound; not with
+    ``compile``, ``rdrop``, ``word_dropout``, ``amp: fp16`` or several processes. On a CPU
+    the same fixed shapes and buffers run without graphs."""
     fast: bool = True
     """Apply :mod:`nmtkit.fast` to the built model for training: CPU kernels for dropout and
     attention, and (with ``retain_freed_memory``) the allocator setting. Off: the model of
@@ -529,6 +536,10 @@ class TrainConfig:
                    "patience", "plateau_patience", "keep_last", "valid_max_sents", "threads")
         c.at_least(0, "sample_every")
         c.at_least(1, "samples")
+        c.require(not self.cuda_graphs or not (self.compile or self.rdrop or self.word_dropout
+                                               or self.amp == "fp16"),
+                  "train.cuda_graphs replays fixed kernels: not with train.compile, train.rdrop, "
+                  "train.word_dropout or train.amp: fp16")
         c.require(self.lr_schedule not in ("noam", "inverse_sqrt") or self.warmup >= 1,
                   "train.warmup must be >= 1 for noam and inverse_sqrt")
         self._validate_cosine(c)
@@ -645,6 +656,9 @@ class Config:
         if self.model.tie_all and not self.data.joint_vocab and self.data.corpus != "copy":
             raise ConfigError(f"{source}: model.tie_all needs data.joint_vocab: true "
                               "(one vocabulary for all three embeddings)")
+        if self.train.cuda_graphs and self.model.arch != "transformer":
+            raise ConfigError(f"{source}: train.cuda_graphs needs model.arch: transformer "
+                              f"(got {self.model.arch!r})")
         self._validate_forgetting_directions(source)
         c = _Checks(self.decode, "decode", source)
         for holds, message in alignment_choice_checks(self.model, self.decode.alignment_layer,

@@ -6,6 +6,10 @@ cut greedily into batches whose *padded* size ``n * max_len`` stays within the b
 on both sides, and the batch order is shuffled. Every pair appears exactly once per
 epoch; the same (seed, epoch) gives the same batches, so a resumed run sees the same data.
 With ``world > 1`` each rank takes every ``world``-th batch (DistributedSampler-style).
+
+:func:`static_batches` is the variant for CUDA graphs (``train.cuda_graphs``): every batch
+is padded to one of a few fixed shapes (rows, source width, target width), so that one
+captured graph per shape serves the whole run.
 """
 
 from __future__ import annotations
@@ -58,6 +62,74 @@ def token_batches(
         usable = len(batches) - len(batches) % world
         batches = batches[rank:usable:world]
     return batches
+
+
+SHAPE_STEPS = ((32, 4), (64, 8), (128, 16), (256, 32))
+"""Widths of :func:`static_width`: multiples of 4 up to 32 tokens, of 8 up to 64, of 16 up to
+128, of 32 up to 256, and of 64 beyond: a padded width is at most ~12% above the real one
+(past 8 tokens), in 8 + 4 + 4 + 4 widths up to 256."""
+
+
+def static_width(length: int) -> int:
+    """The smallest width of the grid :data:`SHAPE_STEPS` that holds ``length`` tokens."""
+    for limit, step in SHAPE_STEPS:
+        if length <= limit:
+            return max(step, -(-length // step) * step)
+    return -(-length // 64) * 64
+
+
+def static_rows(width: int, max_tokens: int) -> int:
+    """Rows of a static batch whose longer side is ``width`` wide: as many as the budget
+    holds (at least one)."""
+    return max(1, max_tokens // width)
+
+
+def static_batches(
+    src_lens: np.ndarray,
+    tgt_lens: np.ndarray,
+    max_tokens: int,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
+    rank: int = 0,
+    world: int = 1,
+) -> list[np.ndarray]:
+    """Index arrays of one epoch's batches for fixed shapes (see :func:`static_shape`).
+
+    Pairs are sorted by their longer side ``l = max(src, tgt)`` (ties random), and cut
+    greedily: a batch takes pairs while their count fits ``static_rows`` of the width of
+    the longest so far. A batch may hold fewer pairs than its shape's rows (where the width
+    steps up, and at the end): those rows are padding. Every pair appears once per epoch;
+    the same (seed, epoch) gives the same batches; ranks as in :func:`token_batches`.
+    """
+    src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
+    n = len(src_lens)
+    rng = np.random.default_rng([seed, epoch])
+    tie = rng.random(n) if shuffle else np.arange(n)
+    longer = np.maximum(src_lens, tgt_lens)
+    order = np.lexsort((tie, longer))
+    batches: list[np.ndarray] = []
+    start = 0
+    for pos, i in enumerate(order):
+        rows = static_rows(static_width(int(longer[i])), max_tokens)
+        if pos - start + 1 > rows:  # this pair's shape holds fewer rows than the batch has
+            batches.append(order[start:pos])
+            start = pos
+    if start < n:
+        batches.append(order[start:n])
+    if shuffle:
+        batches = [batches[j] for j in rng.permutation(len(batches))]
+    if world > 1:
+        usable = len(batches) - len(batches) % world
+        batches = batches[rank:usable:world]
+    return batches
+
+
+def static_shape(src_len: int, tgt_len: int, max_tokens: int) -> tuple[int, int, int]:
+    """(rows, source width, target width) of the static batch whose longest source has
+    ``src_len`` tokens and longest target ``tgt_len`` (BOS/EOS counted)."""
+    s, t = static_width(src_len), static_width(tgt_len)
+    return static_rows(max(s, t), max_tokens), s, t
 
 
 def pad_batch(seqs: list[np.ndarray], pad: int = PAD) -> Tensor:
@@ -162,11 +234,38 @@ class ParallelIds:
         return token_batches(self.src_lens, self.tgt_lens, max_tokens, seed, epoch, shuffle,
                              rank, world)
 
-    def collate(self, index: np.ndarray) -> Batch:
+    def static_batches(self, max_tokens: int, seed: int = 0, epoch: int = 0,
+                       shuffle: bool = True, rank: int = 0, world: int = 1) -> list[np.ndarray]:
+        return static_batches(self.src_lens, self.tgt_lens, max_tokens, seed, epoch, shuffle,
+                              rank, world)
+
+    def collate(self, index: np.ndarray, static_tokens: int = 0) -> Batch:
+        """The batch of pairs ``index``. With ``static_tokens`` (the token budget of
+        :func:`static_batches`) it is padded to :func:`static_shape`: extra columns are PAD,
+        extra rows hold a one-token source (EOS), BOS as decoder input and PAD targets, so
+        that they attend somewhere and add nothing to the loss."""
         index = np.asarray(index, dtype=np.int64)
         src, _ = gather_padded(self.src_tokens, self.src_offsets, index)
         tgt, lens = gather_padded(self.tgt_tokens, self.tgt_offsets, index, extra=1)
         tgt_in = np.concatenate((np.full((len(index), 1), BOS, dtype=np.int64), tgt[:, :-1]), 1)
         tgt[np.arange(len(index)), lens] = EOS  # y EOS
+        n_tokens = int(lens.sum() + len(index))
+        if static_tokens:
+            rows, s, t = static_shape(src.shape[1], tgt.shape[1], static_tokens)
+            if rows < len(index):
+                raise ValueError(f"{len(index)} pairs do not fit the static shape "
+                                 f"({rows}, {s}, {t}) of a {static_tokens}-token budget")
+            src = _pad_to(src, rows, s, fill_row=EOS)
+            tgt_in = _pad_to(tgt_in, rows, t, fill_row=BOS)
+            tgt = _pad_to(tgt, rows, t, fill_row=PAD)
         return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt),
-                     index, int(lens.sum() + len(index)))
+                     index, n_tokens)
+
+
+def _pad_to(ids: np.ndarray, rows: int, width: int, fill_row: int) -> np.ndarray:
+    """``ids`` (n, w) -> (rows, width): PAD to the right; each added row is ``fill_row``
+    followed by PAD."""
+    out = np.full((rows, width), PAD, dtype=np.int64)
+    out[: ids.shape[0], : ids.shape[1]] = ids
+    out[ids.shape[0]:, 0] = fill_row
+    return out

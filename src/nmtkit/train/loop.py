@@ -54,12 +54,14 @@ from ..data.prepare import (
 )
 from ..data.subword_sampling import SubwordSampler
 from ..evaluate import perplexity, score
+from ..fast.cuda_graphs import GraphedLoss
 from ..io import atomic_write_text
 from ..models import build_model
+from ..models.seq2seq import pad_mask
 from . import distributed, finetune
 from .ema import WeightAverage
 from .finetune import forgetting_report, score_splits, write_forgetting_report
-from .loss import label_smoothed_cross_entropy
+from .loss import label_smoothed_cross_entropy, smoothed_loss_sums
 from .regularize import rdrop_loss, word_dropout
 from .schedule import Schedule, build_optimizer
 from .tensorboard import log_attention, log_samples
@@ -226,6 +228,8 @@ class Trainer:
         # numbers faster (nmtkit.fast.output_loss); None: the readable logits-then-loss path.
         self._blocked_loss = (fast.training_loss(self.model)
                               if t.fast and not t.compile and t.amp == "off" else None)
+        # train.cuda_graphs: forward + backward replayed per fixed batch shape (nmtkit.fast).
+        self._graphs = self._graphed_loss() if t.cuda_graphs else None
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = Schedule(self.optimizer, t, cfg.model.d_model)
         # fp16: dynamic loss scaling (off for fp32 and bf16, whose range needs none).
@@ -578,8 +582,7 @@ class Trainer:
                     break
                 if self.sampler is not None:  # this epoch's sampled segmentation (same on every rank)
                     self.train_ids = self.sampler.ids(p.epoch)
-                batches = self.train_ids.batches(t.max_tokens, t.seed, p.epoch,
-                                                 rank=self.rank, world=self.world)
+                batches = self.epoch_batches(p.epoch)
                 if not batches:  # (never loop over epochs without a batch)
                     raise TrainingError(f"epoch {p.epoch} has no training batch on rank "
                                         f"{self.rank} of {self.world}")
@@ -692,9 +695,43 @@ class Trainer:
             step_s, remaining_s = distributed.broadcast_floats([step_s, remaining_s], self.device)
         log.info(self.schedule.make_plan(p.step, step_s, remaining_s).describe())
 
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches of training epoch ``epoch`` (fixed shapes with train.cuda_graphs)."""
+        t = self.cfg.train
+        make = self.train_ids.static_batches if t.cuda_graphs else self.train_ids.batches
+        return make(t.max_tokens, t.seed, epoch, rank=self.rank, world=self.world)
+
+    def _graphed_loss(self) -> GraphedLoss:
+        """train.cuda_graphs: the training loss of a batch as :class:`GraphedLoss` replays it
+        (captured on a GPU; on a CPU the same buffers and calls run eagerly)."""
+        if self.world > 1:
+            raise TrainingError("train.cuda_graphs runs in one process: unset it for torchrun")
+        capture = self.device.type == "cuda"
+        if not capture:
+            log.warning("train.cuda_graphs: no CUDA device, so fixed batch shapes without graphs")
+        eps = self.cfg.train.label_smoothing
+        bf16 = self.cfg.train.amp == "bf16" and capture
+
+        def loss(src: torch.Tensor, tgt_in: torch.Tensor,
+                 tgt_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return smoothed_loss_sums(self.model.logits(src, pad_mask(src), tgt_in), tgt_out, eps)
+
+        def autocast() -> torch.autocast:  # no cast cache: a graph must not keep its casts
+            return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16,
+                                  cache_enabled=False)
+
+        return GraphedLoss(self.model, loss, autocast, capture=capture)
+
+    def _zero_grad(self) -> None:
+        if self._graphs is not None:
+            self._graphs.zero_grad()  # in place: the graphs hold the gradients' addresses
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+
     def _update(self, group: list[np.ndarray]) -> tuple[float, float, int]:
         """Forward/backward over ``group`` batches and one optimizer step (unless non-finite)."""
-        t = self.cfg.train
+        if self._graphs is not None:
+            return self._graphed_update(group)
         batches = [self.train_ids.collate(idx) for idx in group]
         total = sum(b.n_tokens for b in batches)
         loss_sum, nll_sum = 0.0, 0.0
@@ -714,8 +751,30 @@ class Trainer:
                 q.grad.div_(global_total)
             if not math.isfinite(global_loss):
                 loss_sum = global_loss
+        return self._step(loss_sum, nll_sum, total)
+
+    def _graphed_update(self, group: list[np.ndarray]) -> tuple[float, float, int]:
+        """:meth:`_update` with train.cuda_graphs: the same loss, normalised the same way,
+        through fixed-shape batches replayed by ``self._graphs``; one host synchronisation
+        (reading the loss) per update."""
+        assert self._graphs is not None
+        batches = [self.train_ids.collate(idx, static_tokens=self.cfg.train.max_tokens)
+                   .to(self.device) for idx in group]
+        total = sum(b.n_tokens for b in batches)
+        self._graphs.prepare([(b.src, b.tgt_in, b.tgt_out) for b in batches])
+        sums = torch.zeros(2, device=self.device)
+        for b in batches:
+            loss, nll = self._graphs.run(b.src, b.tgt_in, b.tgt_out, 1.0 / total)
+            sums += torch.stack((loss.float(), nll.float()))
+        loss_sum, nll_sum = sums.tolist()
+        return self._step(loss_sum, nll_sum, total)
+
+    def _step(self, loss_sum: float, nll_sum: float, total: int) -> tuple[float, float, int]:
+        """The optimizer step on the accumulated gradients, skipped for a non-finite loss or
+        gradient norm; gradients cleared after."""
+        t = self.cfg.train
         if not math.isfinite(loss_sum):
-            self.optimizer.zero_grad(set_to_none=True)
+            self._zero_grad()
             return loss_sum, nll_sum, total
         if self.scaler.is_enabled():
             out = self._scaled_step(loss_sum, nll_sum, total)
@@ -725,10 +784,10 @@ class Trainer:
         if t.clip_norm > 0:
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
             if not torch.isfinite(norm):
-                self.optimizer.zero_grad(set_to_none=True)
+                self._zero_grad()
                 return float("nan"), nll_sum, total
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         if self.ema is not None:
             self.ema.update(self.progress.step + 1)
         return loss_sum, nll_sum, total

@@ -113,14 +113,21 @@ def smoothed_gradient_(lp: Tensor, target: Tensor, w: Tensor, eps: float, pad: i
     return grad
 
 
+def smoothed_loss_sums(logits: Tensor, target: Tensor, eps: float,
+                       pad: int = PAD) -> tuple[Tensor, Tensor]:
+    """(loss_sum, nll_sum (detached)) from logits (..., V) and targets (...), as tensors: no
+    host synchronisation (what a CUDA graph may hold)."""
+    v = logits.size(-1)
+    loss: Tensor
+    nll: Tensor
+    loss, nll = LabelSmoothedCrossEntropy.apply(  # type: ignore[no-untyped-call]  # unannotated in torch
+        logits.reshape(-1, v), target.reshape(-1), eps, pad)
+    return loss, nll.detach()
+
+
 def label_smoothed_cross_entropy(
     logits: Tensor, target: Tensor, eps: float, pad: int = PAD
 ) -> tuple[Tensor, Tensor, int]:
     """Training loss from logits: (loss_sum, nll_sum (detached), n_tokens)."""
-    v = logits.size(-1)
-    tgt = target.reshape(-1)
-    loss: Tensor
-    nll: Tensor
-    loss, nll = LabelSmoothedCrossEntropy.apply(  # type: ignore[no-untyped-call]  # unannotated in torch
-        logits.reshape(-1, v), tgt, eps, pad)
-    return loss, nll.detach(), int((tgt != pad).sum())
+    loss, nll = smoothed_loss_sums(logits, target, eps, pad)
+    return loss, nll, int((target != pad).sum())
