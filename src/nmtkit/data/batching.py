@@ -98,8 +98,9 @@ def static_batches(
 
     Pairs are sorted by their longer side ``l = max(src, tgt)`` (ties random), and cut
     greedily: a batch takes pairs while their count fits ``static_rows`` of the width of
-    the longest so far. A batch may hold fewer pairs than its shape's rows (where the width
-    steps up, and at the end): those rows are padding. Every pair appears once per epoch;
+    the longest so far. A batch may hold fewer pairs than that (where the width steps up,
+    and at the end): its rows are then rounded up to a step of :data:`ROW_STEPS`, the rest
+    padding. Every pair appears once per epoch;
     the same (seed, epoch) gives the same batches; ranks as in :func:`token_batches`.
     """
     src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
@@ -125,11 +126,22 @@ def static_batches(
     return batches
 
 
-def static_shape(src_len: int, tgt_len: int, max_tokens: int) -> tuple[int, int, int]:
-    """(rows, source width, target width) of the static batch whose longest source has
-    ``src_len`` tokens and longest target ``tgt_len`` (BOS/EOS counted)."""
+ROW_STEPS = 8
+"""A static batch's rows are a multiple of 1/ROW_STEPS of what its width allows: a batch cut
+short (where the width steps up, and at the end) pads at most that share with empty rows."""
+
+
+def static_shape(src_len: int, tgt_len: int, max_tokens: int,
+                 pairs: int = 0) -> tuple[int, int, int]:
+    """(rows, source width, target width) of the static batch of ``pairs`` pairs (0: as many
+    as fit) whose longest source has ``src_len`` tokens and longest target ``tgt_len``
+    (BOS/EOS counted)."""
     s, t = static_width(src_len), static_width(tgt_len)
-    return static_rows(max(s, t), max_tokens), s, t
+    rows = static_rows(max(s, t), max_tokens)
+    if pairs:
+        step = -(-rows // ROW_STEPS)
+        rows = min(rows, -(-pairs // step) * step)
+    return rows, s, t
 
 
 def pad_batch(seqs: list[np.ndarray], pad: int = PAD) -> Tensor:
@@ -251,7 +263,7 @@ class ParallelIds:
         tgt[np.arange(len(index)), lens] = EOS  # y EOS
         n_tokens = int(lens.sum() + len(index))
         if static_tokens:
-            rows, s, t = static_shape(src.shape[1], tgt.shape[1], static_tokens)
+            rows, s, t = static_shape(src.shape[1], tgt.shape[1], static_tokens, len(index))
             if rows < len(index):
                 raise ValueError(f"{len(index)} pairs do not fit the static shape "
                                  f"({rows}, {s}, {t}) of a {static_tokens}-token budget")

@@ -15,7 +15,9 @@ single launch. A graph is tied to its tensors' shapes and addresses, so
 
 The optimizer step, gradient clipping and the finite-loss check stay outside the graphs
 (fused Adam is a handful of kernels), so a non-finite loss skips its update exactly as on
-the readable path. Dropout draws new masks at each replay (PyTorch's graph-safe Philox
+the readable path. Where a capture fails (a kernel that synchronises with the host, as
+seen on PyTorch 2.11 with float32 attention on an H100), a warning says so and
+the run goes on without graphs. Dropout draws new masks at each replay (PyTorch's graph-safe Philox
 offsets). :class:`GraphedLoss` with ``capture=False`` runs the same buffers and calls
 without graphs: the path the CPU tests check against the readable loss.
 
@@ -114,7 +116,7 @@ class GraphedLoss:
                 self._capture(c)
             self.shapes[key] = c
             new += 1
-        if new and self.capture:
+        if new:
             self.zero_grad()
         return new
 
@@ -127,8 +129,15 @@ class GraphedLoss:
                 self._pass(c)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            c.loss, c.nll = self._pass(c)
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):
+                c.loss, c.nll = self._pass(c)
+        except RuntimeError as e:  # a kernel that cannot be captured (e.g. one that syncs)
+            self.capture = False
+            torch.cuda.synchronize()
+            log.warning("train.cuda_graphs: capture failed (%s); training goes on without "
+                        "graphs, on the same fixed shapes", str(e).splitlines()[0])
+            return
         c.graph = graph
         log.info("captured a CUDA graph for batches of shape (%d, %d) -> %d",
                  *c.src.shape, c.tgt_in.shape[1])
