@@ -114,14 +114,15 @@ def _timed_training(a: argparse.Namespace, torch, cfg, run_dir: Path) -> dict:
     padded = sum(_padded_target_tokens(tr, b) for b in timed)
     vocab = len(tr.vocabs.tgt_vocab)
     n_params = tr.n_params
-    graphs = len(tr._graphs.shapes) if tr._graphs is not None else 0
+    shapes = tr._graphs.shapes.values() if tr._graphs is not None else []
+    graphs = sum(c.graph is not None for c in shapes)
     flops = transformer_train_flops(m.d_model, m.d_ff, m.layers, vocab,
                                     int(src_lens.sum()), tokens)
     flops += attention_train_flops(m.d_model, m.layers, src_lens, tgt_lens)
     peak = bf16_matmul_tflops(torch)
     return {"config": a.config, "lengths": a.lengths, "overrides": a.set, "params": n_params,
             "vocab": vocab, "amp_bf16": not a.fp32, "compile": a.compile,
-            "cuda_graphs": a.cuda_graphs, "graphs_captured": graphs,
+            "cuda_graphs": a.cuda_graphs, "batch_shapes": len(shapes), "graphs_captured": graphs,
             "max_tokens": t.max_tokens, "warmup_steps": warmup, "warmup_s": round(warmup_s, 1),
             "steps": steps, "tgt_tokens": tokens,
             "mean_tgt_len": round(float(tgt_lens.mean()), 1),

@@ -519,7 +519,33 @@ def gpu_speed_section() -> list[str]:
             f"and small batches leave the GPU waiting on kernel launches); peak memory "
             f"{t['peak_gpu_mem_gb']} GB;",
             f"- translating the {d['n']:,} test sentences, batch {d['batch_size']}: "
-            f"{d['greedy_sents_per_s']:,} sentences/s greedy, {d['beam4_sents_per_s']:,} with beam 4.", ""]
+            f"{d['greedy_sents_per_s']:,} sentences/s greedy, {d['beam4_sents_per_s']:,} with beam 4.", ""
+            ] + cuda_graphs_section()
+
+
+def cuda_graphs_section() -> list[str]:
+    """The 2026-11-26 GPU runs: eager vs train.cuda_graphs, Multi30k and WMT-like lengths."""
+    g = _load(_res("gpu_h100_2026-11-26/summary.json"))
+    out = ["### Fixed batch shapes and CUDA graphs (`train.cuda_graphs`)", "",
+           f"{g['device']}, torch {g['torch']}, {g['date']}. {g['how']}", "",
+           "| run | lengths | tokens/batch | path | target tok/s | MFU | real/padded targets | command |",
+           "|---|---|---|---|---|---|---|---|"]
+    for name, r in g["runs"].items():
+        if "tgt_tokens_per_s" not in r:
+            continue
+        path = "CUDA graphs" if r["cuda_graphs"] else "eager"
+        out.append(f"| {name.split('_')[0]} | {r['lengths']} | {r['max_tokens']:,} | {path} | "
+                   f"{r['tgt_tokens_per_s']:,} | {r['mfu']:.1%} | {r['tgt_real_of_padded']} | "
+                   f"`{clean(r['command'])}` |")
+    dec = g["results_in_brief"]["decoding_small_model_test_2016_batch128"]
+    failed = [n for n, r in g["runs"].items() if r.get("rc")]
+    return out + ["", f"Goal of issue 18: {g['results_in_brief']['issue_18_goal']}.", "",
+                  f"Where the time goes: {g['where_the_time_goes']}", "",
+                  f"Decoding (the small model, test_2016_flickr, batch 128): "
+                  f"{dec['greedy_sents_per_s']:,} sentences/s greedy, {dec['beam5_sents_per_s']:,} "
+                  f"beam 5; {dec['note']}.", "",
+                  f"Runs that did not finish: {', '.join(failed) or 'none'}. "
+                  f"{g['correctness_on_the_gpu']}", ""]
 
 
 def serve_section() -> list[str]:

@@ -197,6 +197,7 @@ EVERY_CHECK = [
     ({"train": {"freeze": ["encoder", "decoder", "embeddings"]}}, "train.freeze"),
     ({"train": {"forgetting_splits": ["val", " "]}}, "train.forgetting_splits"),
     ({"train": {"forgetting_splits": ["de-de:val"]}}, "train.forgetting_splits"),
+    ({"train": {"cuda_graphs": True, "compile": True}}, "train.cuda_graphs"),
     # decode
     ({"decode": {"max_len_a": float("-inf")}}, "decode.max_len_a"),
     ({"decode": {"beam": 0}}, "decode.beam"),
@@ -216,6 +217,7 @@ EVERY_CHECK = [
     ({"model": RNN, "decode": {"alignment_head": 0}}, "decode.alignment_layer"),
     ({"decode": {"alignment_layer": 6}}, "decode.alignment_layer"),
     ({"decode": {"alignment_head": 8}}, "decode.alignment_head"),
+    ({"model": RNN, "train": {"cuda_graphs": True}}, "train.cuda_graphs"),
     ({"data": {"directions": ["de-en"]}, "train": {"forgetting_splits": ["val"]}},
      "train.forgetting_splits"),
     ({"data": {"directions": ["de-en"]}, "train": {"forgetting_splits": ["en-fr:val"]}},

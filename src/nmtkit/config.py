@@ -656,9 +656,9 @@ class Config:
         if self.model.tie_all and not self.data.joint_vocab and self.data.corpus != "copy":
             raise ConfigError(f"{source}: model.tie_all needs data.joint_vocab: true "
                               "(one vocabulary for all three embeddings)")
-        if self.train.cuda_graphs and self.model.arch != "transformer":
-            raise ConfigError(f"{source}: train.cuda_graphs needs model.arch: transformer "
-                              f"(got {self.model.arch!r})")
+        _Checks(self.train, "train", source).require(
+            not self.train.cuda_graphs or self.model.arch == "transformer",
+            f"train.cuda_graphs needs model.arch: transformer, got {self.model.arch!r}")
         self._validate_forgetting_directions(source)
         c = _Checks(self.decode, "decode", source)
         for holds, message in alignment_choice_checks(self.model, self.decode.alignment_layer,

@@ -21,7 +21,7 @@ from .. import fast
 from ..config import DecodeConfig, ModelConfig, check_alignment_choice
 from ..data.batching import pad_batch
 from ..data.multilingual import target_tags
-from ..data.vocab import BOS, EOS
+from ..data.vocab import BOS, EOS, PAD, UNK
 from ..models.seq2seq import Seq2Seq, pad_mask
 from .attention import layer_head, reading_order, teacher_forced_maps
 from .search import Hypothesis, search
@@ -340,15 +340,14 @@ class Translator(TextTranslator):
             if len(prefixes) != len(encoded):
                 raise ValueError(f"{len(prefixes)} prefixes for {len(encoded)} lines: give one "
                                  "per line (an empty one for none)")
-            forced = [self.tgt_vocab.encode(self.prefix_tokens(p, max_length), add_eos=False)
-                      for p in prefixes]
+            forced = [self.text_ids(self.prefix_tokens(p, max_length)) for p in prefixes]
         phrases: list[list[list[int]]] | None = None
         if constraints is not None:
             if len(constraints) != len(encoded):
                 raise ValueError(f"{len(constraints)} constraint lists for {len(encoded)} lines: "
                                  "give one per line (an empty one for none)")
-            phrases = [[self.tgt_vocab.encode(self.tgt_tok.encode(p.strip()), add_eos=False)
-                        for p in cs if p.strip()] for cs in constraints]
+            phrases = [[self.text_ids(self.tgt_tok.encode(p.strip())) for p in cs if p.strip()]
+                       for cs in constraints]
         attention = need_attention or alignments
         search_attention = attention and chosen == (-1, -1)  # else a teacher-forced pass
 
@@ -367,6 +366,13 @@ class Translator(TextTranslator):
                      for h in hs] for i, hs in zip(batch, hyps, strict=True)]
 
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
+
+    def text_ids(self, tokens: list[str]) -> list[int]:
+        """Target ids of a user's text (a forced prefix, a constraint): a literal ``<pad>``,
+        ``<s>`` or ``</s>`` in it is a word the vocabulary does not know (``<unk>``), never the
+        control token, which would end or corrupt the hypothesis."""
+        return [UNK if i in (PAD, BOS, EOS) else i
+                for i in self.tgt_vocab.encode(tokens, add_eos=False)]
 
     def _finish(self, h: Hypothesis, src_tokens: list[str], need_attention: bool = True,
                 alignments: bool = False,

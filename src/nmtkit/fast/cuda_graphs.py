@@ -15,10 +15,11 @@ single launch. A graph is tied to its tensors' shapes and addresses, so
 
 The optimizer step, gradient clipping and the finite-loss check stay outside the graphs
 (fused Adam is a handful of kernels), so a non-finite loss skips its update exactly as on
-the readable path. Where a capture fails (a kernel that synchronises with the host, as
-seen on PyTorch 2.11 with float32 attention on an H100), a warning says so and
-the run goes on without graphs. Dropout draws new masks at each replay (PyTorch's graph-safe Philox
-offsets). :class:`GraphedLoss` with ``capture=False`` runs the same buffers and calls
+the readable path. Where a capture fails (a kernel that synchronises with the host, or an
+eager pass's autograd graph still alive, whose gradient accumulation runs on the default
+stream: PyTorch warns of it), a warning says so and the run goes on without graphs.
+Dropout draws new masks at each replay (PyTorch's graph-safe Philox offsets).
+:class:`GraphedLoss` with ``capture=False`` runs the same buffers and calls
 without graphs: the path the CPU tests check against the readable loss.
 
 Used by :class:`nmtkit.train.loop.Trainer` with ``train.cuda_graphs``.
