@@ -561,7 +561,30 @@ def serve_section() -> list[str]:
     for run in r["runs"]:
         out.append(f"| {run['concurrency']} | {run['requests_per_s']} | {run['latency_ms']['p50']} "
                    f"| {run['latency_ms']['p95']} | {run['sentences_per_call']} | {run['failed']} |")
-    return out + [""]
+    return out + [""] + serve_engines_section()
+
+
+def serve_engines_section() -> list[str]:
+    """``serve_load.py --engine both``: the checkpoint and its CTranslate2 export, one run."""
+    path = _res("serve_load_cpu_2026-11-26.json")
+    r = _load(path)
+    ct2 = r["engines"]["ctranslate2"]
+    out = ["### Both engines in one run", "",
+           f"The same server, API and request batcher over the PyTorch checkpoint and over its "
+           f"CTranslate2 export ({ct2['model']['device']}), on {r['machine']['cpus']} cores, "
+           f"{r['requests_per_level']} one-sentence requests per level, beam {ct2['beam']}, each "
+           f"level measured on one engine after the other (`{Path(path).name}`: "
+           f"`{clean(r['command'])}`):", "",
+           "| engine | concurrency | requests/s | p50 ms | p95 ms | sentences per model call | failed |",
+           "|---|---|---|---|---|---|---|"]
+    for name, e in r["engines"].items():
+        for run in e["runs"]:
+            out.append(f"| {name} | {run['concurrency']} | {run['requests_per_s']} | "
+                       f"{run['latency_ms']['p50']} | {run['latency_ms']['p95']} | "
+                       f"{run['sentences_per_call']} | {run['failed']} |")
+    ratios = ", ".join(f"{x['requests_per_s_ratio']}x at {x['concurrency']}"
+                       for x in r["ctranslate2_vs_torch"])
+    return out + ["", f"CTranslate2 / PyTorch requests/s: {ratios}.", ""]
 
 
 CPU_PROTOCOL = """\
