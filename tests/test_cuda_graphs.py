@@ -15,6 +15,7 @@ from nmtkit.data.batching import (
     static_shape,
     static_width,
 )
+from nmtkit.data.multilingual import SampledIds, epoch_indices
 from nmtkit.data.vocab import BOS, EOS, PAD
 from nmtkit.fast.cuda_graphs import GraphedLoss
 from nmtkit.models import build_model
@@ -45,7 +46,7 @@ def test_static_width_is_the_smallest_grid_width_that_fits():
 def test_static_batches_cover_every_pair_once_within_their_shapes():
     rng = np.random.default_rng(0)
     data = random_ids(3000, rng)
-    batches = data.static_batches(1000, seed=3, epoch=1)
+    batches = data.batches(1000, seed=3, epoch=1, static=True)
     seen = np.concatenate(batches)
     assert sorted(seen.tolist()) == list(range(len(data)))
     shapes = set()
@@ -57,14 +58,28 @@ def test_static_batches_cover_every_pair_once_within_their_shapes():
         assert rows - len(idx) < -(-full // ROW_STEPS)  # padding rows: under a step
         shapes.add((rows, s, t))
     assert len(shapes) < 40  # few graphs: a handful of widths per side
-    assert [b.tolist() for b in data.static_batches(1000, seed=3, epoch=1)] == \
+    assert [b.tolist() for b in data.batches(1000, seed=3, epoch=1, static=True)] == \
         [b.tolist() for b in batches]  # same (seed, epoch), same batches
-    assert [b.tolist() for b in data.static_batches(1000, seed=3, epoch=2)] != \
+    assert [b.tolist() for b in data.batches(1000, seed=3, epoch=2, static=True)] != \
         [b.tolist() for b in batches]
     # ranks split the batches as token_batches does
     parts = [static_batches(data.src_lens, data.tgt_lens, 1000, 3, 1, rank=r, world=2)
              for r in range(2)]
     assert len(parts[0]) == len(parts[1]) == len(batches) // 2
+
+
+def test_static_batches_of_sampled_directions_follow_the_epochs_sample():
+    """data.directions: the fixed-shape batches are cut from the epoch's temperature sample,
+    as the token batches are (SampledIds overrides the cut, not the sampling)."""
+    rng = np.random.default_rng(5)
+    base = random_ids(300, rng)
+    sampled = SampledIds([base.source(i) for i in range(300)], [base.target(i) for i in range(300)],
+                         sizes=[200, 100], counts=[120, 150])
+    for epoch in (0, 1):
+        rows = np.sort(epoch_indices(sampled.sizes, sampled.counts, 0, epoch))
+        static = np.sort(np.concatenate(sampled.batches(500, 0, epoch, static=True)))
+        plain = np.sort(np.concatenate(sampled.batches(500, 0, epoch)))
+        assert static.tolist() == plain.tolist() == rows.tolist()
 
 
 def test_static_collate_pads_rows_and_columns_and_counts_real_tokens():
@@ -190,7 +205,7 @@ def test_captured_graphs_replay_the_eager_loss_and_gradients(bf16, caplog):
 
     graphed = GraphedLoss(model, loss_fn, autocast)
     tol = {"rtol": 2e-2, "atol": 1e-3} if bf16 else {"rtol": 1e-4, "atol": 1e-5}
-    for idx in data.static_batches(6000, seed=0)[:6]:
+    for idx in data.batches(6000, seed=0, static=True)[:6]:
         b = data.collate(idx, static_tokens=6000).to(torch.device("cuda"))
         graphed.prepare([(b.src, b.tgt_in, b.tgt_out)])
         loss, _ = graphed.run(b.src, b.tgt_in, b.tgt_out, 0.5)

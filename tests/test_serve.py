@@ -568,8 +568,11 @@ FUZZ_OPERATIONS = [("POST", "/v1/translate"), ("POST", "/v1/attention"), ("GET",
 
 
 def fuzz_settings(max_examples: int):
+    """Hypothesis settings of the schema fuzzing; NMTKIT_FUZZ_EXAMPLES=N runs N examples per
+    case instead (a longer campaign than CI's)."""
     from hypothesis import HealthCheck, settings
 
+    max_examples = int(os.environ.get("NMTKIT_FUZZ_EXAMPLES", max_examples))
     return settings(max_examples=max_examples, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck), print_blob=True)
 

@@ -242,14 +242,10 @@ class ParallelIds:
         return np.asarray(self.tgt_tokens[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])
 
     def batches(self, max_tokens: int, seed: int = 0, epoch: int = 0, shuffle: bool = True,
-                rank: int = 0, world: int = 1) -> list[np.ndarray]:
-        return token_batches(self.src_lens, self.tgt_lens, max_tokens, seed, epoch, shuffle,
-                             rank, world)
-
-    def static_batches(self, max_tokens: int, seed: int = 0, epoch: int = 0,
-                       shuffle: bool = True, rank: int = 0, world: int = 1) -> list[np.ndarray]:
-        return static_batches(self.src_lens, self.tgt_lens, max_tokens, seed, epoch, shuffle,
-                              rank, world)
+                rank: int = 0, world: int = 1, static: bool = False) -> list[np.ndarray]:
+        """One epoch's batches: :func:`token_batches`, or with ``static`` :func:`static_batches`."""
+        cut = static_batches if static else token_batches
+        return cut(self.src_lens, self.tgt_lens, max_tokens, seed, epoch, shuffle, rank, world)
 
     def collate(self, index: np.ndarray, static_tokens: int = 0) -> Batch:
         """The batch of pairs ``index``. With ``static_tokens`` (the token budget of

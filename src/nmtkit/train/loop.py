@@ -698,8 +698,8 @@ class Trainer:
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches of training epoch ``epoch`` (fixed shapes with train.cuda_graphs)."""
         t = self.cfg.train
-        make = self.train_ids.static_batches if t.cuda_graphs else self.train_ids.batches
-        return make(t.max_tokens, t.seed, epoch, rank=self.rank, world=self.world)
+        return self.train_ids.batches(t.max_tokens, t.seed, epoch, rank=self.rank,
+                                      world=self.world, static=t.cuda_graphs)
 
     def _graphed_loss(self) -> GraphedLoss:
         """train.cuda_graphs: the training loss of a batch as :class:`GraphedLoss` replays it
