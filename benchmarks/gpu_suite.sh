@@ -1,0 +1,53 @@
+#!/bin/bash
+# The GPU measurements of issue 18 in one call (about 4 minutes on an H100): the CUDA tests of
+# train.cuda_graphs, then benchmarks/gpu_speed.py eager and with CUDA graphs at Multi30k and
+# WMT-like lengths, one JSON line per run appended to OUT/results.jsonl, and the log in
+# OUT/log.txt. Without network: NMTKIT_DATA points at a Multi30k mirror, and wheels of missing
+# packages may lie in .whl/ (installed into /tmp/site first).
+#
+#   NMTKIT_DATA=... bash benchmarks/gpu_suite.sh OUT_DIR [MODEL.pt]
+set -u
+OUT=${1:?usage: gpu_suite.sh OUT_DIR [MODEL.pt]}
+MODEL=${2:-}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD/src:${PYTHONPATH:-}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
+} > "$OUT/env.txt" 2>&1
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py -rA --tb=short \
+  > "$OUT/test.txt" 2>&1
+tail -3 "$OUT/test.txt"
+run() {  # run NAME TIMEOUT_S ARGS...: one gpu_speed.py process, its JSON line into results.jsonl
+  local name=$1 lim=$2; shift 2
+  local json="$OUT/$name.json" t0=$SECONDS
+  timeout "$lim" python3 benchmarks/gpu_speed.py "$@" --out "$json" >> "$OUT/log.txt" 2>&1
+  local rc=$?
+  python3 - "$name" "$rc" "$json" "$((SECONDS - t0))" >> "$OUT/results.jsonl" <<'PY'
+import json, sys
+name, rc, path, wall = sys.argv[1:]
+try:
+    d = json.load(open(path))
+except OSError:
+    d = {}
+d.update(name=name, rc=int(rc), wall_s=int(wall))
+print(json.dumps(d))
+PY
+  rm -f "$json"
+  tail -1 "$OUT/results.jsonl" | cut -c1-300
+}
+run m30k_graphs_8k 90 --cuda-graphs
+run m30k_eager_8k 90
+run m30k_graphs_32k 60 --cuda-graphs --set train.max_tokens=32768
+run wmt_graphs_32k 60 --lengths wmt --cuda-graphs --set train.max_tokens=32768
+run wmt_eager_32k 60 --lengths wmt --set train.max_tokens=32768
+if [ -n "$MODEL" ]; then
+  run decode 90 --skip-train --model "$MODEL" --beam 5 --batch-size 128
+fi
+timeout 120 python3 benchmarks/gpu_step_profile.py --lengths wmt --max-tokens 32768 \
+  --out "$OUT/step_profile.txt" >> "$OUT/log.txt" 2>&1
+echo done
