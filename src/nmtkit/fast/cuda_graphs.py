@@ -101,8 +101,8 @@ class GraphedLoss:
 
     def prepare(self, batches: list[tuple[Tensor, Tensor, Tensor]]) -> int:
         """Capture a graph for every shape among ``batches`` (src, tgt_in, tgt_out) not yet
-        captured, from that batch's data; then zero the gradients if anything was captured.
-        Returns the number of new shapes."""
+        captured, from that batch's data; then, if a shape was new, zero the gradients (the
+        warm-up passes added to them). Returns the number of new shapes."""
         new = 0
         for src, tgt_in, tgt_out in batches:
             key = (*src.shape, tgt_in.shape[1])
