@@ -41,8 +41,7 @@ def token_batches(
     """Index arrays of the batches of one epoch. Lengths include the added BOS/EOS."""
     src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
     n = len(src_lens)
-    rng = np.random.default_rng([seed, epoch])
-    tie = rng.random(n) if shuffle else np.arange(n)
+    rng, tie = _tie_breaks(n, seed, epoch, shuffle)
     order = np.lexsort((tie, src_lens, tgt_lens))  # by target length, then source, then tie
     batches: list[np.ndarray] = []
     start, max_s, max_t = 0, 0, 0
@@ -56,6 +55,19 @@ def token_batches(
         max_s, max_t = new_s, new_t
     if start < n:
         batches.append(order[start:n])
+    return _deal(batches, rng, shuffle, rank, world)
+
+
+def _tie_breaks(n: int, seed: int, epoch: int, shuffle: bool) -> tuple[np.random.Generator, np.ndarray]:
+    """The epoch's generator and a random tie-break per pair (their index without shuffle)."""
+    rng = np.random.default_rng([seed, epoch])
+    return rng, (rng.random(n) if shuffle else np.arange(n))
+
+
+def _deal(batches: list[np.ndarray], rng: np.random.Generator, shuffle: bool, rank: int,
+          world: int) -> list[np.ndarray]:
+    """The epoch's batches in shuffled order; with ``world > 1`` this rank's every
+    ``world``-th one (as many on every rank)."""
     if shuffle:
         batches = [batches[j] for j in rng.permutation(len(batches))]
     if world > 1:
@@ -84,30 +96,21 @@ def static_rows(width: int, max_tokens: int) -> int:
     return max(1, max_tokens // width)
 
 
-def static_batches(
-    src_lens: np.ndarray,
-    tgt_lens: np.ndarray,
-    max_tokens: int,
-    seed: int = 0,
-    epoch: int = 0,
-    shuffle: bool = True,
-    rank: int = 0,
-    world: int = 1,
-) -> list[np.ndarray]:
+def static_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, seed: int = 0,
+                   epoch: int = 0, shuffle: bool = True, rank: int = 0,
+                   world: int = 1) -> list[np.ndarray]:
     """Index arrays of one epoch's batches for fixed shapes (see :func:`static_shape`).
 
     Pairs are sorted by their longer side ``l = max(src, tgt)`` (ties random), and cut
     greedily: a batch takes pairs while their count fits ``static_rows`` of the width of
     the longest so far. A batch may hold fewer pairs than that (where the width steps up,
     and at the end): its rows are then rounded up to a step of :data:`ROW_STEPS`, the rest
-    padding. Every pair appears once per epoch;
-    the same (seed, epoch) gives the same batches; ranks as in :func:`token_batches`.
+    padding. Every pair appears once per epoch; the same (seed, epoch) gives the same
+    batches; ranks as in :func:`token_batches`.
     """
-    src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
-    n = len(src_lens)
-    rng = np.random.default_rng([seed, epoch])
-    tie = rng.random(n) if shuffle else np.arange(n)
-    longer = np.maximum(src_lens, tgt_lens)
+    longer = np.maximum(np.asarray(src_lens), np.asarray(tgt_lens))
+    n = len(longer)
+    rng, tie = _tie_breaks(n, seed, epoch, shuffle)
     order = np.lexsort((tie, longer))
     batches: list[np.ndarray] = []
     start = 0
@@ -118,12 +121,7 @@ def static_batches(
             start = pos
     if start < n:
         batches.append(order[start:n])
-    if shuffle:
-        batches = [batches[j] for j in rng.permutation(len(batches))]
-    if world > 1:
-        usable = len(batches) - len(batches) % world
-        batches = batches[rank:usable:world]
-    return batches
+    return _deal(batches, rng, shuffle, rank, world)
 
 
 ROW_STEPS = 8
