@@ -23,6 +23,7 @@ from nmtkit.models.seq2seq import pad_mask
 from nmtkit.train.loop import Trainer
 from nmtkit.train.loss import smoothed_loss_sums
 
+from .conftest import run_until_ctrl_c
 from .test_checkpoint import ROOT, make_cfg
 
 
@@ -224,3 +225,18 @@ def test_captured_graphs_replay_the_eager_loss_and_gradients(bf16, caplog):
         assert captured == len(graphed.shapes) > 1
     else:  # float32: captured, or (where a kernel cannot be) said so and run without graphs
         assert captured == len(graphed.shapes) or "capture failed" in caplog.text
+
+
+def test_a_run_with_fixed_shapes_resumes_exactly_and_keeps_its_batching(tmp_path, monkeypatch):
+    extra = ["train.cuda_graphs=true", "train.device=cpu"]
+    straight = Trainer(make_cfg(6, extra), tmp_path / "a")
+    straight.run()
+    first = Trainer(make_cfg(6, extra), tmp_path / "b")
+    run_until_ctrl_c(monkeypatch, first, at_update=4)  # inside the first epoch
+    assert first.progress.batch_in_epoch == 3
+    with pytest.raises(ValueError, match="cannot resume with train.cuda_graphs=false"):
+        Trainer(make_cfg(6, ["train.device=cpu"]), tmp_path / "b", resume=True)
+    resumed = Trainer(make_cfg(6, extra), tmp_path / "b", resume=True)
+    resumed.run()
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k

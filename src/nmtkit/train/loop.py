@@ -297,6 +297,13 @@ class Trainer:
             if stored[section] != now[section]:
                 raise ValueError(f"{last}: cannot resume: the {section} section "
                                  "of the config differs from the checkpoint's")
+        graphs = stored.get("train", {}).get("cuda_graphs", False)
+        if graphs != self.cfg.train.cuda_graphs and ckpt["progress"].get("batch_in_epoch", 0):
+            # the epoch's batches differ (fixed shapes or not): its position would point elsewhere
+            raise ValueError(f"{last}: cannot resume with train.cuda_graphs="
+                             f"{str(self.cfg.train.cuda_graphs).lower()}: the run stopped inside "
+                             f"an epoch batched with train.cuda_graphs={str(graphs).lower()} "
+                             "(keep it until the epoch ends)")
         was = stored.get("train", {}).get("optimizer", "adam")
         if was != self.cfg.train.optimizer:
             raise ValueError(f"{last}: cannot resume: train.optimizer is {self.cfg.train.optimizer}, "
