@@ -239,11 +239,23 @@ class ParallelIds:
     def target(self, i: int) -> np.ndarray:
         return np.asarray(self.tgt_tokens[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])
 
+    def epoch_rows(self, seed: int, epoch: int) -> np.ndarray | None:
+        """The stored pairs that epoch ``epoch`` trains on (``None``: every one, once).
+        Subclasses that sample an epoch (:class:`nmtkit.data.multilingual.SampledIds`)
+        override this, and every kind of batch below is cut from their sample."""
+        return None
+
     def batches(self, max_tokens: int, seed: int = 0, epoch: int = 0, shuffle: bool = True,
                 rank: int = 0, world: int = 1, static: bool = False) -> list[np.ndarray]:
-        """One epoch's batches: :func:`token_batches`, or with ``static`` :func:`static_batches`."""
+        """One epoch's batches (indices of stored pairs): :func:`token_batches`, or with
+        ``static`` :func:`static_batches`, over :meth:`epoch_rows`."""
         cut = static_batches if static else token_batches
-        return cut(self.src_lens, self.tgt_lens, max_tokens, seed, epoch, shuffle, rank, world)
+        rows = self.epoch_rows(seed, epoch)
+        if rows is None:
+            return cut(self.src_lens, self.tgt_lens, max_tokens, seed, epoch, shuffle, rank, world)
+        local = cut(self.src_lens[rows], self.tgt_lens[rows], max_tokens, seed, epoch, shuffle,
+                    rank, world)
+        return [rows[b] for b in local]
 
     def collate(self, index: np.ndarray, static_tokens: int = 0) -> Batch:
         """The batch of pairs ``index``. With ``static_tokens`` (the token budget of

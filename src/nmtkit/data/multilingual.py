@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import DataConfig
-from .batching import ParallelIds, static_batches, token_batches
+from .batching import ParallelIds
 from .corpora import Parallel, load_parallel
 
 log = logging.getLogger(__name__)
@@ -189,13 +189,8 @@ class SampledIds(ParallelIds):
                              f"{len(self)} pairs")
         self.sizes, self.counts = list(sizes), list(counts)
 
-    def batches(self, max_tokens: int, seed: int = 0, epoch: int = 0, shuffle: bool = True,
-                rank: int = 0, world: int = 1, static: bool = False) -> list[np.ndarray]:
-        rows = epoch_indices(self.sizes, self.counts, seed, epoch)  # (epoch pairs,) store rows
-        cut = static_batches if static else token_batches
-        local = cut(self.src_lens[rows], self.tgt_lens[rows], max_tokens, seed, epoch, shuffle,
-                    rank, world)
-        return [rows[b] for b in local]
+    def epoch_rows(self, seed: int, epoch: int) -> np.ndarray:
+        return epoch_indices(self.sizes, self.counts, seed, epoch)  # (epoch pairs,) store rows
 
 
 def evaluation_direction(cfg: DataConfig, src_lang: str | None,
