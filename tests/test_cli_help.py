@@ -8,7 +8,8 @@ import pytest
 
 from nmtkit.cli import EXAMPLES, HelpFormatter, build_parser, main
 
-COMMANDS = ["prepare", "train", "translate", "evaluate", "backtranslate", "distill", "average", "serve",
+COMMANDS = ["prepare", "train", "translate", "evaluate", "backtranslate", "distill", "average", "tune",
+            "serve",
             "plot", "export"]
 
 

@@ -18,6 +18,7 @@ from . import __version__
 
 if TYPE_CHECKING:
     from .checkpoint import Bundle
+    from .config import DataConfig
     from .decode.translator import TextTranslator, Translation, Translator
     from .serve.app import ServedBundle
 
@@ -112,6 +113,8 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
     if n_samples is not None and not a.sampling:
         raise ValueError("--n-samples needs --sampling")
     return {"beam": a.beam, "n_best": n_samples or getattr(a, "n_best", None),
+            "length_penalty": a.length_penalty, "max_len_a": a.max_len_a,
+            "max_len_b": a.max_len_b,
             "batch_size": a.batch_size, "fast": False if a.no_fast else None,
             "early_stop": True if a.early_stop else None,
             "sampling": True if a.sampling else None, "sampling_temperature": a.temperature,
@@ -120,13 +123,17 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "alignment_head": getattr(a, "alignment_head", None)}
 
 
-def _translator(a: argparse.Namespace) -> tuple[Bundle, Translator]:
-    """(the first checkpoint's bundle, a translator of the one or more ``--model`` given)."""
+def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
+                ) -> tuple[Bundle, Translator]:
+    """(the first checkpoint's bundle, a translator of the one or more ``--model`` given);
+    ``overrides`` (default: :func:`_decode_overrides`) replace some decoding options."""
     from .checkpoint import load_bundle
     from .decode.ensemble import ensemble_translator
 
+    if overrides is None:
+        overrides = _decode_overrides(a)
     bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
-    return bundles[0], ensemble_translator(bundles, a.model, **_decode_overrides(a))
+    return bundles[0], ensemble_translator(bundles, a.model, **overrides)
 
 
 def _output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
@@ -208,27 +215,35 @@ def cmd_translate(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(a: argparse.Namespace) -> int:
+def _scored_text(a: argparse.Namespace, bundle: Bundle, command: str
+                 ) -> tuple[list[str], list[str], str, DataConfig, str | None]:
+    """(sources, references, their name, the data section they come from, the target
+    language to ask for) of ``--split NAME`` (a corpus split, one direction of a multilingual
+    model) or of ``--src FILE --ref FILE``."""
     from .data.corpora import load_parallel, read_lines
-    from .evaluate import score
 
-    bundle, tr = _translator(a)
     data = bundle.cfg.data
-    tgt_lang = a.tgt_lang
     if a.split:  # one direction of a multilingual model (data.directions): its files
         from .data.multilingual import evaluation_direction
 
         data, direction = evaluation_direction(data, a.src_lang, a.tgt_lang)
         tgt_lang = direction.tgt if bundle.cfg.data.directions else a.tgt_lang
         par = load_parallel(data, a.split)
-        src, ref, name = par.src, par.tgt, a.split
-    elif a.src and a.ref:
-        src, ref, name = read_lines(a.src), read_lines(a.ref), a.src
+        return par.src, par.tgt, a.split, data, tgt_lang
+    if a.src and a.ref:
+        src, ref = read_lines(a.src), read_lines(a.ref)
         if len(src) != len(ref):
             raise SystemExit(f"nmtkit: error: {a.src} has {len(src)} lines but {a.ref} has "
                              f"{len(ref)}")
-    else:
-        raise SystemExit("nmtkit: error: evaluate needs --split NAME or --src FILE --ref FILE")
+        return src, ref, a.src, data, a.tgt_lang
+    raise SystemExit(f"nmtkit: error: {command} needs --split NAME or --src FILE --ref FILE")
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    from .evaluate import score
+
+    bundle, tr = _translator(a)
+    src, ref, name, data, tgt_lang = _scored_text(a, bundle, "evaluate")
     hyps = tr.translate_lines(src, tgt_lang=tgt_lang)
     if a.output:
         _write_output(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
@@ -240,10 +255,38 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         result["bleu_official_tok"] = tok_bleu
         result["signature"]["bleu_official_tok"] = tok_sig
     result.update({"split": name, "beam": tr.decode_cfg.beam,
+                   "length_penalty": tr.decode_cfg.length_penalty,
                    "model": a.model[0] if len(a.model) == 1 else a.model})
     if bundle.cfg.data.directions:
         result.update({"src_lang": data.src_lang if a.split else a.src_lang, "tgt_lang": tgt_lang})
     print(json.dumps(result))
+    return 0
+
+
+def cmd_tune(a: argparse.Namespace) -> int:
+    from .decode.tune import Trial, best_trial, tune_search
+
+    bundle, tr = _translator(a, {"batch_size": a.batch_size,
+                                 "fast": False if a.no_fast else None})
+    if a.split is None and not (a.src or a.ref):
+        a.split = bundle.cfg.data.valid
+    if a.split and (a.split == bundle.cfg.data.test or a.split.startswith("test")):
+        raise ValueError(f"--split {a.split} is a test set: choose decoding options on the "
+                         f"validation split ({bundle.cfg.data.valid}), never on a test set")
+    src, ref, name, _, tgt_lang = _scored_text(a, bundle, "tune")
+
+    def report(t: Trial) -> None:
+        print(json.dumps({"split": name, **t.as_dict()}), flush=True)
+
+    trials = tune_search(tr, src, ref, a.beam, a.length_penalty, tgt_lang=tgt_lang,
+                         on_trial=report)
+    best = best_trial(trials)
+    summary = {"split": name, "model": a.model[0] if len(a.model) == 1 else a.model,
+               "best": best.as_dict(), "flags": best.flags(),
+               "trials": [t.as_dict() for t in trials]}
+    print(json.dumps({"split": name, "best": best.as_dict(), "flags": best.flags()}))
+    if a.output:
+        _write_output(a.output, json.dumps(summary, indent=1) + "\n", "results")
     return 0
 
 
@@ -422,6 +465,11 @@ EXAMPLES: dict[str, str] = {
     "distill": "  nmtkit distill --model runs/A/best.pt --model runs/B/best.pt --beam 5 -o distilled\n"
                "  nmtkit train student.yaml --set 'data.extra=[{path: distilled, weight: 1, tag: \"\"}]'",
     "average": "  nmtkit average --out runs/NAME/avg.pt runs/NAME/step_*.pt",
+    "tune": "  nmtkit tune --model runs/NAME/best.pt\n"
+            "  nmtkit tune --model runs/A/best.pt --model runs/B/best.pt --beam 4 5 8 "
+            "--length-penalty 0.6 1.0 -o tune.json\n"
+            "  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flickr --beam 5 "
+            "--length-penalty 1.0",
     "serve": "  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
              "  curl -s localhost:8000/v1/translate -H 'content-type: application/json' "
              "-d '{\"texts\": [\"Ein Hund.\"]}'",
@@ -456,6 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            help="one of the commands below; nmtkit COMMAND --help for its options")
 
+    from .config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES
     from .data.recipes import RECIPES
 
     pr = sub.add_parser("prepare", help="fetch and prepare a corpus recipe (IWSLT14, WMT14); "
@@ -493,12 +542,28 @@ def build_parser() -> argparse.ArgumentParser:
                    "scores a split in another direction, e.g. de-en:test_2016_flickr")
     t.set_defaults(func=cmd_train)
 
-    def decode_args(q: argparse.ArgumentParser) -> None:
+    def model_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("--model", required=True, action="append",
                        help="checkpoint (.pt); repeat it for an ensemble, which averages the "
                        "models' probabilities at each step (same vocabularies required)")
-        q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
         q.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+        q.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 ...")
+        q.add_argument("--no-verify", action="store_true",
+                       help="load a checkpoint whose weights do not match their stored checksum")
+        q.add_argument("--no-fast", action="store_true", help=no_fast)
+
+    def decode_args(q: argparse.ArgumentParser) -> None:
+        model_args(q)
+        q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
+        q.add_argument("--length-penalty", type=float, default=None, metavar="ALPHA",
+                       help="beam search ranks by log-prob / ((5 + length) / 6)^ALPHA "
+                       "(GNMT; 0 = raw log-prob, larger favours longer outputs; default: the "
+                       "checkpoint's decode.length_penalty; `nmtkit tune` chooses it on val)")
+        q.add_argument("--max-len-a", type=float, default=None, metavar="A",
+                       help="outputs stop at A * source length + B tokens (default: the "
+                       "checkpoint's decode.max_len_a)")
+        q.add_argument("--max-len-b", type=int, default=None, metavar="B",
+                       help="... see --max-len-a (default: the checkpoint's decode.max_len_b)")
         q.add_argument("--early-stop", action="store_true",
                        help="beam search: stop a sentence once its best hypotheses have ended")
         q.add_argument("--sampling", action="store_true",
@@ -514,10 +579,6 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--seed", type=int, default=None,
                        help="sampling: random seed (default 0); the same seed, input and batch "
                        "size give the same samples")
-        q.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 ...")
-        q.add_argument("--no-verify", action="store_true",
-                       help="load a checkpoint whose weights do not match their stored checksum")
-        q.add_argument("--no-fast", action="store_true", help=no_fast)
 
     def port(text: str) -> int:
         value = int(text)
@@ -565,19 +626,36 @@ def build_parser() -> argparse.ArgumentParser:
                     "checkpoint's decode.alignment_head, -1 = the heads' mean); Transformer only")
     tr.set_defaults(func=cmd_translate)
 
+    def scored_text_args(q: argparse.ArgumentParser, split_help: str) -> None:
+        q.add_argument("--split", help=split_help)
+        q.add_argument("--src", help="source file")
+        q.add_argument("--ref", help="reference file")
+        q.add_argument("--src-lang", metavar="LANG",
+                       help="a model of several directions (data.directions): the source "
+                       "language of --split (needed when several directions go into --tgt-lang)")
+        q.add_argument("--tgt-lang", metavar="LANG",
+                       help="a model of several directions: the direction's target language "
+                       "(needed when it has several)")
+
     ev = sub.add_parser("evaluate", help="translate a test set and print sacreBLEU JSON")
     decode_args(ev)
-    ev.add_argument("--split", help="corpus split name (e.g. test_2016_flickr)")
-    ev.add_argument("--src", help="source file")
-    ev.add_argument("--ref", help="reference file")
-    ev.add_argument("--src-lang", metavar="LANG",
-                    help="a model of several directions (data.directions): the source language "
-                    "of --split (needed when several directions go into --tgt-lang)")
-    ev.add_argument("--tgt-lang", metavar="LANG",
-                    help="a model of several directions: the direction's target language "
-                    "(needed when it has several)")
+    scored_text_args(ev, "corpus split name (e.g. test_2016_flickr)")
     ev.add_argument("-o", "--output", help="also write the hypotheses here")
     ev.set_defaults(func=cmd_evaluate)
+
+    tu = sub.add_parser("tune", help="choose beam size and length penalty on the validation "
+                        "split (sacreBLEU of every setting, JSON lines, then the best)")
+    model_args(tu)
+    scored_text_args(tu, "a validation split (default: the checkpoint's data.valid); test "
+                     "splits are refused")
+    tu.add_argument("--beam", type=int, nargs="+", default=list(TUNE_BEAMS), metavar="K",
+                    help=f"beam sizes to try (default {' '.join(map(str, TUNE_BEAMS))}; 1 = "
+                    "greedy, tried once)")
+    tu.add_argument("--length-penalty", type=float, nargs="+", default=list(TUNE_LENGTH_PENALTIES),
+                    metavar="ALPHA", help="length penalties to try with each beam (default "
+                    f"{' '.join(map(str, TUNE_LENGTH_PENALTIES))})")
+    tu.add_argument("-o", "--output", help="also write every trial and the best as JSON here")
+    tu.set_defaults(func=cmd_tune)
 
     bt = sub.add_parser("backtranslate", help="synthetic training pairs from monolingual "
                         "target-language text and a reverse-direction model",
@@ -729,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
     from .data.fetch import CorpusError
     from .train.loop import TrainingError
 
-    if getattr(args, "beam", None) is not None and args.beam < 1:
+    if isinstance(getattr(args, "beam", None), int) and args.beam < 1:
         print(f"nmtkit: error: --beam must be >= 1, got {args.beam}", file=sys.stderr)
         return 2
     try:

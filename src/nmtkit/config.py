@@ -588,6 +588,13 @@ class TrainConfig:
                   f"must exceed train.warmup for cosine, got {horizon}, warmup {self.warmup}")
 
 
+TUNE_BEAMS = (5,)
+"""``nmtkit tune``: the beam sizes tried when none are given (the recipes' beam)."""
+TUNE_LENGTH_PENALTIES = (0.0, 0.3, 0.6, 1.0, 1.4)
+"""``nmtkit tune``: the length penalties tried when none are given, from the raw
+log-probability (0) to a strong preference for longer outputs."""
+
+
 @dataclass
 class DecodeConfig:
     """Search used by validation, ``translate`` and ``evaluate`` unless overridden."""

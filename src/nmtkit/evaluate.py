@@ -51,7 +51,9 @@ def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
     """BLEU and chrF of detokenized hypotheses against one reference each, and
     ``bleu_lc_tok`` (:func:`tokenized_bleu`).
 
-    Returns {"bleu", "chrf", "bleu_lc_tok", "signature": {"bleu", "chrf", "bleu_lc_tok"}, "n"}.
+    Returns {"bleu", "chrf", "bleu_lc_tok", "length_ratio", "signature": {"bleu", "chrf",
+    "bleu_lc_tok"}, "n"}; ``length_ratio`` is the hypotheses' length over the references' in
+    BLEU's tokens (below 1 BLEU's brevity penalty applies).
     """
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses vs {len(references)} references")
@@ -64,6 +66,7 @@ def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
         "bleu": round(b.score, 2),
         "chrf": round(c.score, 2),
         "bleu_lc_tok": lc_tok,
+        "length_ratio": round(b.sys_len / b.ref_len, 4) if b.ref_len else 0.0,
         "signature": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature()),
                       "bleu_lc_tok": lc_tok_signature},
         "n": len(hypotheses),

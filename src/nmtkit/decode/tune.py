@@ -1,0 +1,105 @@
+"""Choose the beam size and the length penalty of beam search on a validation set.
+
+Beam search ranks finished hypotheses by log P(y|x) / lp(y) with the GNMT length penalty
+lp(y) = ((5 + |y|) / 6) ** alpha (Wu et al. 2016, Sec. 7, Eq. 14): alpha = 0 ranks by the
+raw log-probability, which favours short outputs, and a larger alpha favours longer ones.
+Which alpha and which beam size translate best depends on the model and the language pair
+(the paper tunes both on a development set, Sec. 6.1: "beam size of 4 and length penalty
+alpha = 0.6 ... chosen after experimentation on the development set"). :func:`tune_search`
+translates a validation set once per setting of a grid and scores each with sacreBLEU;
+:func:`best_trial` picks the setting to use. Only the sentences of a validation set may be
+used for this: a test set chosen on is no longer a test (``nmtkit tune`` refuses one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES
+from ..evaluate import score
+from .translator import TextTranslator, decode_options
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One setting of the grid and how the validation set scored with it."""
+
+    beam: int
+    length_penalty: float | None
+    """``None`` for greedy search (beam 1), which ranks nothing and has no penalty."""
+    bleu: float
+    chrf: float
+    length_ratio: float
+    """Output length / reference length in sacreBLEU's tokens (BLEU's brevity penalty
+    applies below 1)."""
+    seconds: float
+
+    def flags(self) -> str:
+        """The command-line options that decode with this setting."""
+        if self.length_penalty is None:
+            return f"--beam {self.beam}"
+        return f"--beam {self.beam} --length-penalty {self.length_penalty:g}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def grid(beams: Sequence[int], penalties: Sequence[float]) -> list[tuple[int, float | None]]:
+    """Every (beam, length penalty) pair to try, in the order given; beam 1 once, without a
+    penalty. ``ValueError`` for an empty list, a beam below 1 or a negative penalty."""
+    if not beams or not penalties:
+        raise ValueError("give at least one beam size and one length penalty")
+    if any(b < 1 for b in beams):
+        raise ValueError(f"beam sizes must be >= 1, got {list(beams)}")
+    if any(not p >= 0 for p in penalties):  # `not >=` also catches NaN
+        raise ValueError(f"length penalties must be >= 0, got {list(penalties)}")
+    out: list[tuple[int, float | None]] = []
+    for b in dict.fromkeys(beams):
+        for p in ([None] if b == 1 else dict.fromkeys(penalties)):
+            out.append((b, p))
+    return out
+
+
+def tune_search(translator: TextTranslator, sources: list[str], references: list[str],
+                beams: Sequence[int] = TUNE_BEAMS,
+                penalties: Sequence[float] = TUNE_LENGTH_PENALTIES, *, tgt_lang: str | None = None,
+                on_trial: Callable[[Trial], None] | None = None) -> list[Trial]:
+    """Translate ``sources`` with every setting of :func:`grid` and score each against
+    ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). ``on_trial`` is called with
+    each trial as soon as it is scored. The translator's own options are restored after."""
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} sources vs {len(references)} references")
+    if not sources:
+        raise ValueError("nothing to tune on: the validation set is empty")
+    settings = grid(beams, penalties)
+    base = translator.decode_cfg
+    trials = []
+    try:
+        for beam, penalty in settings:
+            given: dict[str, Any] = {"beam": beam, "n_best": 1}
+            if penalty is not None:
+                given["length_penalty"] = penalty
+            translator.decode_cfg = decode_options(base, **given)
+            start = time.perf_counter()
+            hyps = translator.translate_lines(sources, tgt_lang=tgt_lang)
+            seconds = time.perf_counter() - start
+            s = score(hyps, references)
+            trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"],
+                          round(seconds, 2))
+            trials.append(trial)
+            if on_trial is not None:
+                on_trial(trial)
+    finally:
+        translator.decode_cfg = base
+    return trials
+
+
+def best_trial(trials: Sequence[Trial]) -> Trial:
+    """The trial with the highest BLEU; among equal ones the smaller beam (faster), then the
+    penalty that came first in the grid."""
+    if not trials:
+        raise ValueError("no trials")
+    return max(trials, key=lambda t: (t.bleu, -t.beam))

@@ -1,0 +1,123 @@
+"""decode/tune.py and `nmtkit tune`: beam size and length penalty chosen on a validation set."""
+
+import json
+
+import pytest
+
+from nmtkit.cli import main
+from nmtkit.config import DecodeConfig
+from nmtkit.decode.translator import TextTranslator
+from nmtkit.decode.tune import Trial, best_trial, grid, tune_search
+from nmtkit.train.loop import Trainer
+
+from .test_checkpoint import make_cfg
+
+REFS = ["a man rides a red bike down the hill", "two dogs play in the deep snow",
+        "a woman reads a book"]
+
+
+class LengthFollowsPenalty(TextTranslator):
+    """A stand-in search: the larger the length penalty, the more of each reference it
+    outputs (all of it from alpha 1.0 on); beam 1 outputs half. Records every call."""
+
+    def __init__(self, decode: DecodeConfig):
+        super().__init__(None, None, decode)
+        self.calls: list[tuple[int, float]] = []
+
+    def translate_lines(self, lines, beam=None, batch_size=None, *, tgt_lang=None):
+        cfg = self.decode_cfg
+        self.calls.append((cfg.beam, cfg.length_penalty))
+        share = 0.5 if cfg.beam == 1 else min(1.0, 0.4 + 0.6 * cfg.length_penalty)
+        out = []
+        for ref in REFS:
+            words = ref.split()
+            out.append(" ".join(words[:max(1, round(share * len(words)))]))
+        return out
+
+
+def test_grid_tries_greedy_once_and_each_pair_once():
+    assert grid([1, 5, 5, 2], [0.6, 1.0, 0.6]) == [(1, None), (5, 0.6), (5, 1.0), (2, 0.6), (2, 1.0)]
+    for beams, penalties in (([], [1.0]), ([5], []), ([0], [1.0]), ([5], [-0.1]),
+                             ([5], [float("nan")])):
+        with pytest.raises(ValueError):
+            grid(beams, penalties)
+
+
+def test_tune_scores_every_setting_and_restores_the_options():
+    base = DecodeConfig(beam=4, length_penalty=0.2)
+    tr = LengthFollowsPenalty(base)
+    seen = []
+    trials = tune_search(tr, ["x"] * 3, REFS, beams=[1, 5], penalties=[0.0, 0.6, 1.0, 1.4],
+                         on_trial=seen.append)
+    assert seen == trials
+    assert [(t.beam, t.length_penalty) for t in trials] == [
+        (1, None), (5, 0.0), (5, 0.6), (5, 1.0), (5, 1.4)]
+    assert tr.calls == [(1, 0.2), (5, 0.0), (5, 0.6), (5, 1.0), (5, 1.4)]
+    assert tr.decode_cfg is base  # the translator's own options again
+    by_penalty = {t.length_penalty: t for t in trials}
+    assert by_penalty[0.0].length_ratio < by_penalty[0.6].length_ratio < 1.0
+    assert by_penalty[1.0].bleu == 100.0 and by_penalty[1.0].length_ratio == 1.0
+    assert by_penalty[0.0].bleu < by_penalty[0.6].bleu < by_penalty[1.0].bleu
+    best = best_trial(trials)
+    assert (best.beam, best.length_penalty) == (5, 1.0)  # 1.4 ties it: the first one wins
+    assert best.flags() == "--beam 5 --length-penalty 1"
+    assert trials[0].flags() == "--beam 1"
+
+
+def test_tune_refuses_mismatched_or_empty_sets():
+    tr = LengthFollowsPenalty(DecodeConfig())
+    with pytest.raises(ValueError, match="3 sources vs 2 references"):
+        tune_search(tr, ["x"] * 3, REFS[:2])
+    with pytest.raises(ValueError, match="empty"):
+        tune_search(tr, [], [])
+
+
+def test_best_trial_prefers_the_smaller_beam_on_a_tie():
+    trials = [Trial(10, 0.6, 40.0, 60.0, 1.0, 3.0), Trial(5, 1.0, 40.0, 60.0, 1.0, 1.0),
+              Trial(5, 0.6, 39.9, 60.0, 1.0, 1.0)]
+    assert best_trial(trials) is trials[1]
+    with pytest.raises(ValueError):
+        best_trial([])
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    run = tmp_path_factory.mktemp("tune")
+    Trainer(make_cfg(30), run).run()
+    return run / "last.pt"
+
+
+def test_cli_tune_prints_each_trial_and_writes_the_best(checkpoint, tmp_path, capsys):
+    src, ref = tmp_path / "dev.src", tmp_path / "dev.ref"
+    lines = ["1 2 3 4 5", "7 7 3 9", "10 2 2 5 6 1"]
+    src.write_text("\n".join(lines) + "\n")
+    ref.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "tune.json"
+    rc = main(["tune", "--model", str(checkpoint), "--src", str(src), "--ref", str(ref),
+               "--beam", "1", "3", "--length-penalty", "0", "1", "-o", str(out)])
+    assert rc == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(p["beam"], p["length_penalty"]) for p in printed[:3]] == [(1, None), (3, 0.0), (3, 1.0)]
+    summary = json.loads(out.read_text())
+    assert summary["best"] == printed[-1]["best"] and summary["flags"] == printed[-1]["flags"]
+    assert summary["best"]["bleu"] == max(t["bleu"] for t in summary["trials"])
+    assert len(summary["trials"]) == 3 and summary["split"] == str(src)
+
+
+def test_cli_tune_refuses_a_test_split(checkpoint, capsys):
+    for split in ("test", "test_2016_flickr"):
+        assert main(["tune", "--model", str(checkpoint), "--split", split]) == 2
+        assert "is a test set" in capsys.readouterr().err
+
+
+def test_cli_decoding_flags_reach_the_search(checkpoint, tmp_path, capsys):
+    src = tmp_path / "dev.src"
+    src.write_text("1 2 3 4 5\n")
+    rc = main(["evaluate", "--model", str(checkpoint), "--src", str(src), "--ref", str(src),
+               "--beam", "2", "--length-penalty", "1.3", "--max-len-a", "0", "--max-len-b", "2"])
+    assert rc == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["beam"], result["length_penalty"]) == (2, 1.3)
+    assert result["length_ratio"] <= 2 / 5  # at most 2 tokens of the 5 by the cap
+    assert main(["translate", "--model", str(checkpoint), "--length-penalty", "-1"]) == 2
+    assert "length_penalty" in capsys.readouterr().err
