@@ -1,11 +1,14 @@
 #!/bin/bash
-# The GPU measurements of issue 18 in one call (about 4 minutes on an H100): the CUDA tests of
-# train.cuda_graphs, then benchmarks/gpu_speed.py eager and with CUDA graphs at Multi30k and
-# WMT-like lengths, one JSON line per run appended to OUT/results.jsonl, and the log in
-# OUT/log.txt. Without network: NMTKIT_DATA points at a Multi30k mirror, and wheels of missing
-# packages may lie in .whl/ (installed into /tmp/site first).
+# The GPU measurements of issue 18 in one call of under 10 minutes on an H100. SUITE=main
+# (default, about 4 minutes): the CUDA tests of train.cuda_graphs, then
+# benchmarks/gpu_speed.py eager and with CUDA graphs at Multi30k and WMT-like lengths, decoding
+# (with MODEL.pt) and a step profile. SUITE=compiled (about 8 minutes): train.compile inside
+# the graphs (one compilation for symbolic shapes, then the fused kernels replayed per shape)
+# beside the graphs alone, at both lengths. One JSON line per run is appended to
+# OUT/results.jsonl, the log to OUT/log.txt. Without network: NMTKIT_DATA points at a
+# Multi30k mirror, and wheels of missing packages may lie in .whl/ (installed into /tmp/site).
 #
-#   NMTKIT_DATA=... bash benchmarks/gpu_suite.sh OUT_DIR [MODEL.pt]
+#   NMTKIT_DATA=... [SUITE=compiled] bash benchmarks/gpu_suite.sh OUT_DIR [MODEL.pt]
 set -u
 OUT=${1:?usage: gpu_suite.sh OUT_DIR [MODEL.pt]}
 MODEL=${2:-}
@@ -19,7 +22,8 @@ export PYTHONPATH=$PWD/src:${PYTHONPATH:-}
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
 } > "$OUT/env.txt" 2>&1
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py -rA --tb=short \
+if [ "${SUITE:-main}" = compiled ]; then pick=compiled; else pick="not compiled"; fi
+timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py -k "$pick" -rA --tb=short \
   > "$OUT/test.txt" 2>&1
 tail -3 "$OUT/test.txt"
 run() {  # run NAME TIMEOUT_S ARGS...: one gpu_speed.py process, its JSON line into results.jsonl
@@ -40,6 +44,14 @@ PY
   rm -f "$json"
   tail -1 "$OUT/results.jsonl" | cut -c1-300
 }
+if [ "${SUITE:-main}" = compiled ]; then
+  run wmt_graphs_32k 60 --lengths wmt --cuda-graphs --set train.max_tokens=32768
+  run wmt_graphs_compiled_32k 200 --lengths wmt --cuda-graphs --compile --set train.max_tokens=32768
+  run m30k_graphs_8k 60 --cuda-graphs
+  run m30k_graphs_compiled_8k 150 --cuda-graphs --compile
+  echo done
+  exit 0
+fi
 run m30k_graphs_8k 90 --cuda-graphs
 run m30k_eager_8k 90
 run m30k_graphs_32k 60 --cuda-graphs --set train.max_tokens=32768

@@ -177,8 +177,35 @@ def test_trainer_with_cuda_graphs_on_a_cpu_trains_like_the_readable_path(tmp_pat
     assert shapes and all(w in widths for _, w, _ in shapes)
 
 
-@pytest.mark.parametrize("bad", ["train.compile=true", "train.rdrop=1.0",
-                                 "train.word_dropout=0.1", "train.amp=fp16"])
+def test_compiled_loss_with_fixed_shapes_on_a_cpu_trains_like_the_readable_path(tmp_path):
+    # train.compile with train.cuda_graphs: the whole loss compiled once for symbolic shapes
+    extra = ["model.dropout=0.0", "train.fast=false", "train.device=cpu"]
+    plain = Trainer(make_cfg(4, extra), tmp_path / "plain")
+    fixed = Trainer(make_cfg(4, extra + ["train.cuda_graphs=true", "train.compile=true"]),
+                    tmp_path / "compiled")
+    assert fixed._compiled_logits is None and fixed._graphs is not None
+    assert fixed._graphs.loss_fn is not fixed._graphs.model  # a compiled function
+    fixed.model.load_state_dict(plain.model.state_dict())
+    by_shape = {static_shape_of(fixed, idx): idx for idx in fixed.epoch_batches(0)}
+    shapes, batches = list(by_shape), list(by_shape.values())  # the full rows and the rest
+    for step, idx in enumerate(batches, 1):  # several shapes through one compilation
+        plain.schedule.set_step(step)
+        fixed.schedule.set_step(step)
+        a, b = plain._update([idx]), fixed._update([idx])
+        assert a[2] == b[2] and abs(a[0] - b[0]) < 1e-4 * a[0], (a, b)
+    assert len(fixed._graphs.shapes) == len(shapes) > 1
+    for (k, p), q in zip(plain.model.named_parameters(), fixed.model.parameters(), strict=True):
+        if k.endswith("in_proj.bias"):  # the key part's zero gradient becomes Adam noise
+            p, q = p[:32], q[:32]
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
+
+
+def static_shape_of(trainer, idx):
+    b = trainer.train_ids.collate(idx, static_tokens=trainer.cfg.train.max_tokens)
+    return (*b.src.shape, b.tgt_in.shape[1])
+
+
+@pytest.mark.parametrize("bad", ["train.rdrop=1.0", "train.word_dropout=0.1", "train.amp=fp16"])
 def test_cuda_graphs_refuse_what_they_cannot_replay(bad):
     with pytest.raises(ConfigError, match="train.cuda_graphs"):
         make_cfg(2, ["train.cuda_graphs=true", bad])
@@ -190,8 +217,9 @@ def test_cuda_graphs_need_a_transformer():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("bf16", [True, False])
-def test_captured_graphs_replay_the_eager_loss_and_gradients(bf16, caplog):
+@pytest.mark.parametrize("bf16, compiled", [(True, False), (False, False), (True, True)],
+                         ids=["bf16", "fp32", "bf16-compiled"])
+def test_captured_graphs_replay_the_eager_loss_and_gradients(bf16, compiled, caplog):
     # sizes where the kernels are those of a real run (64-wide heads, > 3072 tokens a batch)
     cfg = ModelConfig(arch="transformer", layers=2, d_model=128, d_ff=256, heads=2, dropout=0.0)
     torch.manual_seed(0)
@@ -204,7 +232,9 @@ def test_captured_graphs_replay_the_eager_loss_and_gradients(bf16, caplog):
     def autocast():
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16, cache_enabled=False)
 
-    graphed = GraphedLoss(model, loss_fn, autocast)
+    # compiled: train.compile's kernels (one compilation for symbolic shapes) in the graphs
+    graphed = GraphedLoss(model, torch.compile(loss_fn, dynamic=True) if compiled else loss_fn,
+                          autocast)
     tol = {"rtol": 2e-2, "atol": 1e-3} if bf16 else {"rtol": 1e-4, "atol": 1e-5}
     for idx in data.batches(6000, seed=0, static=True)[:6]:
         b = data.collate(idx, static_tokens=6000).to(torch.device("cuda"))
@@ -221,7 +251,7 @@ def test_captured_graphs_replay_the_eager_loss_and_gradients(bf16, caplog):
             torch.testing.assert_close(got[k], p.grad, **tol, msg=lambda m, k=k: f"{k}: {m}")
         graphed.zero_grad()
     captured = sum(c.graph is not None for c in graphed.shapes.values())
-    if bf16:  # what train.cuda_graphs runs: every shape captured
+    if bf16:  # what train.cuda_graphs runs (with or without train.compile): every shape captured
         assert captured == len(graphed.shapes) > 1
     else:  # float32: captured, or (where a kernel cannot be) said so and run without graphs
         assert captured == len(graphed.shapes) or "capture failed" in caplog.text

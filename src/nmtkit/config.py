@@ -483,14 +483,18 @@ class TrainConfig:
     Older recipes and checkpoints wrote a boolean: ``true`` reads as ``bf16``, ``false`` as
     ``off`` (YAML 1.1 also reads an unquoted ``off`` as ``false``)."""
     compile: bool = False
-    """``torch.compile`` the training forward (dynamic shapes; pays off on GPUs)."""
+    """``torch.compile`` the training forward (dynamic shapes; pays off on GPUs). With
+    ``cuda_graphs``: the whole loss of a batch (forward, loss sums and their backward) is
+    compiled once for symbolic shapes, and each fixed shape's graph replays the compiled
+    kernels (fused elementwise work: layer norms, dropout, residuals, casts)."""
     cuda_graphs: bool = False
     """Replay each update's forward + backward from CUDA graphs (:mod:`nmtkit.fast.cuda_graphs`):
     batches are padded to a few fixed shapes (:func:`nmtkit.data.batching.static_batches`,
     up to ``max_tokens`` padded tokens each) and each shape is captured once. For
     Transformers on one GPU, where short sentences make training launch-bound; not with
-    ``compile``, ``rdrop``, ``word_dropout``, ``amp: fp16`` or several processes. On a CPU
-    the same fixed shapes and buffers run without graphs."""
+    ``rdrop``, ``word_dropout``, ``amp: fp16`` or several processes (with ``compile`` the
+    graphs replay compiled kernels). On a CPU the same fixed shapes and buffers run without
+    graphs."""
     fast: bool = True
     """Apply :mod:`nmtkit.fast` to the built model for training: CPU kernels for dropout and
     attention, and (with ``retain_freed_memory``) the allocator setting. Off: the model of
@@ -536,9 +540,9 @@ class TrainConfig:
                    "patience", "plateau_patience", "keep_last", "valid_max_sents", "threads")
         c.at_least(0, "sample_every")
         c.at_least(1, "samples")
-        c.require(not self.cuda_graphs or not (self.compile or self.rdrop or self.word_dropout
+        c.require(not self.cuda_graphs or not (self.rdrop or self.word_dropout
                                                or self.amp == "fp16"),
-                  "train.cuda_graphs replays fixed kernels: not with train.compile, train.rdrop, "
+                  "train.cuda_graphs replays fixed kernels: not with train.rdrop, "
                   "train.word_dropout or train.amp: fp16")
         c.require(self.lr_schedule not in ("noam", "inverse_sqrt") or self.warmup >= 1,
                   "train.warmup must be >= 1 for noam and inverse_sqrt")

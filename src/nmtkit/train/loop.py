@@ -223,7 +223,8 @@ class Trainer:
             n = finetune.freeze(self.model, t.freeze)
             log.info("frozen (%s): %.2fM weights", ", ".join(t.freeze), n / 1e6)
         # The training forward, compiled on request; checkpoints and decoding use self.model.
-        self._compiled_logits = torch.compile(self.model.logits, dynamic=True) if t.compile else None
+        self._compiled_logits = (torch.compile(self.model.logits, dynamic=True)
+                                 if t.compile and not t.cuda_graphs else None)
         # A Transformer on a CPU: the output layer and the loss in blocks of rows, the same
         # numbers faster (nmtkit.fast.output_loss); None: the readable logits-then-loss path.
         self._blocked_loss = (fast.training_loss(self.model)
@@ -727,7 +728,10 @@ class Trainer:
             return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16,
                                   cache_enabled=False)
 
-        return GraphedLoss(self.model, loss, autocast, capture=capture)
+        # train.compile: one compilation for symbolic shapes (the warm-up passes before each
+        # capture run it), whose fused kernels every shape's graph then replays.
+        loss_fn = torch.compile(loss, dynamic=True) if self.cfg.train.compile else loss
+        return GraphedLoss(self.model, loss_fn, autocast, capture=capture)
 
     def _zero_grad(self) -> None:
         if self._graphs is not None:
