@@ -266,13 +266,17 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 def cmd_tune(a: argparse.Namespace) -> int:
     from .decode.tune import Trial, best_trial, tune_search
 
+    def refuse_a_test_split(valid: str, test: str) -> None:
+        if a.split and (a.split == test or a.split.startswith("test")):
+            raise ValueError(f"--split {a.split} is a test set: choose decoding options on "
+                             f"{valid}, never on a test set")
+
+    refuse_a_test_split("the validation split", "test")  # before loading the models
     bundle, tr = _translator(a, {"batch_size": a.batch_size,
                                  "fast": False if a.no_fast else None})
     if a.split is None and not (a.src or a.ref):
         a.split = bundle.cfg.data.valid
-    if a.split and (a.split == bundle.cfg.data.test or a.split.startswith("test")):
-        raise ValueError(f"--split {a.split} is a test set: choose decoding options on the "
-                         f"validation split ({bundle.cfg.data.valid}), never on a test set")
+    refuse_a_test_split(f"the validation split ({bundle.cfg.data.valid})", bundle.cfg.data.test)
     src, ref, name, _, tgt_lang = _scored_text(a, bundle, "tune")
 
     def report(t: Trial) -> None:
