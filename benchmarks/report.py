@@ -385,6 +385,52 @@ def ablation_section() -> list[str]:
     return out
 
 
+def decode_tuning_section() -> list[str]:
+    """Beam search's length penalty chosen on val (nmtkit tune): every decode_tuning file.
+    One row per system: val BLEU of each setting tried, the choice, and test_2016_flickr with
+    the recipe's setting and with the choice (scored once each, never used to choose)."""
+    out = []
+    for f in sorted(RESULTS.glob("decode_tuning_*.json")):
+        r = json.loads(f.read_text(encoding="utf-8"))
+        settings = sorted({(t["beam"], t["length_penalty"]) for sys_ in r["systems"]
+                           for t in sys_["trials"]}, key=lambda k: (k[0], k[1] or 0.0))
+        head = " | ".join(f"α {p:g}" if b == r["beam"] else f"beam {b}, α {p}"
+                          for b, p in settings)
+        out += [f"### {clean(r['title'])}", "", clean(r["protocol"]), "",
+                f"| system | val BLEU: {head} | chosen on val | test sacreBLEU (official "
+                "lc.norm.tok): recipe's α | test: chosen α |",
+                "|---|" + "---|" * (len(settings) + 3)]
+        for sys_ in r["systems"]:
+            trials = {(t["beam"], t["length_penalty"]): t for t in sys_["trials"]}
+            chosen = sys_["chosen"]
+            cells = []
+            for key in settings:
+                if key not in trials:
+                    cells.append("-")
+                    continue
+                t = trials[key]
+                cell = f"{t['bleu']:.2f} ({t['length_ratio']:.3f})"
+                same = (chosen["beam"], chosen["length_penalty"]) == key
+                cells.append(f"**{cell}**" if same else cell)
+            default, tuned = sys_["test_recipe"], sys_["test_chosen"]
+            out.append(f"| {clean(sys_['name'])} | " + " | ".join(cells)
+                       + f" | α {chosen['length_penalty']:g} | {default['bleu']:.2f} "
+                       f"({default['bleu_official_tok']:.2f}) | {tuned['bleu']:.2f} "
+                       f"({tuned['bleu_official_tok']:.2f}) |")
+        out += ["", "In brackets after a val BLEU: output length / reference length; bold: the "
+                "setting chosen on val.", ""]
+        for direction, m in r.get("single_model_means", {}).items():
+            out.append(f"- {direction}, single models (mean of the seeds): val "
+                       f"{m['val_recipe']:.2f} -> {m['val_chosen']:.2f}, test "
+                       f"{m['test_recipe']:.2f} -> {m['test_chosen']:.2f} sacreBLEU "
+                       f"({m['test_chosen_official_tok']:.2f} official lc.norm.tok).")
+        out += ["",
+                "Commands:", "", "```bash", *[clean(c) for c in r["commands"]], "```", "",
+                f"Machine: {r['machine']}, torch {r['torch']} (`{f.name}`). {clean(r['note'])}",
+                ""]
+    return out
+
+
 def train_history() -> list[str]:
     """Every train_speed file: the ratio to the reference and the measured CPU matmul rate."""
     out = ["### Every CPU training measurement", "",
@@ -610,6 +656,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
            "on are shown repository-relative; `MIRROR` is the offline data mirror "
            "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
     out += quality_section() + budget_hour_section() + hour_seeds_section()
+    out += decode_tuning_section()
     out += quickstart_section() + ablation_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]

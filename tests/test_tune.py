@@ -7,7 +7,7 @@ import pytest
 from nmtkit.cli import main
 from nmtkit.config import DecodeConfig
 from nmtkit.decode.translator import TextTranslator
-from nmtkit.decode.tune import Trial, best_trial, grid, tune_search
+from nmtkit.decode.tune import Trial, at_the_edge, best_trial, grid, tune_search
 from nmtkit.train.loop import Trainer
 
 from .test_checkpoint import make_cfg
@@ -80,6 +80,19 @@ def test_best_trial_prefers_the_smaller_beam_on_a_tie():
         best_trial([])
 
 
+def test_a_best_penalty_at_the_edge_of_the_grid_is_flagged():
+    def best(p, beam=5):
+        return Trial(beam, p, 40.0, 60.0, 1.0, 1.0)
+
+    grid_ = [0.0, 0.6, 1.0]
+    assert at_the_edge(best(1.0), grid_) == "largest"
+    assert at_the_edge(best(0.6), grid_) is None
+    assert at_the_edge(best(0.0), grid_) is None  # 0 is the smallest there is
+    assert at_the_edge(best(0.3), [0.3, 0.6]) == "smallest"
+    assert at_the_edge(best(None, beam=1), grid_) is None
+    assert at_the_edge(best(0.6), [0.6]) is None  # one value: no grid to extend
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     run = tmp_path_factory.mktemp("tune")
@@ -102,6 +115,10 @@ def test_cli_tune_prints_each_trial_and_writes_the_best(checkpoint, tmp_path, ca
     assert summary["best"] == printed[-1]["best"] and summary["flags"] == printed[-1]["flags"]
     assert summary["best"]["bleu"] == max(t["bleu"] for t in summary["trials"])
     assert len(summary["trials"]) == 3 and summary["split"] == str(src)
+    if summary["best"]["length_penalty"] == 1.0:  # the largest tried: said on stderr
+        assert summary["edge"] == "largest" and "try values above" in capsys.readouterr().err
+    else:
+        assert summary["edge"] is None
 
 
 def test_cli_tune_refuses_a_test_split(checkpoint, capsys):

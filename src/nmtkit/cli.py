@@ -264,7 +264,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
-    from .decode.tune import Trial, best_trial, tune_search
+    from .decode.tune import Trial, at_the_edge, best_trial, tune_search
 
     def refuse_a_test_split(valid: str, test: str) -> None:
         if a.split and (a.split == test or a.split.startswith("test")):
@@ -285,10 +285,16 @@ def cmd_tune(a: argparse.Namespace) -> int:
     trials = tune_search(tr, src, ref, a.beam, a.length_penalty, tgt_lang=tgt_lang,
                          on_trial=report)
     best = best_trial(trials)
+    edge = at_the_edge(best, a.length_penalty)
+    if edge:  # the optimum may lie beyond the grid
+        print(f"nmtkit tune: the best length penalty is the {edge} tried "
+              f"({best.length_penalty:g}): try values {'above' if edge == 'largest' else 'below'} "
+              "it too", file=sys.stderr)
     summary = {"split": name, "model": a.model[0] if len(a.model) == 1 else a.model,
-               "best": best.as_dict(), "flags": best.flags(),
+               "best": best.as_dict(), "flags": best.flags(), "edge": edge,
                "trials": [t.as_dict() for t in trials]}
-    print(json.dumps({"split": name, "best": best.as_dict(), "flags": best.flags()}))
+    print(json.dumps({"split": name, "best": best.as_dict(), "flags": best.flags(),
+                      "edge": edge}))
     if a.output:
         _write_output(a.output, json.dumps(summary, indent=1) + "\n", "results")
     return 0

@@ -97,6 +97,20 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     return trials
 
 
+def at_the_edge(best: Trial, penalties: Sequence[float]) -> str | None:
+    """``"largest"`` or ``"smallest"`` when ``best`` took the largest penalty of the grid
+    (above 0) or its smallest (above 0): the optimum may lie beyond it, so the grid should
+    be extended that way. ``None`` otherwise (inside the grid, at 0, or greedy)."""
+    tried = sorted(set(penalties))
+    if best.length_penalty is None or len(tried) < 2:
+        return None
+    if best.length_penalty == tried[-1]:
+        return "largest"
+    if best.length_penalty == tried[0] and tried[0] > 0:
+        return "smallest"
+    return None
+
+
 def best_trial(trials: Sequence[Trial]) -> Trial:
     """The trial with the highest BLEU; among equal ones the smaller beam (faster), then the
     penalty that came first in the grid."""
