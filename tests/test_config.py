@@ -197,7 +197,7 @@ EVERY_CHECK = [
     ({"train": {"freeze": ["encoder", "decoder", "embeddings"]}}, "train.freeze"),
     ({"train": {"forgetting_splits": ["val", " "]}}, "train.forgetting_splits"),
     ({"train": {"forgetting_splits": ["de-de:val"]}}, "train.forgetting_splits"),
-    ({"train": {"cuda_graphs": True, "compile": True}}, "train.cuda_graphs"),
+    ({"train": {"cuda_graphs": True, "rdrop": 1.0}}, "train.cuda_graphs"),
     # decode
     ({"decode": {"max_len_a": float("-inf")}}, "decode.max_len_a"),
     ({"decode": {"beam": 0}}, "decode.beam"),
