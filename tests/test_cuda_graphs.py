@@ -158,6 +158,7 @@ def test_trainer_with_cuda_graphs_on_a_cpu_trains_like_the_readable_path(tmp_pat
     plain = Trainer(make_cfg(6, extra), tmp_path / "plain")
     fixed = Trainer(make_cfg(6, extra + ["train.cuda_graphs=true"]), tmp_path / "fixed")
     assert plain._graphs is None and fixed._graphs is not None and not fixed._graphs.capture
+    assert not hasattr(fixed._graphs.loss_fn, "_torchdynamo_orig_callable")  # not compiled
     fixed.model.load_state_dict(plain.model.state_dict())
     group = [fixed.epoch_batches(0)[0]]
     for step in range(1, 4):  # the same pairs through both: same losses and weights
@@ -184,7 +185,7 @@ def test_compiled_loss_with_fixed_shapes_on_a_cpu_trains_like_the_readable_path(
     fixed = Trainer(make_cfg(4, extra + ["train.cuda_graphs=true", "train.compile=true"]),
                     tmp_path / "compiled")
     assert fixed._compiled_logits is None and fixed._graphs is not None
-    assert fixed._graphs.loss_fn is not fixed._graphs.model  # a compiled function
+    assert hasattr(fixed._graphs.loss_fn, "_torchdynamo_orig_callable")  # torch.compile's wrapper
     fixed.model.load_state_dict(plain.model.state_dict())
     by_shape = {static_shape_of(fixed, idx): idx for idx in fixed.epoch_batches(0)}
     shapes, batches = list(by_shape), list(by_shape.values())  # the full rows and the rest
