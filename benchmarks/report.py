@@ -394,8 +394,8 @@ def decode_tuning_section() -> list[str]:
         r = json.loads(f.read_text(encoding="utf-8"))
         settings = sorted({(t["beam"], t["length_penalty"]) for sys_ in r["systems"]
                            for t in sys_["trials"]}, key=lambda k: (k[0], k[1] or 0.0))
-        head = " | ".join(f"α {p:g}" if b == r["beam"] else f"beam {b}, α {p}"
-                          for b, p in settings)
+        head = " | ".join("greedy" if p is None else f"α {p:g}" if b == r["beam"]
+                          else f"beam {b}, α {p:g}" for b, p in settings)
         out += [f"### {clean(r['title'])}", "", clean(r["protocol"]), "",
                 f"| system | val BLEU: {head} | chosen on val | test sacreBLEU (official "
                 "lc.norm.tok): recipe's α | test: chosen α |",
