@@ -138,3 +138,23 @@ def test_cli_decoding_flags_reach_the_search(checkpoint, tmp_path, capsys):
     assert result["length_ratio"] <= 2 / 5  # at most 2 tokens of the 5 by the cap
     assert main(["translate", "--model", str(checkpoint), "--length-penalty", "-1"]) == 2
     assert "length_penalty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["evaluate", "tune"])
+def test_cli_threads_sets_torchs_threads(checkpoint, tmp_path, capsys, command):
+    import torch
+
+    src = tmp_path / "dev.src"
+    src.write_text("1 2 3 4 5\n")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        rc = main([command, "--model", str(checkpoint), "--src", str(src), "--ref", str(src),
+                   "--beam", "1", "--threads", "1"])
+        assert rc == 0 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:  # argparse: a count of threads is 0 or more
+        main(["translate", "--model", str(checkpoint), "--threads", "-2"])
+    assert e.value.code == 2 and "threads must be 0" in capsys.readouterr().err

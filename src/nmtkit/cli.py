@@ -123,6 +123,16 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "alignment_head": getattr(a, "alignment_head", None)}
 
 
+def _set_threads(threads: int) -> None:
+    """``--threads``: torch's intra-op threads for this process (0 = PyTorch's default, one per
+    core). Two jobs that each use every core of a small CPU slow each other far more than
+    twofold (threads wait on each other's time slices), so a job beside another takes fewer."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
                 ) -> tuple[Bundle, Translator]:
     """(the first checkpoint's bundle, a translator of the one or more ``--model`` given);
@@ -132,6 +142,7 @@ def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
 
     if overrides is None:
         overrides = _decode_overrides(a)
+    _set_threads(a.threads)
     bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
     return bundles[0], ensemble_translator(bundles, a.model, **overrides)
 
@@ -392,12 +403,9 @@ def _serve_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
     if (Path(a.model) / "nmtkit.json").is_file():
         raise ValueError(f"{a.model}: a CTranslate2 export directory; serve it with "
                          "--engine ctranslate2 (or serve the checkpoint it was exported from)")
-    import torch
-
     from .checkpoint import load_bundle
 
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    _set_threads(a.threads)
     bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
     return bundle, (bundle.translator(fast=False) if a.no_fast else None)
 
@@ -532,6 +540,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
     no_fast = ("run the readable model as written: no nmtkit.fast speed-ups "
                "(same results within float tolerance)")
+    threads_help = ("torch threads (0 = PyTorch's default, one per core); beside another job "
+                    "take fewer: two jobs that each use every core slow each other far more "
+                    "than twofold (training: train.threads)")
+
+    def thread_count(text: str) -> int:
+        value = int(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"threads must be 0 (the default) or more, got {value}")
+        return value
+
     t.add_argument("--no-fast", action="store_true", help=no_fast + "; sets train.fast and decode.fast")
     mode = t.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
@@ -561,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--no-verify", action="store_true",
                        help="load a checkpoint whose weights do not match their stored checksum")
         q.add_argument("--no-fast", action="store_true", help=no_fast)
+        q.add_argument("--threads", type=thread_count, default=0, help=threads_help)
 
     def decode_args(q: argparse.ArgumentParser) -> None:
         model_args(q)
@@ -730,7 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--no-verify", action="store_true",
                     help="load a checkpoint whose weights do not match their stored checksum")
     sv.add_argument("--no-fast", action="store_true", help=no_fast)
-    sv.add_argument("--threads", type=int, default=0,
+    sv.add_argument("--threads", type=thread_count, default=0,
                     help="torch threads, or CTranslate2's intra-op threads (0 = default)")
     sv.add_argument("--max-texts", type=int, default=L.max_texts, help="texts per request")
     sv.add_argument("--max-chars", type=int, default=L.max_chars, help="characters per text")
