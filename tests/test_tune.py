@@ -158,3 +158,14 @@ def test_cli_threads_sets_torchs_threads(checkpoint, tmp_path, capsys, command):
     with pytest.raises(SystemExit) as e:  # argparse: a count of threads is 0 or more
         main(["translate", "--model", str(checkpoint), "--threads", "-2"])
     assert e.value.code == 2 and "threads must be 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["evaluate", "tune"])
+def test_cli_unmatched_or_missing_references_exit_2(checkpoint, tmp_path, capsys, command):
+    src, ref = tmp_path / "dev.src", tmp_path / "dev.ref"
+    src.write_text("1 2 3\n4 5\n")
+    ref.write_text("1 2 3\n")
+    assert main([command, "--model", str(checkpoint), "--src", str(src), "--ref", str(ref)]) == 2
+    assert f"{src} has 2 lines but {ref} has 1" in capsys.readouterr().err
+    assert main([command, "--model", str(checkpoint), "--src", str(src)]) == 2
+    assert "needs --split NAME or --src FILE --ref FILE" in capsys.readouterr().err

@@ -244,10 +244,10 @@ def _scored_text(a: argparse.Namespace, bundle: Bundle, command: str
     if a.src and a.ref:
         src, ref = read_lines(a.src), read_lines(a.ref)
         if len(src) != len(ref):
-            raise SystemExit(f"nmtkit: error: {a.src} has {len(src)} lines but {a.ref} has "
-                             f"{len(ref)}")
+            raise InputError(f"{a.src} has {len(src)} lines but {a.ref} has {len(ref)}: "
+                             "give one reference line per source line")
         return src, ref, a.src, data, a.tgt_lang
-    raise SystemExit(f"nmtkit: error: {command} needs --split NAME or --src FILE --ref FILE")
+    raise InputError(f"{command} needs --split NAME or --src FILE --ref FILE")
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
