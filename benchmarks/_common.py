@@ -56,22 +56,40 @@ def attention_train_flops(d: int, layers: int, src_lens: Any, tgt_lens: Any) -> 
     return 3 * 2 * macs
 
 
-def matmul_peak_gflops(threads: int) -> float:
-    """Best sgemm rate of this CPU for shapes like the model's (measured, not nominal)."""
+def matmul_peak_gflops(threads: int, library: str = "torch") -> float:
+    """Best sgemm rate of this CPU for shapes like the model's (measured, not nominal).
+
+    ``library``: "torch" times ``a @ b`` (MKL in PyTorch's x86 wheels: every earlier figure
+    in benchmarks/results/ is against this rate); "onednn" the same products by oneDNN's
+    GEMM (the private operator behind ``nmtkit.fast.onednn.linear``, which nmtkit's CPU
+    training uses where it is there; 0.0 where it is not). On AMD hosts the two differ by up
+    to ~1.4x.
+    """
     import torch
 
     torch.set_num_threads(threads)
+    onednn_product = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+    if library == "onednn" and (onednn_product is None or not torch.backends.mkldnn.is_available()):
+        return 0.0
     best = 0.0
     for m, k, n in ((4096, 256, 1024), (4096, 1024, 256), (2048, 1024, 1024)):
         a, b = torch.randn(m, k), torch.randn(k, n)
-        for _ in range(3):
-            a @ b
-        t0 = time.perf_counter()
+        w = b.t().contiguous()  # (n, k): the layout of a linear layer's weight, for oneDNN
         reps = 20
-        for _ in range(reps):
-            a @ b
+        for i in range(3 + reps):  # 3 untimed, then reps timed
+            if i == 3:
+                t0 = time.perf_counter()
+            if library == "onednn":
+                onednn_product(a, w, None, "none", [], "")
+            else:
+                a @ b
         best = max(best, 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9)
     return best
+
+
+def gemm_peaks_gflops(threads: int) -> dict[str, float]:
+    """:func:`matmul_peak_gflops` of both libraries, by name."""
+    return {lib: round(matmul_peak_gflops(threads, lib), 1) for lib in ("torch", "onednn")}
 
 
 def add_peer_setup_args(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,9 @@ median is reported with the spread. Switched per chunk:
 
 - ``output_loss``: :mod:`nmtkit.fast.output_loss` (the output layer and the loss in blocks)
   against the readable ``logits`` then ``label_smoothed_cross_entropy``;
-- ``unpadded_encoder``: :mod:`nmtkit.fast.unpadded_encoder` against the readable encoder.
+- ``unpadded_encoder``: :mod:`nmtkit.fast.unpadded_encoder` against the readable encoder;
+- ``onednn_linear``: the linear layers' products and the blocked output layer's by oneDNN
+  (:mod:`nmtkit.fast.linear`) against MKL's (``torch.mm``/``F.linear``).
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/fast_ab.py --pairs 10
 """
@@ -28,6 +30,7 @@ from _common import add_peer_setup_args, emit, matmul_peak_gflops  # benchmarks/
 from train_speed import regex_tokenized_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+SPEEDUPS = ("output_loss", "unpadded_encoder", "onednn_linear")
 
 
 def main() -> None:
@@ -36,12 +39,15 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=10, help="pairs of chunks per speed-up")
     p.add_argument("--chunk", type=int, default=6, help="updates per chunk")
     p.add_argument("--warmup-steps", type=int, default=10)
+    p.add_argument("--only", nargs="+", choices=SPEEDUPS, default=list(SPEEDUPS),
+                   help="measure these speed-ups only")
     p.add_argument("--out", default=None, help="also write the JSON here")
     a = p.parse_args()
 
     import torch
 
     from nmtkit.config import Config
+    from nmtkit.fast import onednn
     from nmtkit.fast.unpadded_encoder import UnpaddedEncoderTransformer
     from nmtkit.models.transformer import Transformer
     from nmtkit.train.loop import Trainer
@@ -67,9 +73,13 @@ def main() -> None:
         blocked = tr._blocked_loss
         assert blocked is not None and type(tr.model) is UnpaddedEncoderTransformer
 
+        available = onednn.available
+
         def switch(name: str, on: bool) -> None:
             if name == "output_loss":
                 tr._blocked_loss = blocked if on else None
+            elif name == "onednn_linear":  # every oneDNN product asks this at each call
+                onednn.available = available if on else (lambda: False)  # type: ignore[assignment]
             else:
                 tr.model.__class__ = UnpaddedEncoderTransformer if on else Transformer
 
@@ -98,7 +108,7 @@ def main() -> None:
             step += 1
         results = {}
         first = step
-        for name in ("output_loss", "unpadded_encoder"):
+        for name in a.only:
             ratios, on_speeds, off_speeds = [], [], []
             for i in range(a.pairs):
                 speeds = {}

@@ -10,6 +10,7 @@ for                    what                                        module
 =====================  ==========================================  =====================
 training (CPU)         dropout masks four per random draw          :mod:`.dropout`
 training (CPU)         written-out attention instead of the fused  :mod:`.attention`
+training (CPU)         linear layers' products by oneDNN           :mod:`.linear`
 training (CPU)         encoder on real source tokens, not padding  :mod:`.unpadded_encoder`
 both (CPU, glibc)      freed memory kept for the next step         :mod:`.allocator`
 training (CPU)         output layer and loss in blocks of rows     :mod:`.output_loss`
@@ -34,9 +35,11 @@ from torch import nn
 
 from ..models.attention import MultiHeadAttention
 from ..models.transformer import EncoderLayer, Transformer
+from . import onednn
 from .allocator import retain_freed_memory
 from .attention import CpuTrainingAttention
 from .dropout import FastDropout
+from .linear import OneDnnLinear
 from .output_loss import training_loss
 from .packing import pack_for_inference, unpack
 from .shared_source import share_sources, unshare_sources
@@ -58,7 +61,9 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     """Install the training speed-ups that fit where ``model`` lives; returns their names.
 
     On a CPU: :class:`~.dropout.FastDropout` for every ``nn.Dropout``,
-    :class:`~.attention.CpuTrainingAttention` for every multi-head attention, a Transformer's
+    :class:`~.attention.CpuTrainingAttention` for every multi-head attention,
+    :class:`~.linear.OneDnnLinear` for every ``nn.Linear`` where oneDNN is there and on
+    (:func:`.onednn.available`), a Transformer's
     encoder on real source tokens only (:mod:`.unpadded_encoder`), and (with
     ``retain_memory``) the process-wide allocator setting of :mod:`.allocator`. On other
     devices PyTorch's own kernels are already the fast ones: nothing is installed.
@@ -66,8 +71,12 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     if not _on_cpu(model):
         return []
     applied = set()
+    by_onednn = onednn.available()
     for module in model.modules():
-        if type(module) is nn.Dropout:
+        if type(module) is nn.Linear and by_onednn:
+            swap_class(module, OneDnnLinear)
+            applied.add("onednn linear")
+        elif type(module) is nn.Dropout:
             swap_class(module, FastDropout)
             applied.add("dropout")
         elif type(module) is MultiHeadAttention:

@@ -7,7 +7,10 @@ than the three plain operations (matmul, softmax, matmul) for sentence-length in
 while at inference it is as fast or faster. :class:`CpuTrainingAttention` therefore takes
 the written-out :func:`~nmtkit.models.attention.scaled_dot_product_attention` while
 gradients are recorded on a CPU, and the readable model's choice otherwise. Both compute
-Eq. 1; only the dropout masks (random) are drawn differently.
+Eq. 1; only the dropout masks (random) are drawn differently. Its query and key-value
+projections of weight slices (the decoder's cross-attention) go through
+:func:`.linear.linear`, as the swapped ``in_proj`` and ``out_proj`` do
+(:class:`~.linear.OneDnnLinear`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ..models.attention import MultiHeadAttention, scaled_dot_product_attention
+from .linear import linear
 
 
 class CpuTrainingAttention(MultiHeadAttention):
@@ -28,3 +32,13 @@ class CpuTrainingAttention(MultiHeadAttention):
             x, probs = scaled_dot_product_attention(q, k, v, mask, drop)
             return x, probs if need_attention else None
         return super().heads_attention(q, k, v, mask, need_attention)
+
+    def project_q(self, x: Tensor) -> Tensor:
+        d = self.d_model
+        return self._split(linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        d = self.d_model
+        kv = linear(x, self.in_proj.weight[d:], self.in_proj.bias[d:])  # (batch, time, 2 d)
+        k, v = kv.chunk(2, dim=-1)
+        return self._split(k), self._split(v)

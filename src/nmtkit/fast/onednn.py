@@ -56,3 +56,10 @@ def packed_linear(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
     """``x`` (rows, in) times a weight reordered by :func:`reorder`, plus ``bias`` -> (rows, out)."""
     out: Tensor = _ops()._linear_pointwise(x, packed, bias, "none", [], "")
     return out
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ weight.T + bias`` by oneDNN's GEMM, ``weight`` as it is (out, in), unreordered:
+    ``x`` (..., in) -> (..., out). Plain tensors, no autograd (see :mod:`.linear`)."""
+    out: Tensor = _ops()._linear_pointwise(x, weight, bias, "none", [], "")
+    return out

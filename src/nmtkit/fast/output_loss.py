@@ -37,6 +37,8 @@ from torch import Tensor, nn
 
 from ..data.vocab import PAD
 from ..train.loss import entropy, row_terms, smoothed_gradient_
+from . import onednn
+from .swap import original_class
 
 BLOCK_ELEMENTS = 1 << 22
 """Scores per block (4M floats = 16 MB): 677 rows at V = 6198. Blocks of 512-1024 rows
@@ -76,12 +78,15 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
         keepf = (target != pad).to(features.dtype)  # (n,): 0 on padding rows
         loss = features.new_zeros(())
         nll = features.new_zeros(())
+        by_onednn = features.device.type == "cpu" and onednn.available()  # see .linear
         scores_buf = features.new_empty(min(block, n), vp)
         for start in range(0, n, block):
             h = features[start:start + block]  # (m, d)
             tgt, keep = target[start:start + block], keepf[start:start + block]
             scores = scores_buf[:h.size(0)]  # (m, vp)
-            if b is None:
+            if by_onednn:
+                scores = onednn.linear(h, w, b)
+            elif b is None:
                 torch.mm(h, w.t(), out=scores)
             else:
                 torch.addmm(b, h, w.t(), out=scores)
@@ -95,7 +100,9 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
                 continue
             smoothed_gradient_(lp, tgt, keep, eps, pad)  # p - q over lp, in place
             grad[:, v:] = 0.0  # the padded columns: -inf scores, no gradient
-            if grad_h is not None:
+            if grad_h is not None and by_onednn:
+                grad_h[start:start + h.size(0)] = onednn.linear(grad, w.t(), None)  # (m, d)
+            elif grad_h is not None:
                 torch.mm(grad, w, out=grad_h[start:start + h.size(0)])  # (m, d)
             if grad_w is not None:
                 grad_w.addmm_(grad.t(), h)  # (vp, d)
@@ -141,7 +148,9 @@ def training_loss(model: nn.Module) -> TrainingLoss | None:
     loss of ``model.logits``, and returns (loss_sum, nll_sum, n_tokens).
     """
     p = next(model.parameters(), None)
-    if (getattr(model, "features", None) is None or type(getattr(model, "generator", None)) is not nn.Linear
+    generator = getattr(model, "generator", None)
+    if (getattr(model, "features", None) is None or generator is None
+            or original_class(generator) is not nn.Linear  # (the fast subclasses compute the same)
             or p is None or p.device.type != "cpu"):
         return None
 

@@ -1,0 +1,120 @@
+"""Linear layers by oneDNN for CPU training: the same outputs and gradients as ``F.linear``,
+taken only while gradients are recorded, and switched off with oneDNN."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmtkit import fast
+from nmtkit.fast import onednn
+from nmtkit.fast.linear import OneDnnLinear, linear
+
+from . import test_transformer
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason="PyTorch built without oneDNN")
+
+
+def counted(monkeypatch) -> list:
+    """Record the shapes of the products that went through oneDNN."""
+    calls = []
+    real = onednn.linear
+
+    def counting(x, weight, bias):
+        calls.append((tuple(x.shape), tuple(weight.shape)))
+        return real(x, weight, bias)
+
+    monkeypatch.setattr(onednn, "linear", counting)
+    return calls
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16)])
+def test_forward_and_every_gradient_agree_with_f_linear(monkeypatch, shape, bias):
+    calls = counted(monkeypatch)
+    torch.manual_seed(0)
+    w = torch.randn(24, 16, requires_grad=True)
+    b = torch.randn(24, requires_grad=True) if bias else None
+    x = torch.randn(*shape, requires_grad=True)
+    dy = torch.randn(*shape[:-1], 24)
+    grads = []
+    for f in (F.linear, linear):
+        for t in (x, w, b):
+            if t is not None:
+                t.grad = None
+        y = f(x, w, b)
+        y.backward(dy)
+        grads.append((y.detach(), x.grad, w.grad, None if b is None else b.grad))
+    (y0, *g0), (y1, *g1) = grads
+    assert y1.shape == y0.shape and torch.allclose(y0, y1, atol=1e-5)
+    for a, c in zip(g0, g1, strict=True):
+        assert (a is None) == (c is None)
+        if a is not None:
+            assert torch.allclose(a, c, atol=1e-5)
+    # forward x W^T, backward dy W (the transposed weight): both by oneDNN
+    assert [s[1] for s in calls] == [(24, 16), (16, 24)]
+
+
+def test_a_weight_slice_gets_its_gradient_in_place_of_the_whole(monkeypatch):
+    calls = counted(monkeypatch)
+    w = torch.randn(12, 8, requires_grad=True)
+    x = torch.randn(4, 8)
+    linear(x, w[4:], None).sum().backward()
+    expect = torch.zeros(12, 8)
+    expect[4:] = x.sum(0)  # d/dW of sum(x W^T) is a row of column sums per output
+    assert torch.allclose(w.grad, expect, atol=1e-6)
+    assert len(calls) == 1  # x needs no gradient: no input product in the backward pass
+
+
+def test_without_gradients_or_oneDNN_it_is_f_linear(monkeypatch):
+    calls = counted(monkeypatch)
+    w = torch.randn(6, 4, requires_grad=True)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        linear(x, w)
+    linear(x, w.detach())  # a frozen weight
+    linear(x.double(), w.double())
+    monkeypatch.setattr(onednn, "available", lambda: False)
+    linear(x, w)
+    assert calls == []
+
+
+def test_for_training_swaps_every_linear_layer_and_plain_takes_them_back():
+    model = test_transformer.make_model()
+    n_linear = sum(type(m) is torch.nn.Linear for m in model.modules())
+    applied = fast.for_training(model, retain_memory=False)
+    assert "onednn linear" in applied
+    assert sum(type(m) is OneDnnLinear for m in model.modules()) == n_linear > 0
+    fast.plain(model)
+    assert not any(isinstance(m, OneDnnLinear) for m in model.modules())
+
+
+def test_with_onednn_switched_off_nothing_is_swapped():
+    model = test_transformer.make_model()
+    with torch.backends.mkldnn.flags(enabled=False):
+        applied = fast.for_training(model, retain_memory=False)
+    assert "onednn linear" not in applied
+    assert not any(isinstance(m, OneDnnLinear) for m in model.modules())
+
+
+def test_a_training_step_of_the_model_goes_through_onednn_and_agrees(monkeypatch):
+    model = test_transformer.make_model(norm="pre")
+    fast_model = copy.deepcopy(model)
+    fast.for_training(fast_model, retain_memory=False)
+    calls = counted(monkeypatch)
+    src, src_mask, tgt = test_transformer.padded_batch()
+    losses = []
+    for m in (model, fast_model):
+        m.train()
+        logits = m.logits(src, src_mask, tgt[:, :-1])
+        losses.append(F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten()))
+        losses[-1].backward()
+    assert torch.allclose(losses[0], losses[1], atol=1e-6)
+    for (n, p), q in zip(model.named_parameters(), fast_model.parameters(), strict=True):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5), n
+    weights = {w for _, w in calls}
+    d = test_transformer.D
+    assert (3 * d, d) in weights  # self-attention's [W^Q; W^K; W^V]
+    assert (2 * d, d) in weights  # the cross-attention's slice [W^K; W^V]
+    assert (d, 3 * d) in weights  # ... and the input gradient through the transposed weight
