@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from nmtkit import fast
 from nmtkit.fast import onednn
-from nmtkit.fast.linear import OneDnnLinear, linear
+from nmtkit.fast.linear import ROW_MULTIPLE, OneDnnLinear, linear
 
 from . import test_transformer
 
@@ -52,8 +52,10 @@ def test_forward_and_every_gradient_agree_with_f_linear(monkeypatch, shape, bias
         assert (a is None) == (c is None)
         if a is not None:
             assert torch.allclose(a, c, atol=1e-5)
-    # forward x W^T, backward dy W (the transposed weight): both by oneDNN
+    # forward x W^T, backward dy W (the transposed weight): both by oneDNN, on rows padded
+    # to ROW_MULTIPLE (one kernel shape for every row count up to it)
     assert [s[1] for s in calls] == [(24, 16), (16, 24)]
+    assert [s[0][0] for s in calls] == [ROW_MULTIPLE] * 2
 
 
 def test_a_weight_slice_gets_its_gradient_in_place_of_the_whole(monkeypatch):
@@ -118,3 +120,19 @@ def test_a_training_step_of_the_model_goes_through_onednn_and_agrees(monkeypatch
     assert (3 * d, d) in weights  # self-attention's [W^Q; W^K; W^V]
     assert (2 * d, d) in weights  # the cross-attention's slice [W^K; W^V]
     assert (d, 3 * d) in weights  # ... and the input gradient through the transposed weight
+
+
+def test_padded_rows_add_nothing_and_row_counts_share_shapes(monkeypatch):
+    calls = counted(monkeypatch)
+    w = torch.randn(5, 3, requires_grad=True)
+    b = torch.randn(5, requires_grad=True)
+    for rows in (1, ROW_MULTIPLE - 1, ROW_MULTIPLE, ROW_MULTIPLE + 1):
+        x = torch.randn(rows, 3, requires_grad=True)
+        w.grad = b.grad = None
+        linear(x, w, b).square().sum().backward()
+        gx, gw, gb = x.grad, w.grad, b.grad
+        x.grad = w.grad = b.grad = None
+        F.linear(x, w, b).square().sum().backward()
+        assert torch.allclose(gx, x.grad, atol=1e-5)
+        assert torch.allclose(gw, w.grad, atol=1e-4) and torch.allclose(gb, b.grad, atol=1e-4)
+    assert [c[0][0] for c in calls[::2]] == [ROW_MULTIPLE, ROW_MULTIPLE, ROW_MULTIPLE, 2 * ROW_MULTIPLE]

@@ -7,10 +7,16 @@ EPYC (Zen 4) hosts this project trains on, about 200 GFLOP/s against MKL's 120-1
 (4095 x 256) by (256 x 1024) with two threads (``benchmarks/train_speed.py`` measures
 both). Each layer computes, for y = x W^T + b with x flattened to (rows, in):
 
-- forward       y    = x W^T + b       oneDNN (:func:`.onednn.linear`)
-- input grad    dx   = dy W            oneDNN, with W^T as the "weight"
+- forward       y    = x W^T + b       oneDNN (:func:`.onednn.linear`), rows padded
+- input grad    dx   = dy W            oneDNN, with W^T as the "weight", rows padded
 - weight grad   dW   = dy^T x          ``torch.mm`` (a long inner dimension: MKL is fast)
 - bias grad     db   = sum of dy's rows
+
+oneDNN builds (and caches: up to 1024 entries, each holding memory) one kernel per
+product shape, which takes milliseconds; a training run's products have as many row counts
+as its batches have token counts. The two oneDNN products therefore run on rows padded with
+zeros to a multiple of :data:`ROW_MULTIPLE`, which bounds the shapes to a few dozen per
+layer; the padding's rows are cut off the result and add nothing to any gradient.
 
 The same sums as ``F.linear`` and its backward, so the results agree within float
 rounding (``tests/test_fast_linear.py``). :class:`OneDnnLinear` swaps in for ``nn.Linear``
@@ -28,6 +34,25 @@ from torch import Tensor, nn
 
 from . import onednn
 
+ROW_MULTIPLE = 64
+"""oneDNN's products take rows padded to this multiple: at most 65 row counts for a
+4096-token batch, each seen again and again, where unpadded every batch brings new ones."""
+
+
+def _padded_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ weight.T + bias`` by oneDNN with ``x``'s rows padded to :data:`ROW_MULTIPLE`:
+    x (..., in) -> (..., out)."""
+    x2 = x.reshape(-1, x.size(-1))  # (rows, in)
+    rows = x2.size(0)
+    padded = -(-rows // ROW_MULTIPLE) * ROW_MULTIPLE
+    if padded != rows:
+        staged = x2.new_empty(padded, x2.size(1))
+        staged[:rows] = x2
+        staged[rows:] = 0
+        x2 = staged
+    y = onednn.linear(x2, weight, bias)  # (padded, out)
+    return y[:rows].view(*x.shape[:-1], y.size(-1))
+
 
 class _LinearByOneDnn(torch.autograd.Function):
     """y = x W^T + b with oneDNN's products forward and for dx; see the module's table."""
@@ -36,7 +61,7 @@ class _LinearByOneDnn(torch.autograd.Function):
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        return onednn.linear(x, weight, bias)
+        return _padded_product(x, weight, bias)
 
     @staticmethod
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
@@ -44,7 +69,7 @@ class _LinearByOneDnn(torch.autograd.Function):
         dy2 = dy.reshape(-1, dy.size(-1))  # (rows, out)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = onednn.linear(dy, weight.t(), None)  # dy W: (..., in)
+            dx = _padded_product(dy, weight.t(), None)  # dy W: (..., in)
         if ctx.needs_input_grad[1]:
             dw = torch.mm(dy2.t(), x.reshape(-1, x.size(-1)))  # (out, rows) (rows, in) -> (out, in)
         if ctx.has_bias and ctx.needs_input_grad[2]:
