@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from nmtkit import fast
-from nmtkit.fast import onednn
+from nmtkit.fast import onednn, output_loss
 from nmtkit.fast.linear import ROW_MULTIPLE, OneDnnLinear, linear
+from nmtkit.train.loss import label_smoothed_cross_entropy
 
 from . import test_transformer
 
@@ -136,3 +137,23 @@ def test_padded_rows_add_nothing_and_row_counts_share_shapes(monkeypatch):
         assert torch.allclose(gx, x.grad, atol=1e-5)
         assert torch.allclose(gw, w.grad, atol=1e-4) and torch.allclose(gb, b.grad, atol=1e-4)
     assert [c[0][0] for c in calls[::2]] == [ROW_MULTIPLE, ROW_MULTIPLE, ROW_MULTIPLE, 2 * ROW_MULTIPLE]
+
+
+def test_the_blocked_output_layer_multiplies_full_blocks_by_onednn(monkeypatch):
+    calls = counted(monkeypatch)
+    monkeypatch.setattr(output_loss, "BLOCK_ELEMENTS", 8 * output_loss.padded_width(50))  # 8 rows
+    torch.manual_seed(0)
+    h = torch.randn(20, 16, requires_grad=True)  # blocks of 8, 8 and 4 rows
+    w = torch.randn(50, 16, requires_grad=True)
+    target = torch.randint(1, 50, (20,))
+    loss, _, _ = output_loss.projected_label_smoothed_cross_entropy(h, w, None, target, 0.1)
+    loss.backward()
+    gh, gw = h.grad, w.grad
+    h.grad = w.grad = None
+    ref, _, _ = label_smoothed_cross_entropy(F.linear(h, w), target, 0.1)
+    ref.backward()
+    assert torch.allclose(loss, ref, atol=1e-4)
+    assert torch.allclose(gh, h.grad, atol=1e-5) and torch.allclose(gw, w.grad, atol=1e-5)
+    # scores and G W of the two full blocks; the last, shorter block by torch.mm (one kernel
+    # shape per run)
+    assert [c[0][0] for c in calls] == [8, 8, 8, 8]

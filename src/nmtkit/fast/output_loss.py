@@ -18,6 +18,10 @@ against about 130 at 6208 columns and 185 for the model's other products).
 - so the forward pass already holds the gradients, and the backward pass only scales
   them by the incoming gradient of the loss (a scalar: the loss is a sum).
 
+Where oneDNN is there, the full blocks' two products (scores and ``G W``) go through its
+GEMM as the linear layers' do (:mod:`.linear`); the weight's gradient and the last,
+shorter block stay with ``torch.mm``.
+
 Measured on the peer benchmark's batch (4095 rows, d 256, V 6198, 2 threads): 254 ms
 instead of 340 ms for the output layer and loss, forward and backward; 1.015x for whole
 training steps (``benchmarks/fast_ab.py``). The trainer uses it for Transformers on a CPU
@@ -78,18 +82,24 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
         keepf = (target != pad).to(features.dtype)  # (n,): 0 on padding rows
         loss = features.new_zeros(())
         nll = features.new_zeros(())
-        by_onednn = features.device.type == "cpu" and onednn.available()  # see .linear
-        scores_buf = features.new_empty(min(block, n), vp)
+        # Full blocks multiply by oneDNN where it is there (nmtkit.fast.linear: faster on some
+        # CPUs); it builds a kernel per shape, so the ragged last block stays with torch.mm.
+        by_onednn = onednn.available()
+        scores_buf = None
         for start in range(0, n, block):
             h = features[start:start + block]  # (m, d)
             tgt, keep = target[start:start + block], keepf[start:start + block]
-            scores = scores_buf[:h.size(0)]  # (m, vp)
-            if by_onednn:
-                scores = onednn.linear(h, w, b)
-            elif b is None:
-                torch.mm(h, w.t(), out=scores)
+            full_block = by_onednn and h.size(0) == block
+            if full_block:
+                scores = onednn.linear(h, w, b)  # (m, vp)
             else:
-                torch.addmm(b, h, w.t(), out=scores)
+                if scores_buf is None:
+                    scores_buf = features.new_empty(min(block, n), vp)
+                scores = scores_buf[:h.size(0)]  # (m, vp)
+                if b is None:
+                    torch.mm(h, w.t(), out=scores)
+                else:
+                    torch.addmm(b, h, w.t(), out=scores)
             scores[:, v:] = -math.inf
             grad = torch.log_softmax(scores, dim=-1)  # (m, vp); becomes the gradient below
             lp = grad[:, :v]  # (m, V): the real columns
@@ -100,7 +110,7 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
                 continue
             smoothed_gradient_(lp, tgt, keep, eps, pad)  # p - q over lp, in place
             grad[:, v:] = 0.0  # the padded columns: -inf scores, no gradient
-            if grad_h is not None and by_onednn:
+            if grad_h is not None and full_block:
                 grad_h[start:start + h.size(0)] = onednn.linear(grad, w.t(), None)  # (m, d)
             elif grad_h is not None:
                 torch.mm(grad, w, out=grad_h[start:start + h.size(0)])  # (m, d)
