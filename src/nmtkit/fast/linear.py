@@ -36,7 +36,9 @@ from . import onednn
 
 ROW_MULTIPLE = 64
 """oneDNN's products take rows padded to this multiple: at most 65 row counts for a
-4096-token batch, each seen again and again, where unpadded every batch brings new ones."""
+4096-token batch, each seen again and again, where unpadded every batch brings new ones.
+(Decoding's :func:`.packing.row_bucket` pads coarser, by 128 beyond 512 rows: its products
+are small and many; here 128 would waste ~2% of products that are most of a step.)"""
 
 
 def _padded_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
