@@ -3,8 +3,8 @@
 What is asserted holds on every CPU of this machine kind (AVX2 or AVX-512, oneDNN's
 paths, any thread count): those change the float rounding of every step, so a 600-step
 run lands on slightly different weights, and one in a few hundred copied symbols can
-flip (a 99.64 BLEU run on one host, 100.0 on another). So the test asks for what "learned
-to copy" means as bounds, not for one host's exact numbers.
+flip (a 99.64 BLEU run on one host, 100.0 on another), or one sentence end early. So the
+test asks for what "learned to copy" means as bounds, not for one host's exact numbers.
 """
 
 import pytest
@@ -35,7 +35,10 @@ def test_copy_task_is_learned(tmp_path):
     tr = trainer.bundle().translator()
     valid = trainer.valid_text.src
     hyps = tr.translate_lines(valid, beam=1)
-    assert all(len(h.split()) == len(s.split()) for h, s in zip(hyps, valid, strict=True))
+    # Lengths are right for all but at most 1% of the sentences: on a 2-core Intel AVX-512
+    # host one of the 200 stops after four symbols (the same with the code of 92a5404).
+    same_length = sum(len(h.split()) == len(s.split()) for h, s in zip(hyps, valid, strict=True))
+    assert same_length >= 0.99 * len(valid), same_length
     assert sum(h == s for h, s in zip(hyps, valid, strict=True)) >= 0.95 * len(valid)
     for beam in (1, 4):
         out = tr.translate_lines(EXAMPLES, beam=beam)
