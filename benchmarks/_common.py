@@ -63,7 +63,8 @@ def matmul_peak_gflops(threads: int, library: str = "torch") -> float:
     in benchmarks/results/ is against this rate); "onednn" the same products by oneDNN's
     GEMM (the private operator behind ``nmtkit.fast.onednn.linear``, which nmtkit's CPU
     training uses where it is there; 0.0 where it is not). On AMD hosts the two differ by up
-    to ~1.4x.
+    to ~1.4x. "bf16": ``a @ b`` on bfloat16 operands (oneDNN's; the products of
+    ``train.amp: bf16``, 3-6x the float32 rate on a CPU with AMX, emulated and slow without).
     """
     import torch
 
@@ -74,6 +75,8 @@ def matmul_peak_gflops(threads: int, library: str = "torch") -> float:
     best = 0.0
     for m, k, n in ((4096, 256, 1024), (4096, 1024, 256), (2048, 1024, 1024)):
         a, b = torch.randn(m, k), torch.randn(k, n)
+        if library == "bf16":
+            a, b = a.bfloat16(), b.bfloat16()
         w = b.t().contiguous()  # (n, k): the layout of a linear layer's weight, for oneDNN
         reps = 20
         for i in range(3 + reps):  # 3 untimed, then reps timed
@@ -87,9 +90,11 @@ def matmul_peak_gflops(threads: int, library: str = "torch") -> float:
     return best
 
 
-def gemm_peaks_gflops(threads: int) -> dict[str, float]:
-    """:func:`matmul_peak_gflops` of both libraries, by name."""
-    return {lib: round(matmul_peak_gflops(threads, lib), 1) for lib in ("torch", "onednn")}
+def gemm_peaks_gflops(threads: int, bf16: bool = False) -> dict[str, float]:
+    """:func:`matmul_peak_gflops` of both float32 libraries, by name (and of bfloat16 with
+    ``bf16``)."""
+    libs = ("torch", "onednn", "bf16") if bf16 else ("torch", "onednn")
+    return {lib: round(matmul_peak_gflops(threads, lib), 1) for lib in libs}
 
 
 def add_peer_setup_args(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,11 @@ median is reported with the spread. Switched per chunk:
   against the readable ``logits`` then ``label_smoothed_cross_entropy``;
 - ``unpadded_encoder``: :mod:`nmtkit.fast.unpadded_encoder` against the readable encoder;
 - ``onednn_linear``: the linear layers' products and the blocked output layer's by oneDNN
-  (:mod:`nmtkit.fast.linear`) against MKL's (``torch.mm``/``F.linear``).
+  (:mod:`nmtkit.fast.linear`) against MKL's (``torch.mm``/``F.linear``);
+- ``amp_bf16``: ``train.amp: bf16`` (bfloat16 autocast, products in bfloat16) against
+  float32, on a CPU with AMX only (skipped elsewhere, where it would not run: the JSON
+  says so). Not a speed-up that keeps the numbers: a precision, whose quality is measured
+  by training runs (``docs/results.md``).
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/fast_ab.py --pairs 10
 """
@@ -30,7 +34,7 @@ from _common import add_peer_setup_args, emit, matmul_peak_gflops  # benchmarks/
 from train_speed import regex_tokenized_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-SPEEDUPS = ("output_loss", "unpadded_encoder", "onednn_linear")
+SPEEDUPS = ("output_loss", "unpadded_encoder", "onednn_linear", "amp_bf16")
 
 
 def main() -> None:
@@ -80,6 +84,8 @@ def main() -> None:
                 tr._blocked_loss = blocked if on else None
             elif name == "onednn_linear":  # every oneDNN product asks this at each call
                 onednn.available = available if on else (lambda: False)  # type: ignore[assignment]
+            elif name == "amp_bf16":  # what the trainer's autocast reads at each batch
+                tr.amp = "bf16" if on else "off"
             else:
                 tr.model.__class__ = UnpaddedEncoderTransformer if on else Transformer
 
@@ -106,9 +112,12 @@ def main() -> None:
             tr.schedule.set_step(step + 1)
             tr._update([batches[step]])
             step += 1
-        results = {}
+        results: dict[str, dict] = {}
         first = step
         for name in a.only:
+            if name == "amp_bf16" and not onednn.bf16_matrix_units():
+                results[name] = {"skipped": "this CPU has no bfloat16 matrix units (AMX)"}
+                continue
             ratios, on_speeds, off_speeds = [], [], []
             for i in range(a.pairs):
                 speeds = {}
@@ -116,7 +125,7 @@ def main() -> None:
                     switch(name, on)
                     speeds[on] = chunk(first)
                 first += a.chunk
-                switch(name, True)
+                switch(name, name != "amp_bf16")  # back to the trainer's own setting
                 ratios.append(speeds[True] / speeds[False])
                 on_speeds.append(speeds[True])
                 off_speeds.append(speeds[False])

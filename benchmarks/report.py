@@ -441,6 +441,8 @@ def _share_cell(r: dict) -> str:
     cell = f"{r['mfu_of_measured_matmul_peak']:.0%}"
     if "mfu_of_best_gemm_rate" in r:
         cell += f" ({r['mfu_of_best_gemm_rate']:.0%} of the best GEMM)"
+    if "mfu_of_bf16_matmul_rate" in r:  # train.amp: bf16 on a CPU with AMX
+        cell += f"; bf16 products: {r['mfu_of_bf16_matmul_rate']:.0%} of the bf16 matmul rate"
     return cell
 
 
@@ -527,7 +529,10 @@ def fast_ab_history() -> list[str]:
     for f in sorted(RESULTS.glob("fast_ab*.json")):
         r = _load(str(f))
         for name, x in r["speedups"].items():
-            rows.append(f"| `{f.name}` | {r['date'][:10]} | `nmtkit.fast.{name}` "
+            if "skipped" in x:  # (amp_bf16 on a CPU without AMX)
+                continue
+            what = "`train.amp: bf16` (CPU, AMX)" if name == "amp_bf16" else f"`nmtkit.fast.{name}`"
+            rows.append(f"| `{f.name}` | {r['date'][:10]} | {what} "
                         f"| **{x['speed_with_vs_without']}x** ({min(x['pairs'])}-{max(x['pairs'])}) "
                         f"| {x['tgt_tokens_per_s_with']:,} / {x['tgt_tokens_per_s_without']:,} "
                         f"| {r['cpu_matmul_gflops_before_after']} | `{clean(r['command'])}` |")

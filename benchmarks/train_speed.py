@@ -16,7 +16,10 @@ is there: ``nmtkit.fast.linear``).
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/train_speed.py --steps 30
 
-``--compile`` times the ``torch.compile``'d training forward (``train.compile``; its
+``--amp bf16`` trains with ``train.amp: bf16`` (bfloat16 autocast where the CPU has AMX,
+float32 where it has not: the JSON says which ran); its fraction of the matmul rate is then
+also given against the bfloat16 rate (``mfu_of_bf16_matmul_rate``), the one its products
+can reach. ``--compile`` times the ``torch.compile``'d training forward (``train.compile``; its
 compilation is reported apart and not counted); ``--mmap`` reads the batches from
 memory-mapped token ids (``data.mmap``, built in a temporary cache first).
 """
@@ -85,7 +88,8 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
                   "tie_output": True, "output_bias": args.output_bias},
         "train": {"max_tokens": args.max_tokens, "label_smoothing": 0.1, "warmup": 300,
                   "lr": 1.0, "threads": args.threads, "valid_bleu": False, "keep_last": 0,
-                  "compile": args.compile, **({"fast": False} if args.no_fast else {})},
+                  "compile": args.compile, "amp": args.amp,
+                  **({"fast": False} if args.no_fast else {})},
     })
     cfg.data.mmap = args.mmap
     with tempfile.TemporaryDirectory() as run_dir:
@@ -105,13 +109,15 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         warm_s = time.perf_counter() - t_warm
         # This CPU's matmul rate right before and after the timed steps, in this process: the
         # host's speed drifts within minutes, so the fraction below compares like with like.
-        peaks = [gemm_peaks_gflops(args.threads)]
+        amp = getattr(tr, "amp", "off")  # train.amp as it runs on this CPU (nmtkit.train.loop)
+        bf16 = amp == "bf16"
+        peaks = [gemm_peaks_gflops(args.threads, bf16)]
         tokens, t0 = 0, time.perf_counter()
         for i in range(warm, warm + args.steps):
             tr.schedule.set_step(i + 1)
             tokens += tr._update([batches[i]])[2]
         dt = time.perf_counter() - t0
-        peaks.append(gemm_peaks_gflops(args.threads))
+        peaks.append(gemm_peaks_gflops(args.threads, bf16))
         model = tr.model
         n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
         timed = np.concatenate(batches[warm:warm + args.steps])
@@ -128,7 +134,11 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
             "mfu_of_matmul_rate_around": round(flops / dt / 1e9 / max(x["torch"] for x in peaks), 3),
             "onednn_gflops_before_after": [x["onednn"] for x in peaks],
             "mfu_of_best_gemm_rate_around": round(
-                flops / dt / 1e9 / max(max(x.values()) for x in peaks), 3),
+                flops / dt / 1e9 / max(max(x["torch"], x["onednn"]) for x in peaks), 3),
+            "amp": amp,
+            **({"bf16_gflops_before_after": [x["bf16"] for x in peaks],
+                "mfu_of_bf16_matmul_rate_around": round(
+                    flops / dt / 1e9 / max(x["bf16"] for x in peaks), 3)} if bf16 else {}),
             "compile": args.compile, "mmap": args.mmap, "setup_s": round(setup_s, 1),
             "warmup_steps": warm, "warmup_s": round(warm_s, 1),
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)}
@@ -156,6 +166,8 @@ def main() -> None:
                    help="bias before the softmax (off by default: as in the small recipe and fairseq)")
     p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
     p.add_argument("--mmap", action="store_true", help="batches from memory-mapped token ids")
+    p.add_argument("--amp", choices=("off", "bf16"), default="off",
+                   help="train.amp (bf16: bfloat16 autocast where the CPU has AMX)")
     p.add_argument("--out", default=None, help="also write the JSON here")
     add_source_arg(p)
     add_baseline_args(p)
@@ -173,7 +185,7 @@ def main() -> None:
                 "--heads", str(a.heads), "--threads", str(a.threads)]
         bias = ["--output-bias"] if a.output_bias else []
         bias += ["--compile"] * a.compile + ["--mmap"] * a.mmap
-        bias += ["--warmup-steps", str(a.warmup_steps)]
+        bias += ["--warmup-steps", str(a.warmup_steps), "--amp", a.amp]
         # The two alternate, a fresh process each, so that both see the same drift of this
         # shared CPU; every round gives one ratio, and the median round is reported.
         for _ in range(a.rounds):
@@ -197,7 +209,8 @@ def main() -> None:
         "threads": a.threads, "nmtkit_src": a.src, "nmtkit_fast": not a.no_fast,
         "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
                   "nmtkit_output_bias": a.output_bias, "nmtkit_compile": a.compile,
-                  "nmtkit_mmap": a.mmap},
+                  "nmtkit_mmap": a.mmap, "nmtkit_amp_asked": a.amp,
+                  "nmtkit_amp_ran": ours.get("amp", "off")},
         "reference": ref, "nmtkit": ours,
         "speedup_vs_reference": round(ratio, 2),
         "rounds": [{"reference_tgt_tokens_per_s": r["train_tgt_tokens_per_s"],
@@ -213,6 +226,10 @@ def main() -> None:
         # CPU training uses for its linear layers (nmtkit.fast.linear): the stricter figure
         "mfu_of_best_gemm_rate": best_mfus[len(best_mfus) // 2],
         "rounds_mfu_best_gemm": [o["mfu_of_best_gemm_rate_around"] for _, _, o in rounds],
+        **({"mfu_of_bf16_matmul_rate": sorted(
+                o["mfu_of_bf16_matmul_rate_around"] for _, _, o in rounds)[len(rounds) // 2],
+            "rounds_mfu_bf16": [o["mfu_of_bf16_matmul_rate_around"] for _, _, o in rounds]}
+           if ours.get("amp") == "bf16" else {}),
         "peers_tgt_tokens_per_s_same_machine_kind": {"fairseq": 2244, "OpenNMT-py": 2217,
                                                      "JoeyNMT": 768, "source": "shared/bench/PEERS.md"},
     }

@@ -81,9 +81,12 @@ class _LinearByOneDnn(torch.autograd.Function):
 
 def _takes(x: Tensor, weight: Tensor) -> bool:
     """Gradients recorded, float32 on a CPU, not inside ``torch.compile`` (whose own CPU
-    lowering of linear layers picks its GEMM; it cannot lower this private operator)."""
+    lowering of linear layers picks its GEMM; it cannot lower this private operator) and
+    not under CPU autocast (``train.amp: bf16`` on a CPU with AMX: ``F.linear`` is then
+    cast to bfloat16 by autocast, which does not know this operator)."""
     return (torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype == torch.float32
             and weight.dtype == torch.float32 and weight.requires_grad
+            and not torch.is_autocast_enabled("cpu")
             and not torch.compiler.is_compiling())
 
 

@@ -25,9 +25,11 @@ shorter block stay with ``torch.mm``.
 Measured on the peer benchmark's batch (4095 rows, d 256, V 6198, 2 threads): 254 ms
 instead of 340 ms for the output layer and loss, forward and backward; 1.015x for whole
 training steps (``benchmarks/fast_ab.py``). The trainer uses it for Transformers on a CPU
-with ``train.fast`` (not with ``train.compile``, mixed precision or R-Drop, which go
-through the readable path); ``tests/test_fast_output_loss.py`` checks that the loss and
-every gradient agree with the readable path.
+with ``train.fast`` (not with ``train.compile``, fp16 or R-Drop, which go through the
+readable path); ``tests/test_fast_output_loss.py`` checks that the loss and every gradient
+agree with the readable path. Under bfloat16 autocast (``train.amp: bf16`` on a CPU with
+AMX) the three products run in bfloat16 and the rest in float32
+(:func:`_low_precision_forward`; ``tests/test_cpu_bf16.py``).
 """
 
 from __future__ import annotations
@@ -65,7 +67,12 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, features: Tensor, weight: Tensor, bias: Tensor | None,  # noqa: D102
-                target: Tensor, eps: float, pad: int, block: int) -> tuple[Tensor, Tensor]:
+                target: Tensor, eps: float, pad: int, block: int,
+                products: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+        if products is not None:  # bfloat16 products, float32 for the rest (CPU autocast)
+            with torch.autocast(features.device.type, enabled=False):
+                return _low_precision_forward(ctx, features, weight, bias, target, eps, pad,
+                                              block, products)
         n, d = features.shape
         v = weight.size(0)
         vp = padded_width(v)
@@ -128,7 +135,61 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
                  grad_nll: Tensor) -> tuple[Tensor | None, ...]:
         grads = tuple(None if g is None else g * grad_loss for g in ctx.grads)
         ctx.grads = None
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None)
+
+
+def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Tensor | None,
+                           target: Tensor, eps: float, pad: int, block: int,
+                           products: torch.dtype) -> tuple[Tensor, Tensor]:
+    """:meth:`ProjectedLabelSmoothedCE.forward` with its three products in ``products``
+    (bfloat16, as CPU autocast would run them), everything else in float32: the scores are
+    widened before the log-softmax, the gradients of the weight and bias are summed over the
+    blocks in float32, and the features' gradient is returned in their own dtype."""
+    n, d = features.shape
+    v = weight.size(0)
+    vp = padded_width(v)
+    w = weight.new_zeros(vp, d, dtype=products)
+    w[:v] = weight  # (vp, d), cast once
+    hs = features.to(products)  # (n, d), cast once
+    b = None
+    if bias is not None:
+        b = bias.new_zeros(vp, dtype=torch.float32)
+        b[:v] = bias
+    want_h, want_w, want_b = ctx.needs_input_grad[:3]
+    grad_h = features.new_empty(n, d) if want_h else None
+    grad_w = weight.new_zeros(vp, d, dtype=torch.float32) if want_w else None
+    grad_b = weight.new_zeros(vp, dtype=torch.float32) if want_b and b is not None else None
+    keepf = (target != pad).float()  # (n,): 0 on padding rows
+    loss = keepf.new_zeros(())
+    nll = keepf.new_zeros(())
+    for start in range(0, n, block):
+        h = hs[start:start + block]  # (m, d)
+        tgt, keep = target[start:start + block], keepf[start:start + block]
+        scores = torch.mm(h, w.t())  # (m, vp), in the products' dtype
+        if b is not None:
+            scores = scores.float().add_(b)
+        scores[:, v:] = -math.inf
+        # (m, vp) float32, widened inside the log-softmax; becomes the gradient below
+        grad = torch.log_softmax(scores, dim=-1, dtype=torch.float32)
+        lp = grad[:, :v]
+        cross, gold_nll = row_terms(lp, tgt, eps, pad)
+        loss += (cross * keep).sum()
+        nll += (gold_nll * keep).sum()
+        if grad_h is None and grad_w is None and grad_b is None:
+            continue
+        smoothed_gradient_(lp, tgt, keep, eps, pad)  # p - q over lp, in place
+        grad[:, v:] = 0.0
+        if grad_b is not None:
+            grad_b += grad.sum(dim=0)
+        g = grad.to(products)  # (m, vp)
+        if grad_h is not None:
+            grad_h[start:start + h.size(0)] = torch.mm(g, w)  # (m, d)
+        if grad_w is not None:
+            grad_w += torch.mm(g.t(), h)  # (vp, d), summed in float32
+    loss -= keepf.sum() * entropy(eps, v)
+    ctx.grads = (grad_h, None if grad_w is None else grad_w[:v].to(weight.dtype),
+                 None if grad_b is None else grad_b[:v].to(bias.dtype if bias is not None else torch.float32))
+    return loss, nll
 
 
 def projected_label_smoothed_cross_entropy(
@@ -140,10 +201,13 @@ def projected_label_smoothed_cross_entropy(
     d, v = features.size(-1), weight.size(0)
     tgt = target.reshape(-1)
     block = max(1, BLOCK_ELEMENTS // padded_width(v))
+    device = features.device.type
+    # Under autocast (train.amp: bf16 on a CPU with AMX) the products in its dtype.
+    products = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
     loss: Tensor
     nll: Tensor
     loss, nll = ProjectedLabelSmoothedCE.apply(  # type: ignore[no-untyped-call]  # unannotated in torch
-        features.reshape(-1, d), weight, bias, tgt, eps, pad, block)
+        features.reshape(-1, d), weight, bias, tgt, eps, pad, block, products)
     return loss, nll.detach(), int((tgt != pad).sum())
 
 

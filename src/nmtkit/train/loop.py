@@ -54,6 +54,7 @@ from ..data.prepare import (
 )
 from ..data.subword_sampling import SubwordSampler
 from ..evaluate import perplexity, score
+from ..fast import onednn
 from ..fast.cuda_graphs import GraphedLoss
 from ..io import atomic_write_text
 from ..models import build_model
@@ -121,6 +122,16 @@ def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def effective_amp(amp: str, device: torch.device) -> str:
+    """The mixed precision that ``train.amp`` gets on ``device``: as asked, except bf16 on a
+    CPU without bfloat16 matrix units (:func:`nmtkit.fast.onednn.bf16_matrix_units`: Intel
+    AMX), where bf16 products are emulated, slower than float32: there "off" (logged)."""
+    if amp == "bf16" and device.type == "cpu" and not onednn.bf16_matrix_units():
+        log.info("train.amp=bf16: this CPU has no bfloat16 matrix units (AMX); training in float32")
+        return "off"
+    return amp
 
 
 class Trainer:
@@ -217,6 +228,7 @@ class Trainer:
         self._tag_ids = torch.tensor(tags, dtype=torch.long, device=self.device)
         if t.fast:  # speed-ups from outside the readable model (nmtkit.fast), same numbers
             fast.for_training(self.model, retain_memory=t.retain_freed_memory)
+        self.amp = effective_amp(t.amp, self.device)  # train.amp where it runs faster
         if parent is not None:
             self.model.load_state_dict(parent["model"])
         if t.freeze:  # before the optimizer: frozen weights never get a gradient or a step
@@ -228,7 +240,8 @@ class Trainer:
         # A Transformer on a CPU: the output layer and the loss in blocks of rows, the same
         # numbers faster (nmtkit.fast.output_loss); None: the readable logits-then-loss path.
         self._blocked_loss = (fast.training_loss(self.model)
-                              if t.fast and not t.compile and t.amp == "off" else None)
+                              if t.fast and not t.compile and self.amp in ("off", "bf16")
+                              else None)
         # train.cuda_graphs: forward + backward replayed per fixed batch shape (nmtkit.fast).
         self._graphs = self._graphed_loss() if t.cuda_graphs else None
         self.optimizer = build_optimizer(self.model.parameters(), t)
@@ -537,13 +550,12 @@ class Trainer:
         return out
 
     def _autocast(self) -> torch.autocast:
-        """``train.amp``: fp16 on any device (a CPU runs it to test the code path), bf16 on
-        CUDA only (on a CPU it would be slower than fp32)."""
-        amp = self.cfg.train.amp
-        if amp == "fp16":
+        """``train.amp`` as :func:`effective_amp` resolved it: fp16 on any device (a CPU runs
+        it to test the code path), bf16 on CUDA and on CPUs with AMX."""
+        if self.amp == "fp16":
             return torch.autocast(self.device.type, dtype=torch.float16)
-        if amp == "bf16" and self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+        if self.amp == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return torch.autocast("cpu", enabled=False)
 
     def _improved(self, metrics: dict[str, float]) -> bool:
@@ -818,7 +830,9 @@ class Trainer:
                 logits = forward(src, src_mask, tgt_in)  # (2B, T, V)
             return rdrop_loss(logits, b.tgt_out, t.label_smoothing, t.rdrop)
         if self._blocked_loss is not None:
-            loss, nll, _ = self._blocked_loss(src, b.src_mask, tgt_in, b.tgt_out, t.label_smoothing)
+            with self._autocast():
+                loss, nll, _ = self._blocked_loss(src, b.src_mask, tgt_in, b.tgt_out,
+                                                  t.label_smoothing)
             return loss, nll
         with self._autocast():
             logits = forward(src, b.src_mask, tgt_in)
