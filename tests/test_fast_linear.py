@@ -17,6 +17,33 @@ from . import test_transformer
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="PyTorch built without oneDNN")
 
 
+@pytest.fixture(autouse=True)
+def onednn_chosen(monkeypatch):
+    """The oneDNN path on any CPU (on an Intel one nmtkit would leave the products to MKL)."""
+    monkeypatch.setattr(onednn, "trains_faster", lambda: True)
+
+
+@pytest.mark.parametrize(("vendor", "chosen"), [("AuthenticAMD", True), ("GenuineIntel", False),
+                                                ("", True)])
+def test_onednn_trains_where_the_cpu_is_not_intels(monkeypatch, vendor, chosen):
+    monkeypatch.undo()  # the real choice, not the fixture's
+    monkeypatch.setattr(onednn, "cpu_vendor", lambda: vendor)
+    assert onednn.trains_faster() is chosen
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert onednn.trains_faster() is False
+
+
+def test_the_vendor_is_read_from_linux():
+    assert isinstance(onednn.cpu_vendor(), str)
+
+
+def test_on_an_intel_cpu_nothing_is_swapped(monkeypatch):
+    monkeypatch.setattr(onednn, "trains_faster", lambda: False)
+    model = test_transformer.make_model()
+    assert "onednn linear" not in fast.for_training(model, retain_memory=False)
+    assert not any(isinstance(m, OneDnnLinear) for m in model.modules())
+
+
 def counted(monkeypatch) -> list:
     """Record the shapes of the products that went through oneDNN."""
     calls = []
@@ -78,7 +105,7 @@ def test_without_gradients_or_oneDNN_it_is_f_linear(monkeypatch):
         linear(x, w)
     linear(x, w.detach())  # a frozen weight
     linear(x.double(), w.double())
-    monkeypatch.setattr(onednn, "available", lambda: False)
+    monkeypatch.setattr(onednn, "trains_faster", lambda: False)
     linear(x, w)
     assert calls == []
 
@@ -93,7 +120,9 @@ def test_for_training_swaps_every_linear_layer_and_plain_takes_them_back():
     assert not any(isinstance(m, OneDnnLinear) for m in model.modules())
 
 
-def test_with_onednn_switched_off_nothing_is_swapped():
+def test_with_onednn_switched_off_nothing_is_swapped(monkeypatch):
+    monkeypatch.undo()  # the real choice, on a CPU where oneDNN would be chosen
+    monkeypatch.setattr(onednn, "cpu_vendor", lambda: "AuthenticAMD")
     model = test_transformer.make_model()
     with torch.backends.mkldnn.flags(enabled=False):
         applied = fast.for_training(model, retain_memory=False)

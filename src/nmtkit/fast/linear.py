@@ -5,7 +5,9 @@ A Transformer's training step is mostly the products of its linear layers (Sec. 
 MKL's sgemm. On some CPUs oneDNN's GEMM is markedly faster on the same shapes: on the AMD
 EPYC (Zen 4) hosts this project trains on, about 200 GFLOP/s against MKL's 120-180 for
 (4095 x 256) by (256 x 1024) with two threads (``benchmarks/train_speed.py`` measures
-both). Each layer computes, for y = x W^T + b with x flattened to (rows, in):
+both); on an Intel Xeon MKL is the faster one, so there nothing here runs
+(:func:`.onednn.trains_faster` decides by the CPU's vendor). Each layer computes, for
+y = x W^T + b with x flattened to (rows, in):
 
 - forward       y    = x W^T + b       oneDNN (:func:`.onednn.linear`), rows padded
 - input grad    dx   = dy W            oneDNN, with W^T as the "weight", rows padded
@@ -91,8 +93,9 @@ def _takes(x: Tensor, weight: Tensor) -> bool:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear(x, weight, bias)``, by oneDNN while gradients are recorded on a CPU."""
-    if _takes(x, weight) and onednn.available():
+    """``F.linear(x, weight, bias)``, by oneDNN while gradients are recorded on a CPU whose
+    oneDNN GEMM is the faster one (:func:`.onednn.trains_faster`)."""
+    if _takes(x, weight) and onednn.trains_faster():
         out: Tensor = _LinearByOneDnn.apply(x, weight, bias)  # type: ignore[no-untyped-call]  # unannotated in torch
         return out
     return F.linear(x, weight, bias)

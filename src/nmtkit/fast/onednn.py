@@ -39,6 +39,33 @@ def available() -> bool:
                 and hasattr(ops, "_linear_pointwise"))
 
 
+INTEL = "GenuineIntel"
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux reports it ("GenuineIntel", "AuthenticAMD"), "" where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def trains_faster() -> bool:
+    """Training's float32 products go through oneDNN's GEMM rather than MKL's
+    (:mod:`nmtkit.fast.linear`, the blocked output layer): where oneDNN is there and the CPU
+    is not Intel's. MKL is Intel's library: on the AMD EPYC hosts of the benchmarks its
+    rate for the model's shapes wandered between 120 and 190 GFLOP/s while oneDNN's held
+    190-210 (whole steps 1.03-1.14x faster with oneDNN), while on an Intel Xeon (AMX, AVX-512)
+    MKL was the faster one (whole steps 0.91x with oneDNN, pairs 0.89-0.94,
+    ``benchmarks/results/fast_ab_cpu_2026-11-26_amx_host.json``). Read at every product,
+    so a benchmark can switch it."""
+    return available() and cpu_vendor() != INTEL
+
+
 def bf16_matrix_units() -> bool:
     """This CPU multiplies bfloat16 matrices in hardware (Intel AMX tiles), where oneDNN's
     bf16 GEMM, which PyTorch's CPU autocast calls, runs at 3-6x its float32 rate (1.0-1.3

@@ -91,7 +91,7 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
         nll = features.new_zeros(())
         # Full blocks multiply by oneDNN where it is there (nmtkit.fast.linear: faster on some
         # CPUs); it builds a kernel per shape, so the ragged last block stays with torch.mm.
-        by_onednn = onednn.available()
+        by_onednn = onednn.trains_faster()
         scores_buf = None
         for start in range(0, n, block):
             h = features[start:start + block]  # (m, d)
