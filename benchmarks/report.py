@@ -531,7 +531,8 @@ def fast_ab_history() -> list[str]:
         for name, x in r["speedups"].items():
             if "skipped" in x:  # (amp_bf16 on a CPU without AMX)
                 continue
-            what = "`train.amp: bf16` (CPU, AMX)" if name == "amp_bf16" else f"`nmtkit.fast.{name}`"
+            what = {"amp_bf16": "`train.amp: bf16` (CPU, AMX)",
+                    "onednn_linear": "`nmtkit.fast.linear`"}.get(name, f"`nmtkit.fast.{name}`")
             rows.append(f"| `{f.name}` | {r['date'][:10]} | {what} "
                         f"| **{x['speed_with_vs_without']}x** ({min(x['pairs'])}-{max(x['pairs'])}) "
                         f"| {x['tgt_tokens_per_s_with']:,} / {x['tgt_tokens_per_s_without']:,} "
