@@ -60,6 +60,25 @@ def padded_width(v: int) -> int:
     return -(-v // COLUMN_MULTIPLE) * COLUMN_MULTIPLE
 
 
+def _block_terms(scores: Tensor, v: int, tgt: Tensor, keep: Tensor, eps: float, pad: int,
+                 want_grad: bool) -> tuple[Tensor | None, Tensor, Tensor]:
+    """One block's scores (m, vp), the columns from ``v`` on padding, -> (the gradient of
+    its loss with respect to the scores, p - q, float32 (m, vp) with 0 on the padded
+    columns, or None without ``want_grad``; the block's loss sum; its NLL sum). The
+    log-probabilities are computed in float32 (widened inside the log-softmax where the
+    scores are bfloat16) and become the gradient in place."""
+    scores[:, v:] = -math.inf  # the padded columns take no probability
+    grad = torch.log_softmax(scores, dim=-1, dtype=torch.float32)  # (m, vp)
+    lp = grad[:, :v]  # (m, V): the real columns
+    cross, gold_nll = row_terms(lp, tgt, eps, pad)
+    loss, nll = (cross * keep).sum(), (gold_nll * keep).sum()
+    if not want_grad:
+        return None, loss, nll
+    smoothed_gradient_(lp, tgt, keep, eps, pad)  # p - q over lp, in place
+    grad[:, v:] = 0.0  # the padded columns: -inf scores, no gradient
+    return grad, loss, nll
+
+
 class ProjectedLabelSmoothedCE(torch.autograd.Function):
     """forward(features (n, d), weight (V, d), bias (V,) or None, target (n,), eps, pad,
     block) -> (loss_sum, nll_sum) of label-smoothed cross-entropy on ``features W^T + b``,
@@ -86,6 +105,7 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
         grad_h = features.new_empty(n, d) if want_h else None
         grad_w = w.new_zeros(vp, d) if want_w else None
         grad_b = w.new_zeros(vp) if want_b and b is not None else None
+        want_grad = not (grad_h is None and grad_w is None and grad_b is None)
         keepf = (target != pad).to(features.dtype)  # (n,): 0 on padding rows
         loss = features.new_zeros(())
         nll = features.new_zeros(())
@@ -107,16 +127,10 @@ class ProjectedLabelSmoothedCE(torch.autograd.Function):
                     torch.mm(h, w.t(), out=scores)
                 else:
                     torch.addmm(b, h, w.t(), out=scores)
-            scores[:, v:] = -math.inf
-            grad = torch.log_softmax(scores, dim=-1)  # (m, vp); becomes the gradient below
-            lp = grad[:, :v]  # (m, V): the real columns
-            cross, gold_nll = row_terms(lp, tgt, eps, pad)
-            loss += (cross * keep).sum()
-            nll += (gold_nll * keep).sum()
-            if grad_h is None and grad_w is None and grad_b is None:
+            grad, block_loss, block_nll = _block_terms(scores, v, tgt, keep, eps, pad, want_grad)
+            loss, nll = loss + block_loss, nll + block_nll
+            if grad is None:
                 continue
-            smoothed_gradient_(lp, tgt, keep, eps, pad)  # p - q over lp, in place
-            grad[:, v:] = 0.0  # the padded columns: -inf scores, no gradient
             if grad_h is not None and full_block:
                 grad_h[start:start + h.size(0)] = onednn.linear(grad, w.t(), None)  # (m, d)
             elif grad_h is not None:
@@ -159,6 +173,7 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
     grad_h = features.new_empty(n, d) if want_h else None
     grad_w = weight.new_zeros(vp, d, dtype=torch.float32) if want_w else None
     grad_b = weight.new_zeros(vp, dtype=torch.float32) if want_b and b is not None else None
+    want_grad = not (grad_h is None and grad_w is None and grad_b is None)
     keepf = (target != pad).float()  # (n,): 0 on padding rows
     loss = keepf.new_zeros(())
     nll = keepf.new_zeros(())
@@ -168,17 +183,10 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
         scores = torch.mm(h, w.t())  # (m, vp), in the products' dtype
         if b is not None:
             scores = scores.float().add_(b)
-        scores[:, v:] = -math.inf
-        # (m, vp) float32, widened inside the log-softmax; becomes the gradient below
-        grad = torch.log_softmax(scores, dim=-1, dtype=torch.float32)
-        lp = grad[:, :v]
-        cross, gold_nll = row_terms(lp, tgt, eps, pad)
-        loss += (cross * keep).sum()
-        nll += (gold_nll * keep).sum()
-        if grad_h is None and grad_w is None and grad_b is None:
+        grad, block_loss, block_nll = _block_terms(scores, v, tgt, keep, eps, pad, want_grad)
+        loss, nll = loss + block_loss, nll + block_nll
+        if grad is None:
             continue
-        smoothed_gradient_(lp, tgt, keep, eps, pad)  # p - q over lp, in place
-        grad[:, v:] = 0.0
         if grad_b is not None:
             grad_b += grad.sum(dim=0)
         g = grad.to(products)  # (m, vp)
