@@ -480,7 +480,7 @@ class TrainConfig:
     """``auto`` (cuda if available), ``cpu`` or ``cuda``."""
     amp: str = "off"
     """Mixed precision: ``off`` (fp32); ``bf16``: bfloat16 autocast on CUDA, and on a CPU
-    with bfloat16 matrix units (Intel AMX), where its products run at 3-6x the float32
+    with bfloat16 matrix units (Intel AMX), where its products run at 3-8x the float32
     rate (ignored, with a log line, on other CPUs, where it is slower than fp32); ``fp16``:
     float16 autocast with a dynamic loss scale (``torch.amp.GradScaler``) for GPUs without
     bf16 (V100, T4); it also runs on a CPU, to test the code path. The loss scale goes to

@@ -68,9 +68,9 @@ def trains_faster() -> bool:
 
 def bf16_matrix_units() -> bool:
     """This CPU multiplies bfloat16 matrices in hardware (Intel AMX tiles), where oneDNN's
-    bf16 GEMM, which PyTorch's CPU autocast calls, runs at 3-6x its float32 rate (1.0-1.3
-    TFLOP/s against 200-330 GFLOP/s on two cores of a Xeon with AMX, measured for the
-    small model's shapes). Without them bf16 products are emulated and slower than
+    bf16 GEMM, which PyTorch's CPU autocast calls, runs at 3-8x its float32 rate (1.0-2.6
+    TFLOP/s by shape against 250-340 GFLOP/s on two cores of a Xeon with AMX, measured for
+    the small model's shapes). Without them bf16 products are emulated and slower than
     float32: ``train.amp: bf16`` then keeps float32 (:mod:`nmtkit.train.loop`)."""
     probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
     return bool(probe is not None and probe() and torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]  # unannotated in torch
