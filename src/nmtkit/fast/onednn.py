@@ -16,6 +16,7 @@ build refuses a weight, and callers then use ``F.linear``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -42,6 +43,7 @@ def available() -> bool:
 INTEL = "GenuineIntel"
 
 
+@functools.cache  # read once: it is asked at every training product
 def cpu_vendor() -> str:
     """The CPU's vendor as Linux reports it ("GenuineIntel", "AuthenticAMD"), "" where unknown."""
     try:

@@ -196,7 +196,7 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
             grad_w += torch.mm(g.t(), h)  # (vp, d), summed in float32
     loss -= keepf.sum() * entropy(eps, v)
     ctx.grads = (grad_h, None if grad_w is None else grad_w[:v].to(weight.dtype),
-                 None if grad_b is None else grad_b[:v].to(bias.dtype if bias is not None else torch.float32))
+                 None if grad_b is None or bias is None else grad_b[:v].to(bias.dtype))
     return loss, nll
 
 
