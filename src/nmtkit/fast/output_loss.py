@@ -157,8 +157,9 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
                            products: torch.dtype) -> tuple[Tensor, Tensor]:
     """:meth:`ProjectedLabelSmoothedCE.forward` with its three products in ``products``
     (bfloat16, as CPU autocast would run them), everything else in float32: the scores are
-    widened inside the log-softmax (before it, where a bias is added), the gradients of the weight and bias are summed over the
-    blocks in float32, and the features' gradient is returned in their own dtype."""
+    widened inside the log-softmax (before it, where a bias is added), the gradients of the
+    weight and bias are summed over the blocks in float32, and the features' gradient is
+    returned in their own dtype."""
     n, d = features.shape
     v = weight.size(0)
     vp = padded_width(v)
