@@ -5,6 +5,10 @@ loss) follow autocast, and the blocked loss in bfloat16 agrees with the readable
 Where this host has no AMX the tests pretend it has (``onednn.bf16_matrix_units``): PyTorch
 runs bfloat16 autocast on any x86 CPU, only slower."""
 
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -36,16 +40,90 @@ def test_the_probe_answers_a_bool():
         assert onednn.bf16_matrix_units() is False
 
 
-def test_onednn_linear_steps_aside_under_autocast():
+@contextmanager
+def products() -> Iterator[list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]]:
+    """Inside the block, record (a's shape, b's shape, dtype) of every torch.mm and
+    torch.addmm called."""
+    calls: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]] = []
+    real_mm, real_addmm = torch.mm, torch.addmm
+
+    def mm(a, b, **kw):
+        calls.append((tuple(a.shape), tuple(b.shape), a.dtype))
+        return real_mm(a, b, **kw)
+
+    def addmm(c, a, b, **kw):
+        calls.append((tuple(a.shape), tuple(b.shape), a.dtype))
+        return real_addmm(c, a, b, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch, "mm", mm)
+        mp.setattr(torch, "addmm", addmm)
+        yield calls
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(5, 16), (3, 7, 16), (130, 16)])
+def test_linear_under_autocast_multiplies_in_bf16_on_padded_rows_as_autocast_does(shape, bias):
     torch.manual_seed(0)
     w = torch.randn(8, 16, requires_grad=True)
-    x = torch.randn(5, 16, requires_grad=True)
-    assert fast_linear._takes(x, w)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not fast_linear._takes(x, w)
+    b = torch.randn(8, requires_grad=True) if bias else None
+    x = torch.randn(*shape, requires_grad=True)
+    dy = torch.randn(*shape[:-1], 8)
+    assert fast_linear._takes(x, w) and fast_linear._low_precision(x, w) is None
+    results = []
+    for f in (F.linear, fast_linear.linear):
+        for t in (x, w, b):
+            if t is not None:
+                t.grad = None
+        with products() as calls:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                assert not fast_linear._takes(x, w)  # not oneDNN's float32 product
+                y = f(x, w, b)
+            y.backward(dy.to(y.dtype))
+        results.append((y.detach(), x.grad, w.grad, None if b is None else b.grad, calls))
+    (y0, *g0, _), (y1, *g1, calls) = results
+    assert y1.dtype == y0.dtype == torch.bfloat16 and y1.shape == y0.shape
+    assert torch.allclose(y0.float(), y1.float(), rtol=1e-2, atol=1e-2)
+    for a, c in zip(g0, g1, strict=True):
+        assert (a is None) == (c is None)
+        if a is not None:
+            assert c.dtype == a.dtype == torch.float32
+            assert torch.allclose(a, c, rtol=1e-2, atol=5e-2)
+    # forward, dx and dW: three bf16 products, every one on rows padded to the multiple
+    rows = -(-x[..., 0].numel() // fast_linear.LOW_PRECISION_ROW_MULTIPLE)
+    padded = rows * fast_linear.LOW_PRECISION_ROW_MULTIPLE
+    assert [c[2] for c in calls] == [torch.bfloat16] * 3
+    assert calls[0][0] == (padded, 16) and calls[1][0] == (padded, 8)  # forward, dx
+    assert calls[2][1] == (padded, 16)  # dW = dy^T x: the rows are the inner dimension
+
+
+def test_linear_under_autocast_without_gradients_is_autocasts_own():
+    w = torch.randn(8, 16, requires_grad=True)
+    x = torch.randn(5, 16)
+    with products() as calls, torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        assert fast_linear._low_precision(x, w) is None
         y = fast_linear.linear(x, w)
-    assert y.dtype == torch.bfloat16  # autocast's F.linear, not oneDNN's float32 product
-    assert torch.allclose(y.float(), F.linear(x, w), rtol=2e-2, atol=5e-2)
+    assert y.dtype == torch.bfloat16 and calls == []  # F.linear, unpadded
+
+
+def test_attention_under_autocast_keeps_its_products_in_float32():
+    from nmtkit.fast.attention import CpuTrainingAttention
+    from nmtkit.models.attention import MultiHeadAttention
+
+    torch.manual_seed(3)
+    plain = MultiHeadAttention(16, 4, dropout=0.0)
+    fast_att = copy.deepcopy(plain)
+    fast_att.__class__ = CpuTrainingAttention
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    mask[1, :, 3:] = False
+    q = x.view(2, 5, 4, 4).transpose(1, 2).to(torch.bfloat16)  # (batch, heads, time, d_k)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, probs = fast_att.heads_attention(q, q, q, mask.unsqueeze(1), True)
+    assert out.dtype == torch.float32 and probs.dtype == torch.float32
+    with torch.no_grad():
+        expect, _ = plain.heads_attention(q.float(), q.float(), q.float(), mask.unsqueeze(1), True)
+    assert torch.allclose(out.detach(), expect, atol=1e-5)
 
 
 def readable_under_autocast(h, w, b, target, eps):
@@ -56,7 +134,8 @@ def readable_under_autocast(h, w, b, target, eps):
 
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_blocked_loss_in_bf16_agrees_with_the_readable_path_under_autocast(monkeypatch, with_bias):
-    monkeypatch.setattr(output_loss, "BLOCK_ELEMENTS", 5 * 48)  # 5-row blocks: 8 of them
+    monkeypatch.setattr(output_loss, "BLOCK_ELEMENTS", 5 * 48)  # 5-row blocks: 8 of them,
+    monkeypatch.setattr(output_loss, "LOW_PRECISION_ROW_MULTIPLE", 4)  # 4 in bf16: 10, the last padded
     torch.manual_seed(1)
     n, d, v, eps = 37, 16, 45, 0.1
     target = torch.randint(4, v, (n,))
@@ -68,9 +147,13 @@ def test_blocked_loss_in_bf16_agrees_with_the_readable_path_under_autocast(monke
         w = (0.3 * torch.randn(v, d)).requires_grad_()
         b = torch.randn(v, requires_grad=True) if with_bias else None
         if blocked:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with products() as calls, torch.autocast("cpu", dtype=torch.bfloat16):
                 loss, nll, count = output_loss.projected_label_smoothed_cross_entropy(
                     h, w, b, target, eps)
+            # three bf16 products a block, each on rows padded to the multiple (4 here)
+            assert len(calls) == 3 * 10 and {c[2] for c in calls} == {torch.bfloat16}
+            assert all(c[0][0] % 4 == 0 for c in calls[0::3])  # scores = h W^T
+            assert all(c[1][0] % 4 == 0 for c in calls[2::3])  # dW = g^T h
         else:
             loss, nll, count = readable_under_autocast(h, w, b, target, eps)
         (loss / count).backward()

@@ -37,11 +37,24 @@ def test_the_vendor_is_read_from_linux():
     assert isinstance(onednn.cpu_vendor(), str)
 
 
-def test_on_an_intel_cpu_nothing_is_swapped(monkeypatch):
+def test_on_an_intel_cpu_without_amx_nothing_is_swapped(monkeypatch):
     monkeypatch.setattr(onednn, "trains_faster", lambda: False)
+    monkeypatch.setattr(onednn, "bf16_matrix_units", lambda: False)
     model = test_transformer.make_model()
     assert "onednn linear" not in fast.for_training(model, retain_memory=False)
     assert not any(isinstance(m, OneDnnLinear) for m in model.modules())
+
+
+def test_on_an_intel_cpu_with_amx_the_layers_are_swapped_for_bf16s_padded_rows(monkeypatch):
+    monkeypatch.setattr(onednn, "trains_faster", lambda: False)
+    monkeypatch.setattr(onednn, "bf16_matrix_units", lambda: True)
+    model = test_transformer.make_model()
+    assert "onednn linear" in fast.for_training(model, retain_memory=False)
+    assert any(isinstance(m, OneDnnLinear) for m in model.modules())
+    calls = counted(monkeypatch)
+    w = torch.randn(6, 4, requires_grad=True)
+    linear(torch.randn(3, 4), w).sum().backward()  # float32: MKL (F.linear) on this CPU
+    assert calls == []
 
 
 def counted(monkeypatch) -> list:

@@ -10,7 +10,7 @@ for                    what                                        module
 =====================  ==========================================  =====================
 training (CPU)         dropout masks four per random draw          :mod:`.dropout`
 training (CPU)         written-out attention instead of the fused  :mod:`.attention`
-training (CPU)         linear layers' products by oneDNN           :mod:`.linear`
+training (CPU)         linear layers' products by oneDNN, padded   :mod:`.linear`
 training (CPU)         encoder on real source tokens, not padding  :mod:`.unpadded_encoder`
 both (CPU, glibc)      freed memory kept for the next step         :mod:`.allocator`
 training (CPU)         output layer and loss in blocks of rows     :mod:`.output_loss`
@@ -63,7 +63,9 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     On a CPU: :class:`~.dropout.FastDropout` for every ``nn.Dropout``,
     :class:`~.attention.CpuTrainingAttention` for every multi-head attention,
     :class:`~.linear.OneDnnLinear` for every ``nn.Linear`` where oneDNN is there, on, and
-    faster than MKL on this CPU (:func:`.onednn.trains_faster`), a Transformer's
+    faster than MKL on this CPU (:func:`.onednn.trains_faster`) or where the CPU multiplies
+    bfloat16 in hardware (:func:`.onednn.bf16_matrix_units`: ``train.amp: bf16``'s products
+    on padded rows), a Transformer's
     encoder on real source tokens only (:mod:`.unpadded_encoder`), and (with
     ``retain_memory``) the process-wide allocator setting of :mod:`.allocator`. On other
     devices PyTorch's own kernels are already the fast ones: nothing is installed.
@@ -71,7 +73,7 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     if not _on_cpu(model):
         return []
     applied = set()
-    by_onednn = onednn.trains_faster()
+    by_onednn = onednn.trains_faster() or onednn.bf16_matrix_units()
     for module in model.modules():
         if type(module) is nn.Linear and by_onednn:
             swap_class(module, OneDnnLinear)

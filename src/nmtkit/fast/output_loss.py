@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from ..data.vocab import PAD
 from ..train.loss import entropy, row_terms, smoothed_gradient_
 from . import onednn
+from .linear import LOW_PRECISION_ROW_MULTIPLE, rows_padded
 from .swap import original_class
 
 BLOCK_ELEMENTS = 1 << 22
@@ -163,6 +164,8 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
     n, d = features.shape
     v = weight.size(0)
     vp = padded_width(v)
+    # whole blocks a multiple of the padding too (512 rows instead of 677 at V = 6198)
+    block = max(LOW_PRECISION_ROW_MULTIPLE, block - block % LOW_PRECISION_ROW_MULTIPLE)
     w = weight.new_zeros(vp, d, dtype=products)
     w[:v] = weight  # (vp, d), cast once
     hs = features.to(products)  # (n, d), cast once
@@ -179,9 +182,11 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
     loss = keepf.new_zeros(())
     nll = keepf.new_zeros(())
     for start in range(0, n, block):
-        h = hs[start:start + block]  # (m, d)
+        # (m, d); the last block's rows padded: oneDNN keeps a kernel per product shape
+        h = rows_padded(hs[start:start + block], LOW_PRECISION_ROW_MULTIPLE)
+        m = min(block, n - start)
         tgt, keep = target[start:start + block], keepf[start:start + block]
-        scores = torch.mm(h, w.t())  # (m, vp), in the products' dtype
+        scores = torch.mm(h, w.t())[:m]  # (m, vp), in the products' dtype
         if b is not None:
             scores = scores.float().add_(b)
         grad, block_loss, block_nll = _block_terms(scores, v, tgt, keep, eps, pad, want_grad)
@@ -190,9 +195,9 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
             continue
         if grad_b is not None:
             grad_b += grad.sum(dim=0)
-        g = grad.to(products)  # (m, vp)
+        g = rows_padded(grad.to(products), LOW_PRECISION_ROW_MULTIPLE)  # (rows of h, vp)
         if grad_h is not None:
-            grad_h[start:start + h.size(0)] = torch.mm(g, w)  # (m, d)
+            grad_h[start:start + m] = torch.mm(g, w)[:m]  # (m, d)
         if grad_w is not None:
             grad_w += torch.mm(g.t(), h)  # (vp, d), summed in float32
     loss -= keepf.sum() * entropy(eps, v)
