@@ -160,7 +160,9 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
     (bfloat16, as CPU autocast would run them), everything else in float32: the scores are
     widened inside the log-softmax (before it, where a bias is added), the gradients of the
     weight and bias are summed over the blocks in float32, and the features' gradient is
-    returned in their own dtype."""
+    returned in their own dtype. Blocks are a multiple of
+    :data:`~.linear.LOW_PRECISION_ROW_MULTIPLE` rows and the last one is padded to it, so
+    that oneDNN's cache of bf16 kernels, one per shape, holds them all (:mod:`.linear`)."""
     n, d = features.shape
     v = weight.size(0)
     vp = padded_width(v)
