@@ -339,9 +339,20 @@ def hour_seeds_section() -> list[str]:
                 f"| ensemble of the {len(ens['models'])} chosen checkpoints | "
                 f"{ens['val']['bleu']:.2f} | **{ens['test']['bleu']:.2f}** | "
                 f"{ens['test']['chrf']:.1f} | {ens['test']['bleu_official_tok']:.2f} |"]
-        out += ["", "Commands:", "", "```bash", *[clean(c) for c in r["commands"]], "```", "",
+        if "tuned" in ens:  # benchmarks/seeds.py: the penalty chosen on val by nmtkit tune
+            t = ens["tuned"]
+            out.append(f"| the same ensemble, length penalty {t['chosen']['length_penalty']:g} "
+                       f"chosen on val (grid {', '.join(f'{x:g}' for x in t['grid'])}) | "
+                       f"{t['chosen']['bleu']:.2f} | **{t['test']['bleu']:.2f}** | "
+                       f"{t['test']['chrf']:.1f} | {t['test']['bleu_official_tok']:.2f} |")
+        commands = r.get("commands") or [r["command"]]
+        matmul = r.get("matmul") or "; ".join(  # benchmarks/seeds.py: measured before each run
+            f"seed {run['seed']}: " + ", ".join(f"{k} {v:g}" for k, v in
+                                                run["matmul_gflops_before"].items())
+            for run in r["runs"] if run.get("matmul_gflops_before")) + " GFLOP/s"
+        out += ["", "Commands:", "", "```bash", *[clean(c) for c in commands], "```", "",
                 f"Machine: {r['machine']}, torch {r['torch']}, matmul "
-                f"{clean(r['matmul'])} (`{f.name}`). {clean(r['note'])}", ""]
+                f"{clean(matmul)} (`{f.name}`). {clean(r.get('note', ''))}".rstrip(), ""]
     return out
 
 

@@ -69,6 +69,20 @@ def regex_tokenized_corpus(data_dir: Path, out: Path) -> Path:
     return out
 
 
+def batches_for(ids, max_tokens: int, n: int) -> list:
+    """At least ``n`` batches of ``ids`` in training order: epoch 0's, then epoch 1's ... (a
+    timing of more updates than one epoch has batches goes on into the next epoch)."""
+    batches: list = []
+    epoch = 0
+    while len(batches) < n:
+        more = ids.batches(max_tokens, seed=1, epoch=epoch)
+        if not more:
+            raise ValueError("the corpus makes no batch")
+        batches += more
+        epoch += 1
+    return batches
+
+
 def nmtkit_worker(args: argparse.Namespace) -> dict:
     """Runs in its own process: build the trainer, time ``steps`` real optimizer updates."""
     import numpy as np
@@ -97,7 +111,7 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         t_setup = time.perf_counter()
         tr = Trainer(cfg, run_dir)
         setup_s = time.perf_counter() - t_setup
-        batches = tr.train_ids.batches(args.max_tokens, seed=1, epoch=0)
+        batches = batches_for(tr.train_ids, args.max_tokens, args.warmup_steps + args.steps + 3)
         # Steady state, as a run of thousands of steps sees it: the first steps grow the heap
         # that nmtkit.fast.allocator keeps (to the largest batch so far: they page-fault), and a
         # compiled forward builds one static, then one dynamic-shape graph.
@@ -145,7 +159,9 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
 
 
 def run_json(cmd: list[str], env: dict | None = None) -> dict:
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:  # the worker's own error, not only its exit status
+        raise SystemExit(f"{' '.join(cmd[:3])} ... exited {out.returncode}:\n{out.stderr[-3000:]}")
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res.setdefault("peak_rss_gb_children_max", round(rss, 3))

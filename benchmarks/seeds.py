@@ -1,0 +1,310 @@
+"""One recipe trained with several seeds, each seed's checkpoint chosen on val, and their
+ensemble with its length penalty tuned on val: issue 17's procedure as one command.
+
+For every seed, one after the other (each run alone on the machine: the recipe's budget is
+minutes, and a run beside another gets fewer updates):
+
+1. ``nmtkit train CONFIG --set train.seed=SEED`` into ``WORK/seedSEED`` (its output in
+   ``WORK/seedSEED.log``; the matrix-product rate measured just before, in
+   ``WORK/seedSEED.matmul``);
+2. ``nmtkit average`` of its last ``--average`` step checkpoints into ``avg3.pt`` (for 3);
+3. ``nmtkit evaluate`` of ``best.pt``, ``last.pt`` and the average on the validation split
+   and on the test split (beam from ``--beam``, the recipe's length penalty); the seed's
+   checkpoint is the one with the best **validation** BLEU.
+
+Then the chosen checkpoints decode as one ensemble (``nmtkit evaluate --model A --model B
+...``: the mean of their next-token probabilities): ``nmtkit tune`` chooses the length
+penalty on the validation split (extending the grid upwards while its largest value wins,
+``--extend`` times at most), and the test split is translated with the recipe's penalty and
+with the chosen one. The test split is scored for the record and never chooses anything.
+
+Every step leaves its file in WORK, and a step whose file is there is not run again: an
+interrupted run continues where it stopped, and runs trained elsewhere are taken in by
+linking them as ``WORK/seedSEED`` with their log as ``WORK/seedSEED.log``. Prints one JSON
+object (the schema of ``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out`` keeps it.
+
+    NMTKIT_DATA=... python benchmarks/seeds.py --config configs/multi30k_transformer_hour.yaml \\
+        --seeds 1234 2 3 --work runs/hour_seeds --out benchmarks/results/multi30k_hour_seeds_X.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import csv
+import io
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import emit, gemm_peaks_gflops
+
+from nmtkit.config import TUNE_LENGTH_PENALTIES, load
+
+ROOT = Path(__file__).resolve().parents[1]
+CANDIDATES = ("best.pt", "last.pt", "avg3.pt")
+"""The checkpoints of a run that compete on val, in the order that wins a tie."""
+SCORES = ("bleu", "chrf", "bleu_official_tok", "bleu_lc_tok")
+SUMMARY = re.compile(r'^\{"run_dir"')
+"""The JSON line ``nmtkit train`` prints when it stops."""
+
+
+def nmtkit_in_process(*args: str) -> str:
+    """Run an ``nmtkit`` command in this process (no interpreter start per evaluation);
+    its stdout. ``SystemExit`` with the command where it fails (its message is on stderr)."""
+    from nmtkit.cli import main
+
+    print("+ nmtkit", " ".join(args), file=sys.stderr, flush=True)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(list(args))
+    if rc != 0:
+        raise SystemExit(f"nmtkit {' '.join(args)}: exit {rc}")
+    return out.getvalue()
+
+
+def json_file(path: Path, make) -> Any:
+    """``path``'s JSON if a previous run left it, else ``make()``'s text, kept there."""
+    if not path.exists():
+        text = make()
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def train_summary(log: Path) -> dict | None:
+    """The stop line of a finished ``nmtkit train`` in ``log`` (None: not there or not done)."""
+    if not log.exists():
+        return None
+    lines = [x for x in log.read_text(encoding="utf-8", errors="replace").splitlines()
+             if SUMMARY.match(x)]
+    return json.loads(lines[-1]) if lines else None
+
+
+def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
+    """Train one seed unless its log already holds a finished run; the stop line."""
+    log = run.parent / f"{run.name}.log"
+    done = train_summary(log)
+    if done is not None and (run / "last.pt").exists():
+        return done
+    if a.matmul:
+        rate = gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)
+        (run.parent / f"{run.name}.matmul").write_text(repr(rate) + "\n", encoding="utf-8")
+    cmd = [str(Path(sys.executable).parent / "nmtkit"), "train", a.config, "--run-dir", str(run),
+           "--overwrite", "--set", f"train.seed={seed}", *[x for o in a.set for x in ("--set", o)]]
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    with open(log, "w", encoding="utf-8") as f:
+        subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+    done = train_summary(log)
+    if done is None:
+        raise SystemExit(f"{log}: nmtkit train ended without its summary line")
+    return done
+
+
+def average(run: Path, n: int) -> Path | None:
+    """``avg3.pt``: the mean of the run's last ``n`` step checkpoints (None with fewer than 2)."""
+    out = run / "avg3.pt"
+    steps = sorted(run.glob("step_*.pt"))[-n:]
+    if not out.exists():
+        if len(steps) < 2:
+            return None
+        nmtkit_in_process("average", "--out", str(out), *map(str, steps))
+    return out
+
+
+def split_name(split: str) -> str:
+    """A split's name in file names (a path's last part)."""
+    return Path(split).name
+
+
+def evaluate(models: list[Path], split: str, beam: int, path: Path,
+             length_penalty: float | None = None) -> dict:
+    """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``."""
+    args = [x for m in models for x in ("--model", str(m))]
+    args += ["--split", split, "--beam", str(beam)]
+    if length_penalty is not None:
+        args += ["--length-penalty", f"{length_penalty:g}"]
+    return json_file(path, lambda: nmtkit_in_process("evaluate", *args))
+
+
+def scores(result: dict) -> dict:
+    return {k: result[k] for k in SCORES if k in result}
+
+
+def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: str) -> dict:
+    """Train (or take in) one seed, evaluate its candidates, choose one on val."""
+    done = train_seed(a, seed, run)
+    average(run, a.average)
+    ckpts: dict[str, dict] = {}
+    for name in CANDIDATES:
+        if not (run / name).exists():
+            continue
+        stem = name.removesuffix(".pt")
+        ckpts[name] = {
+            key: scores(evaluate([run / name], split, a.beam,
+                                 run / f"eval_{stem}_{split_name(split)}.json"))
+            for key, split in (("val", valid), ("test", test))}
+    chosen = max(ckpts, key=lambda n: (ckpts[n]["val"]["bleu"], -CANDIDATES.index(n)))
+    log = (run.parent / f"{run.name}.log").read_text(encoding="utf-8", errors="replace")
+    plans = [x.split("nmtkit.train.loop: ", 1)[1] for x in log.splitlines()
+             if "nmtkit.train.loop: " in x and ("budget plan" in x or "stopped:" in x)]
+    tok_s = [int(x) for x in re.findall(r"tgt tok/s (\d+)", log)]
+    curve = []
+    metrics = run / "metrics.csv"
+    if metrics.exists():
+        with open(metrics, encoding="utf-8") as f:
+            curve = [[int(r["step"]), float(r["valid_bleu"])] for r in csv.DictReader(f)
+                     if r.get("valid_bleu")]
+    matmul = run.parent / f"{run.name}.matmul"
+    return {
+        "seed": seed, "updates": done["step"], "epochs": done["epoch"],
+        "elapsed_s": done["elapsed_s"], "stop_reason": done.get("stop_reason"),
+        "budget_plans": plans[:1] + [p for p in plans[1:] if "revision" in p][-1:]
+        + [p for p in plans if p.startswith("stopped")],
+        "train_tokens_per_s_logged": {"median": statistics.median(tok_s), "min": min(tok_s),
+                                      "max": max(tok_s)} if tok_s else None,
+        "matmul_gflops_before": ast.literal_eval(matmul.read_text().strip())
+        if matmul.exists() else None,
+        "valid_bleu_greedy": curve, "checkpoints": ckpts, "chosen_on_val": chosen}
+
+
+def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict:
+    """``nmtkit tune`` of the ensemble on the validation split: the length penalties of
+    ``--length-penalty``, then above the largest while the largest wins (``--extend`` times
+    at most, by the grid's last step). Every trial and the chosen one."""
+    from nmtkit.decode.tune import Trial, at_the_edge, best_trial
+
+    grid = sorted(set(a.length_penalty))
+    step = grid[-1] - grid[-2] if len(grid) > 1 else 0.4
+    trials: list[Trial] = []
+    todo, round_ = grid, 0
+    while True:
+        args = [x for m in models for x in ("--model", str(m))]
+        args += ["--split", valid, "--beam", str(a.beam), "--length-penalty",
+                 *[f"{p:g}" for p in todo]]
+        path = a.work / ("tune.json" if round_ == 0 else f"tune_{round_}.json")
+
+        def tune(args: list[str] = args, path: Path = path) -> str:
+            nmtkit_in_process("tune", *args, "-o", str(path))  # -o: every trial, not only the best
+            return path.read_text(encoding="utf-8")
+
+        found = json_file(path, tune)
+        trials += [Trial(**t) for t in found["trials"]]
+        tried = sorted({t.length_penalty for t in trials if t.length_penalty is not None})
+        best = best_trial(trials)
+        if at_the_edge(best, tried) != "largest" or round_ >= a.extend:
+            break
+        round_ += 1
+        todo = [round(tried[-1] + step * i, 3) for i in (1, 2)]
+    return {"grid": tried, "trials": [t.as_dict() for t in trials],
+            "chosen": best.as_dict(), "edge": at_the_edge(best, tried)}
+
+
+def mean(xs: list[float]) -> float:
+    return round(statistics.fmean(xs), 2)
+
+
+def machine() -> str:
+    """The CPU's model name and core count (Linux), else the platform's processor."""
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    return f"{name}, {os.cpu_count()} cores"
+
+
+def commit() -> str:
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default=str(ROOT / "configs" / "multi30k_transformer_hour.yaml"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1234, 2, 3])
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override of the recipe for every seed (repeatable)")
+    p.add_argument("--work", type=Path, required=True,
+                   help="directory of the runs (seedSEED), their logs, evaluations and tuning")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the recipe's)")
+    p.add_argument("--average", type=int, default=3,
+                   help="step checkpoints averaged into avg3.pt (default 3)")
+    p.add_argument("--length-penalty", type=float, nargs="+", default=list(TUNE_LENGTH_PENALTIES),
+                   help="the ensemble's length penalties tried on val")
+    p.add_argument("--extend", type=int, default=2,
+                   help="times the grid is extended upwards while its largest value wins")
+    p.add_argument("--threads", type=int, default=0,
+                   help="threads of the matmul measurement (0: one per core)")
+    p.add_argument("--no-matmul", dest="matmul", action="store_false",
+                   help="do not measure the matrix-product rate before each run")
+    p.add_argument("--out", help="also write the JSON here")
+    a = p.parse_args()
+    if len(set(a.seeds)) != len(a.seeds) or len(a.seeds) < 2:
+        p.error(f"give at least two different seeds, got {a.seeds}")
+
+    cfg = load(a.config, a.set)
+    a.beam = a.beam or cfg.decode.beam
+    a.bf16 = cfg.train.amp == "bf16"  # then the bfloat16 rate too
+    valid, test = cfg.data.valid, cfg.data.test
+    a.work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    runs = [run_record(a, seed, a.work / f"seed{seed}", valid, test) for seed in a.seeds]
+    chosen = [a.work / f"seed{r['seed']}" / r["chosen_on_val"] for r in runs]
+
+    tuned = tune_ensemble(a, chosen, valid)
+    alpha = tuned["chosen"]["length_penalty"]
+    ensemble = {
+        "models": [str(m) for m in chosen],
+        "val": scores(evaluate(chosen, valid, a.beam, a.work / f"ensemble_{split_name(valid)}.json")),
+        "test": scores(evaluate(chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}.json")),
+        "tuned": {**tuned, "test": scores(evaluate(
+            chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}_tuned.json",
+            length_penalty=alpha))}}
+
+    picked = [r["checkpoints"][r["chosen_on_val"]] for r in runs]
+    test_bleu = [c["test"]["bleu"] for c in picked]
+    direction = f"{cfg.data.src_lang}->{cfg.data.tgt_lang}"
+    penalty = f"the recipe's length penalty {cfg.decode.length_penalty:g}"
+    emit({
+        "benchmark": "seeds_ensemble",
+        "title": f"{cfg.name} with {len(runs)} seeds, and their ensemble ({direction}, beam "
+                 f"{a.beam})",
+        "protocol": f"{a.config} trained once per seed ({', '.join(map(str, a.seeds))}), "
+                    "changing only train.seed, each run alone on the machine. Each run's "
+                    f"{', '.join(CANDIDATES)} (the average of its last {a.average} step "
+                    f"checkpoints) are scored on {valid} and {test} with {penalty}; the "
+                    "checkpoint reported for a seed is the one with the best val BLEU. The "
+                    "ensemble decodes with the mean of the chosen checkpoints' next-token "
+                    "probabilities at every step; its length penalty is chosen on val "
+                    f"(nmtkit tune, grid {tuned['grid']}). Every choice was made on val; "
+                    f"{test} was scored once per system and never used to choose.",
+        "machine": machine(), "torch": __import__("torch").__version__,
+        "nmtkit_commit": commit(), "overrides": a.set, "runs": runs,
+        "single_model_chosen_on_val": {
+            "val_mean": mean([c["val"]["bleu"] for c in picked]),
+            "test_mean": mean(test_bleu),
+            "test_stdev": round(statistics.stdev(test_bleu), 2),
+            "test_chrf_mean": mean([c["test"]["chrf"] for c in picked]),
+            **({"test_official_tok_mean": mean([c["test"]["bleu_official_tok"] for c in picked])}
+               if all("bleu_official_tok" in c["test"] for c in picked) else {})},
+        "mean_over_seeds_by_checkpoint": {
+            name: {key: mean([r["checkpoints"][name][key]["bleu"] for r in runs])
+                   for key in ("val", "test")}
+            for name in CANDIDATES if all(name in r["checkpoints"] for r in runs)},
+        "ensemble": ensemble, "seconds": round(time.time() - t0, 1)}, a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""benchmarks/seeds.py: several seeds of one recipe, each chosen on val, their ensemble tuned
+on val. End to end on the copy task (two tiny seeds), and its grid extension with a stand-in
+for ``nmtkit tune``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from argparse import Namespace
+
+from .conftest import ROOT, tiny_copy_overrides
+
+SCRIPT = ROOT / "benchmarks" / "seeds.py"
+
+
+def load_script():
+    sys.path.insert(0, str(SCRIPT.parent))  # its `from _common import ...`
+    try:
+        spec = importlib.util.spec_from_file_location("seeds_benchmark", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+
+
+def run_script(work, *extra):
+    sets = [x for o in tiny_copy_overrides(20) for x in ("--set", o)]
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
+                           "--seeds", "1", "2", "--work", str(work), "--beam", "2",
+                           "--length-penalty", "0", "1", "--no-matmul", *sets, *extra],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_seeds_choose_on_val_and_ensemble_the_chosen(tmp_path):
+    work = tmp_path / "seeds"
+    result, log = run_script(work)
+    assert [r["seed"] for r in result["runs"]] == [1, 2]
+    for run in result["runs"]:
+        assert run["updates"] == 20
+        ckpts = run["checkpoints"]
+        assert set(ckpts) == {"best.pt", "last.pt", "avg3.pt"}  # avg3: steps 10 and 20
+        order = list(ckpts)
+        best = max(ckpts, key=lambda n: (ckpts[n]["val"]["bleu"], -order.index(n)))
+        assert run["chosen_on_val"] == best
+        for name, c in ckpts.items():  # the numbers are those of the kept evaluations
+            kept = json.loads((work / f"seed{run['seed']}" / f"eval_{name[:-3]}_val.json")
+                              .read_text())
+            assert c["val"]["bleu"] == kept["bleu"] and kept["beam"] == 2
+    ens = result["ensemble"]
+    assert ens["models"] == [str(work / f"seed{r['seed']}" / r["chosen_on_val"])
+                             for r in result["runs"]]
+    tuned = ens["tuned"]
+    assert tuned["grid"] == [0.0, 1.0] and len(tuned["trials"]) == 2
+    assert tuned["chosen"]["bleu"] == max(t["bleu"] for t in tuned["trials"])
+    assert json.loads((work / "ensemble_test_2016_flickr_tuned.json").read_text())[
+        "length_penalty"] == tuned["chosen"]["length_penalty"]
+    assert "nmtkit tune" in log and "--split val" in log  # tuned on val, not on test
+    assert "--split test_2016_flickr --beam 2 --length-penalty" in log  # test: scored only
+    picked = [r["checkpoints"][r["chosen_on_val"]]["test"]["bleu"] for r in result["runs"]]
+    assert result["single_model_chosen_on_val"]["test_mean"] == round(sum(picked) / 2, 2)
+
+    # Run again: every step finds its file and nothing is trained or translated again.
+    stamps = {p: p.stat().st_mtime_ns for p in work.rglob("*") if p.is_file()}
+    again, log = run_script(work)
+    assert "+ " not in log  # no command ran
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert again["ensemble"] == result["ensemble"] and again["runs"] == result["runs"]
+
+
+def test_refuses_fewer_than_two_seeds(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--seeds", "1", "1",
+                           "--work", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "two different seeds" in proc.stderr
+
+
+def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeypatch):
+    seeds = load_script()
+    calls = []
+
+    def fake_tune(*args):  # BLEU rises with the penalty up to 2.1, then falls
+        calls.append(args)
+        grid = [float(x) for x in args[args.index("--length-penalty") + 1:args.index("-o")]]
+        trials = [{"beam": 5, "length_penalty": p, "bleu": 30 - abs(2.1 - p), "chrf": 50.0,
+                   "length_ratio": 1.0, "seconds": 1.0} for p in grid]
+        out = args[args.index("-o") + 1]
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump({"trials": trials}, f)
+        return ""
+
+    monkeypatch.setattr(seeds, "nmtkit_in_process", fake_tune)
+    a = Namespace(length_penalty=[0.0, 0.6, 1.0], extend=5, beam=5, work=tmp_path)
+    got = seeds.tune_ensemble(a, [tmp_path / "a.pt", tmp_path / "b.pt"], "val")
+    # 1.0 wins at the edge: 1.4 and 1.8 are tried, 1.8 wins at the edge: 2.2 and 2.6 ...
+    assert got["grid"] == [0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6]
+    assert got["chosen"]["length_penalty"] == 2.2
+    assert len(calls) == 3 and got["edge"] is None
+    assert all(c[c.index("--split") + 1] == "val" for c in calls)
+
+    # At most --extend extensions, and the chosen penalty may then stay at the edge.
+    a = Namespace(length_penalty=[0.0, 0.3], extend=1, beam=5, work=tmp_path / "x")
+    a.work.mkdir()
+    got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
+    assert got["grid"] == [0.0, 0.3, 0.6, 0.9] and got["chosen"]["length_penalty"] == 0.9
+    assert got["edge"] == "largest"
