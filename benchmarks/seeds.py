@@ -249,6 +249,8 @@ def main() -> None:
                    help="threads of the matmul measurement (0: one per core)")
     p.add_argument("--no-matmul", dest="matmul", action="store_false",
                    help="do not measure the matrix-product rate before each run")
+    p.add_argument("--note", default="",
+                   help="a remark kept in the JSON (say what else ran on the machine, if anything)")
     p.add_argument("--out", help="also write the JSON here")
     a = p.parse_args()
     if len(set(a.seeds)) != len(a.seeds) or len(a.seeds) < 2:
@@ -273,6 +275,8 @@ def main() -> None:
             chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}_tuned.json",
             length_penalty=alpha))}}
 
+    config = Path(a.config).resolve()
+    shown = config.relative_to(ROOT) if config.is_relative_to(ROOT) else a.config  # no /home/...
     picked = [r["checkpoints"][r["chosen_on_val"]] for r in runs]
     test_bleu = [c["test"]["bleu"] for c in picked]
     direction = f"{cfg.data.src_lang}->{cfg.data.tgt_lang}"
@@ -281,7 +285,7 @@ def main() -> None:
         "benchmark": "seeds_ensemble",
         "title": f"{cfg.name} with {len(runs)} seeds, and their ensemble ({direction}, beam "
                  f"{a.beam})",
-        "protocol": f"{a.config} trained once per seed ({', '.join(map(str, a.seeds))}), "
+        "protocol": f"{shown} trained once per seed ({', '.join(map(str, a.seeds))}), "
                     "changing only train.seed, each run alone on the machine. Each run's "
                     f"{', '.join(CANDIDATES)} (the average of its last {a.average} step "
                     f"checkpoints) are scored on {valid} and {test} with {penalty}; the "
@@ -303,7 +307,8 @@ def main() -> None:
             name: {key: mean([r["checkpoints"][name][key]["bleu"] for r in runs])
                    for key in ("val", "test")}
             for name in CANDIDATES if all(name in r["checkpoints"] for r in runs)},
-        "ensemble": ensemble, "seconds": round(time.time() - t0, 1)}, a.out)
+        "ensemble": ensemble, "seconds": round(time.time() - t0, 1),
+        **({"note": a.note} if a.note else {})}, a.out)
 
 
 if __name__ == "__main__":
