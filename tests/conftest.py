@@ -21,6 +21,23 @@ def multi30k_mirror(monkeypatch):
     return data
 
 
+def load_benchmark(name: str):
+    """A script of benchmarks/ imported as a module (its own ``from _common import ...``
+    resolved), so that tests can call its functions."""
+    import importlib.util
+    import sys
+
+    script = ROOT / "benchmarks" / f"{name}.py"
+    sys.path.insert(0, str(script.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(f"benchmark_{name}", script)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(script.parent))
+
+
 def tiny_copy_overrides(steps: int = 20) -> list[str]:
     """A copy-task run small enough for unit tests (seconds)."""
     return [f"train.max_steps={steps}", "train.valid_every=10", "train.keep_last=3",

@@ -4,26 +4,14 @@ for ``nmtkit tune``."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from argparse import Namespace
 
-from .conftest import ROOT, tiny_copy_overrides
+from .conftest import ROOT, load_benchmark, tiny_copy_overrides
 
 SCRIPT = ROOT / "benchmarks" / "seeds.py"
-
-
-def load_script():
-    sys.path.insert(0, str(SCRIPT.parent))  # its `from _common import ...`
-    try:
-        spec = importlib.util.spec_from_file_location("seeds_benchmark", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
 
 
 def run_script(work, *extra):
@@ -79,7 +67,7 @@ def test_refuses_fewer_than_two_seeds(tmp_path):
 
 
 def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeypatch):
-    seeds = load_script()
+    seeds = load_benchmark("seeds")
     calls = []
 
     def fake_tune(*args):  # BLEU rises with the penalty up to 2.1, then falls

@@ -1,26 +1,16 @@
 """benchmarks/train_speed.py's plumbing: more timed updates than one epoch has batches, and a
 worker that fails says why."""
 
-import importlib.util
 import sys
 
 import pytest
 
-from .conftest import ROOT
-
-SCRIPT = ROOT / "benchmarks" / "train_speed.py"
+from .conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def train_speed():
-    sys.path.insert(0, str(SCRIPT.parent))  # its `from _common import ...`
-    try:
-        spec = importlib.util.spec_from_file_location("train_speed_benchmark", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    return load_benchmark("train_speed")
 
 
 class ThreeBatchesAnEpoch:
