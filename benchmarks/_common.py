@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from nmtkit.io import atomic_write_text
 
 def emit(result: dict, out: str | None) -> None:
     """Add the command and date, print the JSON, and write it atomically to ``out`` if given."""
-    result = {**result, "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    result = {**result, "command": shlex.join([Path(sys.executable).name, *sys.argv]),
               "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     text = json.dumps(result, indent=2)
     print(text)

@@ -18,10 +18,12 @@ penalty on the validation split (extending the grid upwards while its largest va
 ``--extend`` times at most), and the test split is translated with the recipe's penalty and
 with the chosen one. The test split is scored for the record and never chooses anything.
 
-Every step leaves its file in WORK, and a step whose file is there is not run again: an
-interrupted run continues where it stopped, and runs trained elsewhere are taken in by
-linking them as ``WORK/seedSEED`` with their log as ``WORK/seedSEED.log``. Prints one JSON
-object (the schema of ``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out`` keeps it.
+Every step leaves its file in WORK with the command that made it (``.cmd`` beside it), and
+a step whose file is there from the same command is not run again: an interrupted run
+continues where it stopped, a rerun with another seed list or penalty grid redoes only the
+ensemble, and runs trained elsewhere are taken in by linking them as ``WORK/seedSEED`` with
+their log as ``WORK/seedSEED.log``. Prints one JSON object (the schema of
+``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out`` keeps it.
 
     NMTKIT_DATA=... python benchmarks/seeds.py --config configs/multi30k_transformer_hour.yaml \\
         --seeds 1234 2 3 --work runs/hour_seeds --out benchmarks/results/multi30k_hour_seeds_X.json
@@ -38,6 +40,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -62,22 +65,28 @@ def nmtkit_in_process(*args: str) -> str:
     its stdout. ``SystemExit`` with the command where it fails (its message is on stderr)."""
     from nmtkit.cli import main
 
-    print("+ nmtkit", " ".join(args), file=sys.stderr, flush=True)
+    print("+ nmtkit", shlex.join(args), file=sys.stderr, flush=True)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         rc = main(list(args))
     if rc != 0:
-        raise SystemExit(f"nmtkit {' '.join(args)}: exit {rc}")
+        raise SystemExit(f"nmtkit {shlex.join(args)}: exit {rc}")
     return out.getvalue()
 
 
-def json_file(path: Path, make) -> Any:
-    """``path``'s JSON if a previous run left it, else ``make()``'s text, kept there."""
-    if not path.exists():
+def json_file(path: Path, command: list[str], make) -> Any:
+    """``path``'s JSON if a previous run left it from the same ``nmtkit`` command, else
+    ``make()``'s text, kept there. The command is kept beside it (``path`` with ``.cmd``):
+    a file made by another command (other models, beam, penalties or split) is made again,
+    so a rerun with a third seed or a new grid never reports the old ensemble."""
+    cmd = path.with_suffix(".cmd")
+    said = shlex.join(command)
+    if not (path.exists() and cmd.exists() and cmd.read_text(encoding="utf-8").strip() == said):
         text = make()
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        for target, body in ((path, text), (cmd, said + "\n")):
+            tmp = target.with_suffix(target.suffix + ".tmp")
+            tmp.write_text(body, encoding="utf-8")
+            os.replace(tmp, target)
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -91,22 +100,34 @@ def train_summary(log: Path) -> dict | None:
 
 
 def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
-    """Train one seed unless its log already holds a finished run; the stop line."""
+    """Train one seed unless its log already holds a finished run; the stop line.
+
+    The training command is kept in ``WORK/seedSEED.cmd``. A finished run made by another
+    command (another recipe or ``--set``) is refused, not reused or trained over; a finished
+    run without that file is one taken in from elsewhere and is used as it is."""
     log = run.parent / f"{run.name}.log"
+    kept = run.parent / f"{run.name}.cmd"
+    args = ["train", a.config, "--run-dir", str(run), "--overwrite",
+            "--set", f"train.seed={seed}", *[x for o in a.set for x in ("--set", o)]]
     done = train_summary(log)
     if done is not None and (run / "last.pt").exists():
+        said = kept.read_text(encoding="utf-8").strip() if kept.exists() else None
+        if said is not None and said != shlex.join(args):
+            raise SystemExit(f"{run} was trained by `nmtkit {said}`, not by `nmtkit "
+                             f"{shlex.join(args)}`: give another --work or remove {run}")
         return done
     if a.matmul:
         rate = gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)
         (run.parent / f"{run.name}.matmul").write_text(repr(rate) + "\n", encoding="utf-8")
-    cmd = [str(Path(sys.executable).parent / "nmtkit"), "train", a.config, "--run-dir", str(run),
-           "--overwrite", "--set", f"train.seed={seed}", *[x for o in a.set for x in ("--set", o)]]
-    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    cmd = [str(Path(sys.executable).parent / "nmtkit"), *args]
+    print("+", shlex.join(cmd), file=sys.stderr, flush=True)
+    kept.unlink(missing_ok=True)
     with open(log, "w", encoding="utf-8") as f:
         subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
     done = train_summary(log)
     if done is None:
         raise SystemExit(f"{log}: nmtkit train ended without its summary line")
+    kept.write_text(shlex.join(args) + "\n", encoding="utf-8")
     return done
 
 
@@ -133,7 +154,7 @@ def evaluate(models: list[Path], split: str, beam: int, path: Path,
     args += ["--split", split, "--beam", str(beam)]
     if length_penalty is not None:
         args += ["--length-penalty", f"{length_penalty:g}"]
-    return json_file(path, lambda: nmtkit_in_process("evaluate", *args))
+    return json_file(path, ["evaluate", *args], lambda: nmtkit_in_process("evaluate", *args))
 
 
 def scores(result: dict) -> dict:
@@ -197,7 +218,7 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
             nmtkit_in_process("tune", *args, "-o", str(path))  # -o: every trial, not only the best
             return path.read_text(encoding="utf-8")
 
-        found = json_file(path, tune)
+        found = json_file(path, ["tune", *args], tune)
         trials += [Trial(**t) for t in found["trials"]]
         tried = sorted({t.length_penalty for t in trials if t.length_penalty is not None})
         best = best_trial(trials)

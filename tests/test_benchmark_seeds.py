@@ -14,10 +14,10 @@ from .conftest import ROOT, load_benchmark, tiny_copy_overrides
 SCRIPT = ROOT / "benchmarks" / "seeds.py"
 
 
-def run_script(work, *extra):
+def run_script(work, *extra, seeds=("1", "2")):
     sets = [x for o in tiny_copy_overrides(20) for x in ("--set", o)]
     proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
-                           "--seeds", "1", "2", "--work", str(work), "--beam", "2",
+                           "--seeds", *seeds, "--work", str(work), "--beam", "2",
                            "--length-penalty", "0", "1", "--no-matmul", *sets, *extra],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -58,6 +58,36 @@ def test_seeds_choose_on_val_and_ensemble_the_chosen(tmp_path):
     assert "+ " not in log  # no command ran
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
     assert again["ensemble"] == result["ensemble"] and again["runs"] == result["runs"]
+
+    # Another penalty grid: the seeds' files are kept, the ensemble is tuned again, and only
+    # a translation whose command changed (test with a newly chosen penalty) is made again.
+    other, log = run_script(work, "--length-penalty", "0", "2", "--extend", "0")
+    assert "nmtkit train" not in log and log.count("+ nmtkit tune") == 1
+    moved = other["ensemble"]["tuned"]["chosen"]["length_penalty"] != tuned["chosen"][
+        "length_penalty"]
+    assert log.count("+ nmtkit evaluate") == (1 if moved else 0)
+    assert other["ensemble"]["tuned"]["grid"] == [0.0, 2.0] and other["runs"] == result["runs"]
+    for p, stamp in stamps.items():
+        changed = p.stat().st_mtime_ns != stamp
+        assert changed == (p.name.startswith("tune") or moved and "_tuned." in p.name), p
+
+    # A third seed: it is trained and scored, the two kept, and the ensemble made anew.
+    three, log = run_script(work, seeds=("1", "2", "3"))
+    assert log.count("nmtkit train") == 1 and f"--run-dir {work / 'seed3'} " in log
+    assert three["runs"][:2] == result["runs"] and len(three["ensemble"]["models"]) == 3
+    assert three["ensemble"]["models"][2].startswith(str(work / "seed3"))
+    kept = json.loads((work / "ensemble_val.json").read_text())
+    assert three["ensemble"]["val"]["bleu"] == kept["bleu"]
+    assert (work / "ensemble_val.cmd").read_text().count("--model") == 3
+
+    # A finished seed is never trained over by another recipe: refused, named.
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
+                           "--seeds", "1", "2", "--work", str(work), "--no-matmul",
+                           "--set", "train.max_steps=30"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and "seed1 was trained by" in proc.stderr
+    assert "train.max_steps=30" in proc.stderr and "--work" in proc.stderr
+    assert (work / "seed1" / "last.pt").stat().st_mtime_ns == stamps[work / "seed1" / "last.pt"]
 
 
 def test_refuses_fewer_than_two_seeds(tmp_path):
