@@ -51,6 +51,7 @@ from typing import Any
 from _common import emit, gemm_peaks_gflops
 
 from nmtkit.config import TUNE_LENGTH_PENALTIES, load
+from nmtkit.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = ("best.pt", "last.pt", "avg3.pt")
@@ -82,11 +83,8 @@ def json_file(path: Path, command: list[str], make) -> Any:
     cmd = path.with_suffix(".cmd")
     said = shlex.join(command)
     if not (path.exists() and cmd.exists() and cmd.read_text(encoding="utf-8").strip() == said):
-        text = make()
-        for target, body in ((path, text), (cmd, said + "\n")):
-            tmp = target.with_suffix(target.suffix + ".tmp")
-            tmp.write_text(body, encoding="utf-8")
-            os.replace(tmp, target)
+        atomic_write_text(path, make())
+        atomic_write_text(cmd, said + "\n")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -118,7 +116,7 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
         return done
     if a.matmul:
         rate = gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)
-        (run.parent / f"{run.name}.matmul").write_text(repr(rate) + "\n", encoding="utf-8")
+        atomic_write_text(run.parent / f"{run.name}.matmul", repr(rate) + "\n")
     cmd = [str(Path(sys.executable).parent / "nmtkit"), *args]
     print("+", shlex.join(cmd), file=sys.stderr, flush=True)
     kept.unlink(missing_ok=True)
@@ -127,7 +125,7 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
     done = train_summary(log)
     if done is None:
         raise SystemExit(f"{log}: nmtkit train ended without its summary line")
-    kept.write_text(shlex.join(args) + "\n", encoding="utf-8")
+    atomic_write_text(kept, shlex.join(args) + "\n")
     return done
 
 
