@@ -224,8 +224,17 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
             break
         round_ += 1
         todo = [round(tried[-1] + step * i, 3) for i in (1, 2)]
+    # nmtkit tune's own edge hint speaks of one round's grid only; this is the verdict on all.
+    edge = at_the_edge(best, tried)
+    print(f"seeds.py: length penalties tried on {valid} in {round_ + 1} round(s): "
+          f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g} (BLEU "
+          f"{best.bleu:g}), " + {None: "inside the grid",
+                                 "largest": f"the largest tried: --extend {a.extend} reached",
+                                 "smallest": "the smallest tried: the grid grows upwards only, "
+                                             "give smaller values in --length-penalty"}[edge],
+          file=sys.stderr, flush=True)
     return {"grid": tried, "trials": [t.as_dict() for t in trials],
-            "chosen": best.as_dict(), "edge": at_the_edge(best, tried)}
+            "chosen": best.as_dict(), "edge": edge}
 
 
 def mean(xs: list[float]) -> float:

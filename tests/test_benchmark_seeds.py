@@ -96,7 +96,7 @@ def test_refuses_fewer_than_two_seeds(tmp_path):
     assert proc.returncode == 2 and "two different seeds" in proc.stderr
 
 
-def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeypatch):
+def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeypatch, capsys):
     seeds = load_benchmark("seeds")
     calls = []
 
@@ -118,6 +118,10 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
     assert got["chosen"]["length_penalty"] == 2.2
     assert len(calls) == 3 and got["edge"] is None
     assert all(c[c.index("--split") + 1] == "val" for c in calls)
+    # One verdict over all rounds (nmtkit tune's hint speaks of its own round's grid only).
+    said = capsys.readouterr().err
+    assert "in 3 round(s): 0 0.6 1 1.4 1.8 2.2 2.6; chosen 2.2" in said
+    assert "inside the grid" in said
 
     # At most --extend extensions, and the chosen penalty may then stay at the edge.
     a = Namespace(length_penalty=[0.0, 0.3], extend=1, beam=5, work=tmp_path / "x")
@@ -125,3 +129,4 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
     got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
     assert got["grid"] == [0.0, 0.3, 0.6, 0.9] and got["chosen"]["length_penalty"] == 0.9
     assert got["edge"] == "largest"
+    assert "chosen 0.9 (BLEU 28.8), the largest tried: --extend 1 reached" in capsys.readouterr().err
