@@ -220,12 +220,12 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
         trials += [Trial(**t) for t in found["trials"]]
         tried = sorted({t.length_penalty for t in trials if t.length_penalty is not None})
         best = best_trial(trials)
-        if at_the_edge(best, tried) != "largest" or round_ >= a.extend:
+        edge = at_the_edge(best, tried)
+        if edge != "largest" or round_ >= a.extend:
             break
         round_ += 1
         todo = [round(tried[-1] + step * i, 3) for i in (1, 2)]
     # nmtkit tune's own edge hint speaks of one round's grid only; this is the verdict on all.
-    edge = at_the_edge(best, tried)
     print(f"seeds.py: length penalties tried on {valid} in {round_ + 1} round(s): "
           f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g} (BLEU "
           f"{best.bleu:g}), " + {None: "inside the grid",
