@@ -324,7 +324,9 @@ def hour_seeds_section() -> list[str]:
                 c = run["checkpoints"][name]
                 cell = f"{c['val']['bleu']:.2f} / {c['test']['bleu']:.2f}"
                 cells.append(f"**{cell}**" if name == run["chosen_on_val"] else cell)
-            out.append(f"| {run['seed']} | {run['updates']:,} ({run['epochs']}) | "
+            seed = f"{run['seed']} ({', '.join(run['overrides'])})" if run.get("overrides") \
+                else run["seed"]  # benchmarks/seeds.py --seed-set: this seed's own overrides
+            out.append(f"| {seed} | {run['updates']:,} ({run['epochs']}) | "
                        + " | ".join(cells) + " |")
         mean = r["mean_over_seeds_by_checkpoint"]
         out.append(f"| mean of {len(r['runs'])} | | " + " | ".join(

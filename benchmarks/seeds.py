@@ -22,7 +22,9 @@ Every step leaves its file in WORK with the command that made it (``.cmd`` besid
 a step whose file is there from the same command is not run again: an interrupted run
 continues where it stopped, a rerun with another seed list or penalty grid redoes only the
 ensemble, and runs trained elsewhere are taken in by linking them as ``WORK/seedSEED`` with
-their log as ``WORK/seedSEED.log``. Prints one JSON object (the schema of
+their log as ``WORK/seedSEED.log``. ``--seed-set SEED:SECTION.KEY=VALUE`` changes one seed's
+recipe (a longer budget for one member, say); the JSON says so in its title, its protocol
+and that run's record. Prints one JSON object (the schema of
 ``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out`` keeps it.
 
     NMTKIT_DATA=... python benchmarks/seeds.py --config configs/multi30k_transformer_hour.yaml \\
@@ -50,7 +52,7 @@ from typing import Any
 
 from _common import emit, gemm_peaks_gflops
 
-from nmtkit.config import TUNE_LENGTH_PENALTIES, load
+from nmtkit.config import TUNE_LENGTH_PENALTIES, ConfigError, load
 from nmtkit.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,8 +107,9 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
     run without that file is one taken in from elsewhere and is used as it is."""
     log = run.parent / f"{run.name}.log"
     kept = run.parent / f"{run.name}.cmd"
+    sets = [*a.set, *a.seed_set.get(seed, [])]  # the recipe's overrides, then this seed's
     args = ["train", a.config, "--run-dir", str(run), "--overwrite",
-            "--set", f"train.seed={seed}", *[x for o in a.set for x in ("--set", o)]]
+            "--set", f"train.seed={seed}", *[x for o in sets for x in ("--set", o)]]
     done = train_summary(log)
     if done is not None and (run / "last.pt").exists():
         said = kept.read_text(encoding="utf-8").strip() if kept.exists() else None
@@ -185,7 +188,8 @@ def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: st
                      if r.get("valid_bleu")]
     matmul = run.parent / f"{run.name}.matmul"
     return {
-        "seed": seed, "updates": done["step"], "epochs": done["epoch"],
+        "seed": seed, **({"overrides": a.seed_set[seed]} if seed in a.seed_set else {}),
+        "updates": done["step"], "epochs": done["epoch"],
         "elapsed_s": done["elapsed_s"], "stop_reason": done.get("stop_reason"),
         "budget_plans": plans[:1] + [p for p in plans[1:] if "revision" in p][-1:]
         + [p for p in plans if p.startswith("stopped")],
@@ -237,6 +241,20 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
             "chosen": best.as_dict(), "edge": edge}
 
 
+def seed_overrides(p: argparse.ArgumentParser, given: list[str],
+                   seeds: list[int]) -> dict[int, list[str]]:
+    """``--seed-set`` values by seed: ``["4:train.max_minutes=120"]`` -> ``{4: [...]}``."""
+    out: dict[int, list[str]] = {}
+    for item in given:
+        seed, sep, override = item.partition(":")
+        if not sep or not seed.strip().lstrip("-").isdigit() or "=" not in override:
+            p.error(f"--seed-set {item!r}: expected SEED:SECTION.KEY=VALUE")
+        if int(seed) not in seeds:
+            p.error(f"--seed-set {item!r}: seed {int(seed)} is not in --seeds {seeds}")
+        out.setdefault(int(seed), []).append(override.strip())
+    return out
+
+
 def mean(xs: list[float]) -> float:
     return round(statistics.fmean(xs), 2)
 
@@ -264,6 +282,9 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[1234, 2, 3])
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override of the recipe for every seed (repeatable)")
+    p.add_argument("--seed-set", action="append", default=[], metavar="SEED:SECTION.KEY=VALUE",
+                   help="override for one seed only, after --set (repeatable): e.g. "
+                        "4:train.max_minutes=120, a longer budget for one member")
     p.add_argument("--work", type=Path, required=True,
                    help="directory of the runs (seedSEED), their logs, evaluations and tuning")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the recipe's)")
@@ -284,7 +305,13 @@ def main() -> None:
     if len(set(a.seeds)) != len(a.seeds) or len(a.seeds) < 2:
         p.error(f"give at least two different seeds, got {a.seeds}")
 
+    a.seed_set = seed_overrides(p, a.seed_set, a.seeds)
     cfg = load(a.config, a.set)
+    for seed, sets in a.seed_set.items():  # a bad key fails here, before hours of training
+        try:
+            load(a.config, [*a.set, *sets])
+        except ConfigError as e:
+            p.error(f"--seed-set for seed {seed}: {e}")
     a.beam = a.beam or cfg.decode.beam
     a.bf16 = cfg.train.amp == "bf16"  # then the bfloat16 rate too
     valid, test = cfg.data.valid, cfg.data.test
@@ -309,12 +336,15 @@ def main() -> None:
     test_bleu = [c["test"]["bleu"] for c in picked]
     direction = f"{cfg.data.src_lang}->{cfg.data.tgt_lang}"
     penalty = f"the recipe's length penalty {cfg.decode.length_penalty:g}"
+    per_seed = "".join(f" (seed {seed} also {', '.join(sets)})"
+                       for seed, sets in a.seed_set.items())
     emit({
         "benchmark": "seeds_ensemble",
-        "title": f"{cfg.name} with {len(runs)} seeds, and their ensemble ({direction}, beam "
-                 f"{a.beam})",
+        "title": f"{cfg.name} with {len(runs)} seeds{per_seed}, and their ensemble "
+                 f"({direction}, beam {a.beam})",
         "protocol": f"{shown} trained once per seed ({', '.join(map(str, a.seeds))}), "
-                    "changing only train.seed, each run alone on the machine. Each run's "
+                    f"changing only train.seed{per_seed}, each run alone on the machine. "
+                    "Each run's "
                     f"{', '.join(CANDIDATES)} (the average of its last {a.average} step "
                     f"checkpoints) are scored on {valid} and {test} with {penalty}; the "
                     "checkpoint reported for a seed is the one with the best val BLEU. The "

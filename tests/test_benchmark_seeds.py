@@ -96,6 +96,43 @@ def test_refuses_fewer_than_two_seeds(tmp_path):
     assert proc.returncode == 2 and "two different seeds" in proc.stderr
 
 
+def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path, monkeypatch):
+    work = tmp_path / "mixed"
+    result, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0")
+    one, two = result["runs"]
+    assert one["updates"] == 20 and "overrides" not in one
+    assert two["updates"] == 30 and two["overrides"] == ["train.max_steps=30"]
+    assert log.count("train.max_steps=30") == 1  # seed 2's training command only
+    assert "changing only train.seed (seed 2 also train.max_steps=30)," in result["protocol"]
+    assert "(seed 2 also train.max_steps=30)" in result["title"]
+    # Its kept command holds the override: the same call again trains nothing.
+    assert "train.max_steps=30" in (work / "seed2.cmd").read_text()
+    again, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0")
+    assert "nmtkit train" not in log and again["runs"] == result["runs"]
+
+    # docs/results.md's table names the seed's overrides beside it.
+    report = load_benchmark("report")
+    for c in (*[r["checkpoints"][r["chosen_on_val"]] for r in result["runs"]],
+              result["ensemble"], result["ensemble"]["tuned"]):  # a Multi30k score
+        c["test"].setdefault("bleu_official_tok", 0.0)
+    result["single_model_chosen_on_val"].setdefault("test_official_tok_mean", 0.0)
+    (tmp_path / "multi30k_hour_seeds_x.json").write_text(json.dumps(result))
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    rows = [x for x in report.hour_seeds_section() if x.startswith("| 2 ")]
+    assert len(rows) == 1 and rows[0].startswith("| 2 (train.max_steps=30) | 30 (")
+
+
+def test_seed_set_refuses_what_it_cannot_apply(tmp_path):
+    for bad, said in (("2-train.max_steps=30", "expected SEED:SECTION.KEY=VALUE"),
+                      ("7:train.max_steps=30", "seed 7 is not in --seeds"),
+                      ("2:train.no_such_key=1", "no_such_key")):
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
+                               "--seeds", "1", "2", "--work", str(tmp_path), "--no-matmul",
+                               "--seed-set", bad], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode != 0 and said in proc.stderr, (bad, proc.stderr[-500:])
+        assert not any(tmp_path.iterdir())  # refused before anything was trained
+
+
 def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeypatch, capsys):
     seeds = load_benchmark("seeds")
     calls = []
