@@ -338,11 +338,16 @@ def main() -> None:
     penalty = f"the recipe's length penalty {cfg.decode.length_penalty:g}"
     per_seed = "".join(f" (seed {seed} also {', '.join(sets)})"
                        for seed, sets in a.seed_set.items())
+    # --set changes the recipe for every seed: the title names it (the direction aside,
+    # which the title shows as src->tgt), the protocol names all of it.
+    changed = [o for o in a.set if o.split("=", 1)[0] not in ("data.src_lang", "data.tgt_lang")]
+    recipe = f"{cfg.name} ({', '.join(changed)})" if changed else cfg.name
+    every = f" with {', '.join(a.set)} for every seed," if a.set else ""
     emit({
         "benchmark": "seeds_ensemble",
-        "title": f"{cfg.name} with {len(runs)} seeds{per_seed}, and their ensemble "
+        "title": f"{recipe} with {len(runs)} seeds{per_seed}, and their ensemble "
                  f"({direction}, beam {a.beam})",
-        "protocol": f"{shown} trained once per seed ({', '.join(map(str, a.seeds))}), "
+        "protocol": f"{shown}{every} trained once per seed ({', '.join(map(str, a.seeds))}), "
                     f"changing only train.seed{per_seed}, each run alone on the machine. "
                     "Each run's "
                     f"{', '.join(CANDIDATES)} (the average of its last {a.average} step "

@@ -105,6 +105,11 @@ def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path, monkeypat
     assert log.count("train.max_steps=30") == 1  # seed 2's training command only
     assert "changing only train.seed (seed 2 also train.max_steps=30)," in result["protocol"]
     assert "(seed 2 also train.max_steps=30)" in result["title"]
+    # --set changed the recipe for every seed: the title and the protocol name it.
+    every = ", ".join(tiny_copy_overrides(20))
+    assert result["title"].startswith(f"copy_task ({every}) with 2 seeds (seed 2 also ")
+    assert result["protocol"].startswith(f"configs/copy_task.yaml with {every} for every "
+                                         "seed, trained once per seed (1, 2),")
     # Its kept command holds the override: the same call again trains nothing.
     assert "train.max_steps=30" in (work / "seed2.cmd").read_text()
     again, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0")
