@@ -314,15 +314,19 @@ def hour_seeds_section() -> list[str]:
     ckpts = ("best.pt", "last.pt", "avg3.pt")
     for f in sorted(RESULTS.glob("multi30k_hour_seeds*.json")):
         r = json.loads(f.read_text(encoding="utf-8"))
+        m = r.get("metric", "bleu")  # benchmarks/seeds.py --metric: the score that chose
+        shown = {"bleu": ("val BLEU", "test_2016_flickr sacreBLEU"),
+                 "chrf": ("val chrF", "test_2016_flickr chrF"),
+                 "bleu_lc_tok": ("val bleu_lc_tok", "test_2016_flickr bleu_lc_tok")}[m]
         out += [f"### {clean(r['title'])}", "", clean(r["protocol"]), "",
-                "Each cell: val BLEU / test_2016_flickr sacreBLEU (beam 5); bold: the "
+                f"Each cell: {shown[0]} / {shown[1]} (beam 5); bold: the "
                 "checkpoint chosen on val.", "",
                 "| seed | updates (epochs) | " + " | ".join(ckpts) + " |", "|---|---|---|---|---|"]
         for run in r["runs"]:
             cells = []
             for name in ckpts:
                 c = run["checkpoints"][name]
-                cell = f"{c['val']['bleu']:.2f} / {c['test']['bleu']:.2f}"
+                cell = f"{c['val'][m]:.2f} / {c['test'][m]:.2f}"
                 cells.append(f"**{cell}**" if name == run["chosen_on_val"] else cell)
             seed = f"{run['seed']} ({', '.join(run['overrides'])})" if run.get("overrides") \
                 else run["seed"]  # benchmarks/seeds.py --seed-set: this seed's own overrides
@@ -332,20 +336,20 @@ def hour_seeds_section() -> list[str]:
         out.append(f"| mean of {len(r['runs'])} | | " + " | ".join(
             f"{mean[name]['val']:.2f} / {mean[name]['test']:.2f}" for name in ckpts) + " |")
         single, ens = r["single_model_chosen_on_val"], r["ensemble"]
-        out += ["", "| system | val BLEU | test_2016_flickr sacreBLEU | chrF | BLEU vs official "
+        out += ["", f"| system | {shown[0]} | test_2016_flickr sacreBLEU | chrF | BLEU vs official "
                 "lc.norm.tok |", "|---|---|---|---|---|",
                 f"| one model (chosen on val), mean of {len(r['runs'])} seeds | "
                 f"{single['val_mean']:.2f} | {single['test_mean']:.2f} "
                 f"(s.d. {single['test_stdev']:.2f}) | {single['test_chrf_mean']:.1f} "
                 f"| {single['test_official_tok_mean']:.2f} |",
                 f"| ensemble of the {len(ens['models'])} chosen checkpoints | "
-                f"{ens['val']['bleu']:.2f} | **{ens['test']['bleu']:.2f}** | "
+                f"{ens['val'][m]:.2f} | **{ens['test']['bleu']:.2f}** | "
                 f"{ens['test']['chrf']:.1f} | {ens['test']['bleu_official_tok']:.2f} |"]
         if "tuned" in ens:  # benchmarks/seeds.py: the penalty chosen on val by nmtkit tune
             t = ens["tuned"]
             out.append(f"| the same ensemble, length penalty {t['chosen']['length_penalty']:g} "
                        f"chosen on val (grid {', '.join(f'{x:g}' for x in t['grid'])}) | "
-                       f"{t['chosen']['bleu']:.2f} | **{t['test']['bleu']:.2f}** | "
+                       f"{t['chosen'][m]:.2f} | **{t['test']['bleu']:.2f}** | "
                        f"{t['test']['chrf']:.1f} | {t['test']['bleu_official_tok']:.2f} |")
         commands = r.get("commands") or [r["command"]]
         matmul = r.get("matmul") or "; ".join(  # benchmarks/seeds.py: measured before each run

@@ -10,7 +10,8 @@ minutes, and a run beside another gets fewer updates):
 2. ``nmtkit average`` of its last ``--average`` step checkpoints into ``avg3.pt`` (for 3);
 3. ``nmtkit evaluate`` of ``best.pt``, ``last.pt`` and the average on the validation split
    and on the test split (beam from ``--beam``, the recipe's length penalty); the seed's
-   checkpoint is the one with the best **validation** BLEU.
+   checkpoint is the one with the best **validation** score (``--metric``: cased sacreBLEU,
+   or ``bleu_lc_tok`` for a recipe trained on lowercased text, ``data.lowercase``).
 
 Then the chosen checkpoints decode as one ensemble (``nmtkit evaluate --model A --model B
 ...``: the mean of their next-token probabilities): ``nmtkit tune`` chooses the length
@@ -52,12 +53,15 @@ from typing import Any
 
 from _common import emit, gemm_peaks_gflops
 
-from nmtkit.config import TUNE_LENGTH_PENALTIES, ConfigError, load
+from nmtkit.config import TUNE_LENGTH_PENALTIES, TUNE_METRICS, ConfigError, load
 from nmtkit.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = ("best.pt", "last.pt", "avg3.pt")
 """The checkpoints of a run that compete on val, in the order that wins a tie."""
+METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF",
+                "bleu_lc_tok": "BLEU on lowercased tokenized text (bleu_lc_tok)"}
+"""How the protocol names each of ``--metric``'s scores."""
 SCORES = ("bleu", "chrf", "bleu_official_tok", "bleu_lc_tok")
 SUMMARY = re.compile(r'^\{"run_dir"')
 """The JSON line ``nmtkit train`` prints when it stops."""
@@ -175,7 +179,7 @@ def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: st
             key: scores(evaluate([run / name], split, a.beam,
                                  run / f"eval_{stem}_{split_name(split)}.json"))
             for key, split in (("val", valid), ("test", test))}
-    chosen = max(ckpts, key=lambda n: (ckpts[n]["val"]["bleu"], -CANDIDATES.index(n)))
+    chosen = max(ckpts, key=lambda n: (ckpts[n]["val"][a.metric], -CANDIDATES.index(n)))
     log = (run.parent / f"{run.name}.log").read_text(encoding="utf-8", errors="replace")
     plans = [x.split("nmtkit.train.loop: ", 1)[1] for x in log.splitlines()
              if "nmtkit.train.loop: " in x and ("budget plan" in x or "stopped:" in x)]
@@ -214,6 +218,8 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
         args = [x for m in models for x in ("--model", str(m))]
         args += ["--split", valid, "--beam", str(a.beam), "--length-penalty",
                  *[f"{p:g}" for p in todo]]
+        if a.metric != "bleu":  # (the default: earlier runs' tune.json stay valid)
+            args += ["--metric", a.metric]
         path = a.work / ("tune.json" if round_ == 0 else f"tune_{round_}.json")
 
         def tune(args: list[str] = args, path: Path = path) -> str:
@@ -223,7 +229,7 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
         found = json_file(path, ["tune", *args], tune)
         trials += [Trial(**t) for t in found["trials"]]
         tried = sorted({t.length_penalty for t in trials if t.length_penalty is not None})
-        best = best_trial(trials)
+        best = best_trial(trials, a.metric)
         edge = at_the_edge(best, tried)
         if edge != "largest" or round_ >= a.extend:
             break
@@ -231,8 +237,8 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
         todo = [round(tried[-1] + step * i, 3) for i in (1, 2)]
     # nmtkit tune's own edge hint speaks of one round's grid only; this is the verdict on all.
     print(f"seeds.py: length penalties tried on {valid} in {round_ + 1} round(s): "
-          f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g} (BLEU "
-          f"{best.bleu:g}), " + {None: "inside the grid",
+          f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g} ({a.metric} "
+          f"{getattr(best, a.metric):g}), " + {None: "inside the grid",
                                  "largest": f"the largest tried: --extend {a.extend} reached",
                                  "smallest": "the smallest tried: the grid grows upwards only, "
                                              "give smaller values in --length-penalty"}[edge],
@@ -288,6 +294,10 @@ def main() -> None:
     p.add_argument("--work", type=Path, required=True,
                    help="directory of the runs (seedSEED), their logs, evaluations and tuning")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the recipe's)")
+    p.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
+                   help="the val score that chooses each seed's checkpoint and the ensemble's "
+                        "length penalty (default bleu, cased sacreBLEU; bleu_lc_tok for a "
+                        "recipe with data.lowercase)")
     p.add_argument("--average", type=int, default=3,
                    help="step checkpoints averaged into avg3.pt (default 3)")
     p.add_argument("--length-penalty", type=float, nargs="+", default=list(TUNE_LENGTH_PENALTIES),
@@ -352,22 +362,23 @@ def main() -> None:
                     "Each run's "
                     f"{', '.join(CANDIDATES)} (the average of its last {a.average} step "
                     f"checkpoints) are scored on {valid} and {test} with {penalty}; the "
-                    "checkpoint reported for a seed is the one with the best val BLEU. The "
-                    "ensemble decodes with the mean of the chosen checkpoints' next-token "
-                    "probabilities at every step; its length penalty is chosen on val "
-                    f"(nmtkit tune, grid {tuned['grid']}). Every choice was made on val; "
+                    "checkpoint reported for a seed is the one with the best val "
+                    f"{METRIC_NAMES[a.metric]}. The ensemble decodes with the mean of the "
+                    "chosen checkpoints' next-token probabilities at every step; its length "
+                    "penalty is chosen on val by the same score (nmtkit tune, grid "
+                    f"{tuned['grid']}). Every choice was made on val; "
                     f"{test} was scored once per system and never used to choose.",
         "machine": machine(), "torch": __import__("torch").__version__,
-        "nmtkit_commit": commit(), "overrides": a.set, "runs": runs,
+        "nmtkit_commit": commit(), "overrides": a.set, "metric": a.metric, "runs": runs,
         "single_model_chosen_on_val": {
-            "val_mean": mean([c["val"]["bleu"] for c in picked]),
+            "val_mean": mean([c["val"][a.metric] for c in picked]),
             "test_mean": mean(test_bleu),
             "test_stdev": round(statistics.stdev(test_bleu), 2),
             "test_chrf_mean": mean([c["test"]["chrf"] for c in picked]),
             **({"test_official_tok_mean": mean([c["test"]["bleu_official_tok"] for c in picked])}
                if all("bleu_official_tok" in c["test"] for c in picked) else {})},
         "mean_over_seeds_by_checkpoint": {
-            name: {key: mean([r["checkpoints"][name][key]["bleu"] for r in runs])
+            name: {key: mean([r["checkpoints"][name][key][a.metric] for r in runs])
                    for key in ("val", "test")}
             for name in CANDIDATES if all(name in r["checkpoints"] for r in runs)},
         "ensemble": ensemble, "seconds": round(time.time() - t0, 1),

@@ -98,7 +98,8 @@ def test_refuses_fewer_than_two_seeds(tmp_path):
 
 def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path, monkeypatch):
     work = tmp_path / "mixed"
-    result, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0")
+    result, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0",
+                             "--metric", "bleu_lc_tok")
     one, two = result["runs"]
     assert one["updates"] == 20 and "overrides" not in one
     assert two["updates"] == 30 and two["overrides"] == ["train.max_steps=30"]
@@ -112,7 +113,19 @@ def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path, monkeypat
                                          "seed, trained once per seed (1, 2),")
     # Its kept command holds the override: the same call again trains nothing.
     assert "train.max_steps=30" in (work / "seed2.cmd").read_text()
-    again, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0")
+    # --metric bleu_lc_tok chose each seed's checkpoint and the penalty, and is named.
+    assert result["metric"] == "bleu_lc_tok"
+    assert "the best val BLEU on lowercased tokenized text (bleu_lc_tok)." in result["protocol"]
+    for run in result["runs"]:
+        ckpts = run["checkpoints"]
+        order = list(ckpts)
+        assert run["chosen_on_val"] == max(
+            ckpts, key=lambda n: (ckpts[n]["val"]["bleu_lc_tok"], -order.index(n)))
+    tuned = result["ensemble"]["tuned"]
+    assert tuned["chosen"]["bleu_lc_tok"] == max(t["bleu_lc_tok"] for t in tuned["trials"])
+    assert "--metric bleu_lc_tok" in (work / "tune.cmd").read_text()
+    again, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0",
+                            "--metric", "bleu_lc_tok")
     assert "nmtkit train" not in log and again["runs"] == result["runs"]
 
     # docs/results.md's table names the seed's overrides beside it.
@@ -123,8 +136,14 @@ def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path, monkeypat
     result["single_model_chosen_on_val"].setdefault("test_official_tok_mean", 0.0)
     (tmp_path / "multi30k_hour_seeds_x.json").write_text(json.dumps(result))
     monkeypatch.setattr(report, "RESULTS", tmp_path)
-    rows = [x for x in report.hour_seeds_section() if x.startswith("| 2 ")]
+    section = report.hour_seeds_section()
+    rows = [x for x in section if x.startswith("| 2 ")]
     assert len(rows) == 1 and rows[0].startswith("| 2 (train.max_steps=30) | 30 (")
+    chosen = two["checkpoints"][two["chosen_on_val"]]  # cells in the metric that chose
+    assert f"**{chosen['val']['bleu_lc_tok']:.2f} / {chosen['test']['bleu_lc_tok']:.2f}**" \
+        in rows[0]
+    assert any(x.startswith("Each cell: val bleu_lc_tok / test_2016_flickr bleu_lc_tok (beam 5)")
+               for x in section)
 
 
 def test_seed_set_refuses_what_it_cannot_apply(tmp_path):
@@ -144,16 +163,18 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
 
     def fake_tune(*args):  # BLEU rises with the penalty up to 2.1, then falls
         calls.append(args)
-        grid = [float(x) for x in args[args.index("--length-penalty") + 1:args.index("-o")]]
+        end = args.index("--metric") if "--metric" in args else args.index("-o")
+        grid = [float(x) for x in args[args.index("--length-penalty") + 1:end]]
         trials = [{"beam": 5, "length_penalty": p, "bleu": 30 - abs(2.1 - p), "chrf": 50.0,
-                   "length_ratio": 1.0, "seconds": 1.0} for p in grid]
+                   "length_ratio": 1.0, "seconds": 1.0, "bleu_lc_tok": 31 - abs(0.6 - p)}
+                  for p in grid]
         out = args[args.index("-o") + 1]
         with open(out, "w", encoding="utf-8") as f:
             json.dump({"trials": trials}, f)
         return ""
 
     monkeypatch.setattr(seeds, "nmtkit_in_process", fake_tune)
-    a = Namespace(length_penalty=[0.0, 0.6, 1.0], extend=5, beam=5, work=tmp_path)
+    a = Namespace(length_penalty=[0.0, 0.6, 1.0], extend=5, beam=5, work=tmp_path, metric="bleu")
     got = seeds.tune_ensemble(a, [tmp_path / "a.pt", tmp_path / "b.pt"], "val")
     # 1.0 wins at the edge: 1.4 and 1.8 are tried, 1.8 wins at the edge: 2.2 and 2.6 ...
     assert got["grid"] == [0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6]
@@ -166,9 +187,20 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
     assert "inside the grid" in said
 
     # At most --extend extensions, and the chosen penalty may then stay at the edge.
-    a = Namespace(length_penalty=[0.0, 0.3], extend=1, beam=5, work=tmp_path / "x")
+    a = Namespace(length_penalty=[0.0, 0.3], extend=1, beam=5, work=tmp_path / "x", metric="bleu")
     a.work.mkdir()
     got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
     assert got["grid"] == [0.0, 0.3, 0.6, 0.9] and got["chosen"]["length_penalty"] == 0.9
     assert got["edge"] == "largest"
-    assert "chosen 0.9 (BLEU 28.8), the largest tried: --extend 1 reached" in capsys.readouterr().err
+    assert "chosen 0.9 (bleu 28.8), the largest tried: --extend 1 reached" in capsys.readouterr().err
+
+    # --metric bleu_lc_tok (a lowercased recipe): nmtkit tune is told, and it chooses 0.6
+    # where cased BLEU would go on to 0.9.
+    calls.clear()
+    a = Namespace(length_penalty=[0.0, 0.3, 0.6, 0.9], extend=1, beam=5, work=tmp_path / "lc",
+                  metric="bleu_lc_tok")
+    a.work.mkdir()
+    got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
+    assert len(calls) == 1 and calls[0][calls[0].index("--metric") + 1] == "bleu_lc_tok"
+    assert got["chosen"]["length_penalty"] == 0.6 and got["edge"] is None
+    assert "chosen 0.6 (bleu_lc_tok 31)" in capsys.readouterr().err

@@ -158,3 +158,14 @@ def test_tensorboard_event_files_hold_the_scalars(tmp_path):
     # A fresh run over it (--overwrite) does not mix with the old events.
     Trainer(make_cfg(10, ["train.tensorboard=true"]), tmp_path, overwrite=True).run()
     assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 1
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_a_lowercased_model_is_validated_by_lowercased_bleu(tmp_path, monkeypatch, lowercase):
+    # Its output has no capitals: cased BLEU would choose best.pt for the case it never
+    # learnt, so validation reads bleu_lc_tok instead.
+    cfg = make_cfg(5, [f"data.lowercase={str(lowercase).lower()}"])
+    trainer = Trainer(cfg, tmp_path / "run")
+    monkeypatch.setattr("nmtkit.train.loop.score",
+                        lambda hyps, refs: {"bleu": 11.0, "bleu_lc_tok": 22.0})
+    assert trainer.validate()["valid_bleu"] == (22.0 if lowercase else 11.0)

@@ -57,6 +57,7 @@ def test_tune_scores_every_setting_and_restores_the_options():
     by_penalty = {t.length_penalty: t for t in trials}
     assert by_penalty[0.0].length_ratio < by_penalty[0.6].length_ratio < 1.0
     assert by_penalty[1.0].bleu == 100.0 and by_penalty[1.0].length_ratio == 1.0
+    assert by_penalty[1.0].bleu_lc_tok == 100.0 > by_penalty[0.0].bleu_lc_tok
     assert by_penalty[0.0].bleu < by_penalty[0.6].bleu < by_penalty[1.0].bleu
     best = best_trial(trials)
     assert (best.beam, best.length_penalty) == (5, 1.0)  # 1.4 ties it: the first one wins
@@ -78,6 +79,20 @@ def test_best_trial_prefers_the_smaller_beam_on_a_tie():
     assert best_trial(trials) is trials[1]
     with pytest.raises(ValueError):
         best_trial([])
+
+
+def test_best_trial_by_another_metric():
+    # Cased BLEU prefers 0.6, BLEU on lowercased tokenized text 1.0 (a lowercased model).
+    trials = [Trial(5, 0.6, 30.0, 60.0, 1.0, 1.0, 38.0), Trial(5, 1.0, 29.0, 61.0, 1.0, 1.0, 39.0)]
+    assert best_trial(trials) is trials[0] and best_trial(trials, "bleu") is trials[0]
+    assert best_trial(trials, "bleu_lc_tok") is trials[1]
+    assert best_trial(trials, "chrf") is trials[1]
+    with pytest.raises(ValueError, match="unknown metric 'ter'"):
+        best_trial(trials, "ter")
+    old = [Trial(5, 0.6, 30.0, 60.0, 1.0, 1.0)]  # recorded before bleu_lc_tok was kept
+    assert best_trial(old) is old[0]
+    with pytest.raises(ValueError, match="no bleu_lc_tok score"):
+        best_trial(old, "bleu_lc_tok")
 
 
 def test_a_best_penalty_at_the_edge_of_the_grid_is_flagged():
@@ -119,6 +134,36 @@ def test_cli_tune_prints_each_trial_and_writes_the_best(checkpoint, tmp_path, ca
         assert summary["edge"] == "largest" and "try values above" in capsys.readouterr().err
     else:
         assert summary["edge"] is None
+
+
+def test_cli_tune_chooses_by_the_metric_asked_for(checkpoint, tmp_path, capsys):
+    src = tmp_path / "dev.src"
+    src.write_text("1 2 3 4 5\n7 7 3 9\n")
+    out = tmp_path / "tune.json"
+    rc = main(["tune", "--model", str(checkpoint), "--src", str(src), "--ref", str(src),
+               "--beam", "2", "--length-penalty", "0", "1", "--metric", "bleu_lc_tok",
+               "-o", str(out)])
+    assert rc == 0
+    summary = json.loads(out.read_text())
+    assert summary["metric"] == "bleu_lc_tok"
+    assert summary["best"]["bleu_lc_tok"] == max(t["bleu_lc_tok"] for t in summary["trials"])
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["metric"] == "bleu_lc_tok"
+    with pytest.raises(SystemExit):
+        main(["tune", "--model", str(checkpoint), "--src", str(src), "--ref", str(src),
+              "--metric", "ter"])
+    assert "invalid choice: 'ter'" in capsys.readouterr().err
+
+
+def test_cli_tune_of_a_lowercased_model_names_the_metric_that_fits(tmp_path, capsys):
+    Trainer(make_cfg(10, ["data.lowercase=true"]), tmp_path / "lc").run()
+    src = tmp_path / "dev.src"
+    src.write_text("1 2 3\n")
+    args = ["tune", "--model", str(tmp_path / "lc" / "last.pt"), "--src", str(src),
+            "--ref", str(src), "--beam", "1"]
+    assert main(args) == 0
+    assert "--metric bleu_lc_tok" in capsys.readouterr().err  # cased BLEU: said once
+    assert main([*args, "--metric", "bleu_lc_tok"]) == 0
+    assert "data.lowercase" not in capsys.readouterr().err
 
 
 def test_cli_tune_refuses_a_test_split(checkpoint, capsys):

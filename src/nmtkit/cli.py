@@ -288,6 +288,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.split is None and not (a.src or a.ref):
         a.split = bundle.cfg.data.valid
     refuse_a_test_split(f"the validation split ({bundle.cfg.data.valid})", bundle.cfg.data.test)
+    if bundle.cfg.data.lowercase and a.metric == "bleu":
+        print("nmtkit tune: the model was trained on lowercased text (data.lowercase), and "
+              "cased BLEU counts every capital of the references against it: consider "
+              "--metric bleu_lc_tok", file=sys.stderr)
     src, ref, name, _, tgt_lang = _scored_text(a, bundle, "tune")
 
     def report(t: Trial) -> None:
@@ -295,17 +299,17 @@ def cmd_tune(a: argparse.Namespace) -> int:
 
     trials = tune_search(tr, src, ref, a.beam, a.length_penalty, tgt_lang=tgt_lang,
                          on_trial=report)
-    best = best_trial(trials)
+    best = best_trial(trials, a.metric)
     edge = at_the_edge(best, a.length_penalty)
     if edge:  # the optimum may lie beyond the grid
         print(f"nmtkit tune: the best length penalty is the {edge} tried "
               f"({best.length_penalty:g}): try values {'above' if edge == 'largest' else 'below'} "
               "it too", file=sys.stderr)
     summary = {"split": name, "model": a.model[0] if len(a.model) == 1 else a.model,
-               "best": best.as_dict(), "flags": best.flags(), "edge": edge,
+               "metric": a.metric, "best": best.as_dict(), "flags": best.flags(), "edge": edge,
                "trials": [t.as_dict() for t in trials]}
-    print(json.dumps({"split": name, "best": best.as_dict(), "flags": best.flags(),
-                      "edge": edge}))
+    print(json.dumps({"split": name, "metric": a.metric, "best": best.as_dict(),
+                      "flags": best.flags(), "edge": edge}))
     if a.output:
         _write_output(a.output, json.dumps(summary, indent=1) + "\n", "results")
     return 0
@@ -522,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            help="one of the commands below; nmtkit COMMAND --help for its options")
 
-    from .config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES
+    from .config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
     from .data.recipes import RECIPES
 
     pr = sub.add_parser("prepare", help="fetch and prepare a corpus recipe (IWSLT14, WMT14); "
@@ -683,6 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--length-penalty", type=float, nargs="+", default=list(TUNE_LENGTH_PENALTIES),
                     metavar="ALPHA", help="length penalties to try with each beam (default "
                     f"{' '.join(map(str, TUNE_LENGTH_PENALTIES))})")
+    tu.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
+                    help="the score that chooses (default bleu: cased sacreBLEU; bleu_lc_tok for "
+                    "a model trained on lowercased text, data.lowercase)")
     tu.add_argument("-o", "--output", help="also write every trial and the best as JSON here")
     tu.set_defaults(func=cmd_tune)
 

@@ -7,8 +7,11 @@ Which alpha and which beam size translate best depends on the model and the lang
 (the paper tunes both on a development set, Sec. 6.1: "beam size of 4 and length penalty
 alpha = 0.6 ... chosen after experimentation on the development set"). :func:`tune_search`
 translates a validation set once per setting of a grid and scores each with sacreBLEU;
-:func:`best_trial` picks the setting to use. Only the sentences of a validation set may be
-used for this: a test set chosen on is no longer a test (``nmtkit tune`` refuses one).
+:func:`best_trial` picks the setting to use by one of
+:data:`nmtkit.config.TUNE_METRICS` (cased sacreBLEU unless told otherwise; a model trained on
+lowercased text, ``data.lowercase``, is chosen by ``bleu_lc_tok``, as its output has no case to
+score). Only the sentences of a validation set may be used for this: a test set chosen on is
+no longer a test (``nmtkit tune`` refuses one).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES
+from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
 from ..evaluate import score
 from .translator import TextTranslator, decode_options
 
@@ -36,6 +39,8 @@ class Trial:
     """Output length / reference length in sacreBLEU's tokens (BLEU's brevity penalty
     applies below 1)."""
     seconds: float
+    bleu_lc_tok: float | None = None
+    """BLEU on lowercased tokenized text (``None`` in trials recorded before it was kept)."""
 
     def flags(self) -> str:
         """The command-line options that decode with this setting."""
@@ -88,7 +93,7 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
             seconds = time.perf_counter() - start
             s = score(hyps, references)
             trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"],
-                          round(seconds, 2))
+                          round(seconds, 2), s["bleu_lc_tok"])
             trials.append(trial)
             if on_trial is not None:
                 on_trial(trial)
@@ -111,9 +116,15 @@ def at_the_edge(best: Trial, penalties: Sequence[float]) -> str | None:
     return None
 
 
-def best_trial(trials: Sequence[Trial]) -> Trial:
-    """The trial with the highest BLEU; among equal ones the smaller beam (faster), then the
-    penalty that came first in the grid."""
+def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
+    """The trial with the highest ``metric`` (one of :data:`nmtkit.config.TUNE_METRICS`);
+    among equal ones the smaller beam (faster), then the penalty that came first in the grid.
+    ``ValueError`` for an unknown metric or a trial that lacks it."""
     if not trials:
         raise ValueError("no trials")
-    return max(trials, key=lambda t: (t.bleu, -t.beam))
+    if metric not in TUNE_METRICS:
+        raise ValueError(f"unknown metric {metric!r}: choose one of {', '.join(TUNE_METRICS)}")
+    if any(getattr(t, metric) is None for t in trials):
+        raise ValueError(f"a trial has no {metric} score (recorded before it was kept): "
+                         "tune again")
+    return max(trials, key=lambda t: (getattr(t, metric), -t.beam))

@@ -521,7 +521,9 @@ class Trainer:
         """Validation loss and perplexity (teacher forcing), and greedy BLEU. With
         ``data.directions``: the loss over every direction, BLEU per direction
         (``bleu_<src>-<tgt>``) and ``valid_bleu`` their mean (what ``early_stop_metric``
-        reads)."""
+        reads). A model trained on lowercased text (``data.lowercase``) writes no capitals:
+        its BLEU is ``bleu_lc_tok`` (lowercased, tokenized), not cased sacreBLEU, so that
+        ``best.pt`` is chosen for its words rather than for the case it never learnt."""
         model, t = self.model, self.cfg.train
         was_training = model.training
         model.eval()
@@ -537,13 +539,14 @@ class Trainer:
         out = {"valid_loss": loss_sum / max(n_tok, 1), "valid_ppl": perplexity(nll_sum, n_tok)}
         if t.valid_bleu:
             bleus: dict[str | None, float] = {}
+            metric = "bleu_lc_tok" if self.cfg.data.lowercase else "bleu"
             # Packed weights for the decoding only (nmtkit.fast), unpacked before training goes on.
             with fast.inference(model, enabled=self.cfg.decode.fast):
                 translator = self.bundle().translator(fast=False)
                 for vs in self.valid_sets:
                     n = t.valid_max_sents or len(vs.text.src)
                     hyps = translator.translate_lines(vs.text.src[:n], beam=1, tgt_lang=vs.tgt_lang)
-                    bleus[vs.name] = score(hyps, vs.text.tgt[:n])["bleu"]
+                    bleus[vs.name] = score(hyps, vs.text.tgt[:n])[metric]
             out["valid_bleu"] = round(sum(bleus.values()) / len(bleus), 2)
             out.update({f"bleu_{name}": b for name, b in bleus.items() if name is not None})
         model.train(was_training)
