@@ -392,8 +392,9 @@ def ablation_section() -> list[str]:
     out = []
     for f in sorted(RESULTS.glob("ablation_*.json")):
         r = json.loads(f.read_text(encoding="utf-8"))
+        score = r.get("val_score", "BLEU")  # which BLEU compared the rows, where not sacreBLEU
         out += [f"### Ablation: {clean(r['title'])}", "", clean(r["protocol"]), "",
-                "| ingredient | updates | val BLEU (beam 5) | vs. the base | note |",
+                f"| ingredient | updates | val {clean(score)} (beam 5) | vs. the base | note |",
                 "|---|---|---|---|---|"]
         base = r["rows"][0]["val_bleu_beam5"]
         for row in r["rows"]:

@@ -204,3 +204,20 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
     assert len(calls) == 1 and calls[0][calls[0].index("--metric") + 1] == "bleu_lc_tok"
     assert got["chosen"]["length_penalty"] == 0.6 and got["edge"] is None
     assert "chosen 0.6 (bleu_lc_tok 31)" in capsys.readouterr().err
+
+
+def test_an_ablation_compared_on_another_score_names_it(tmp_path, monkeypatch):
+    report = load_benchmark("report")
+    rows = [{"ingredient": "base", "updates": 10, "val_bleu_beam5": 40.0},
+            {"ingredient": "+ data.lowercase", "updates": 10, "val_bleu_beam5": 40.5}]
+    common = {"protocol": "p", "commands": ["c"], "machine": "m", "torch": "t",
+              "matmul_gflops": 1.0, "rows": rows}
+    (tmp_path / "ablation_a.json").write_text(json.dumps({"title": "a", **common}))
+    (tmp_path / "ablation_b.json").write_text(json.dumps(
+        {"title": "b", "val_score": "BLEU vs official lc.norm.tok", **common}))
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    heads = [x for x in report.ablation_section() if x.startswith("| ingredient")]
+    assert heads == ["| ingredient | updates | val BLEU (beam 5) | vs. the base | note |",
+                     "| ingredient | updates | val BLEU vs official lc.norm.tok (beam 5) | vs. "
+                     "the base | note |"]
+    assert "| + data.lowercase | 10 | 40.50 | +0.50 |  |" in report.ablation_section()
