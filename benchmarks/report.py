@@ -306,6 +306,11 @@ def budget_hour_section() -> list[str]:
     return out
 
 
+def bold(x: float, emphasised: bool) -> str:
+    """A score with two decimals, in bold where it is the one to read."""
+    return f"**{x:.2f}**" if emphasised else f"{x:.2f}"
+
+
 def hour_seeds_section() -> list[str]:
     """The hour recipe with several seeds and their ensemble: every multi30k_hour_seeds file.
     One row per seed (val / test BLEU of each checkpoint; bold: the one chosen on val), the
@@ -314,7 +319,9 @@ def hour_seeds_section() -> list[str]:
     ckpts = ("best.pt", "last.pt", "avg3.pt")
     for f in sorted(RESULTS.glob("multi30k_hour_seeds*.json")):
         r = json.loads(f.read_text(encoding="utf-8"))
-        m = r.get("metric", "bleu")  # benchmarks/seeds.py --metric: the score that chose
+        # benchmarks/seeds.py --metric: the score that chose; a lowercased model's (not
+        # "bleu") has no cased sacreBLEU worth reading, so its official score is in bold.
+        m = r.get("metric", "bleu")
         shown = {"bleu": ("val BLEU", "test_2016_flickr sacreBLEU"),
                  "chrf": ("val chrF", "test_2016_flickr chrF"),
                  "bleu_lc_tok": ("val bleu_lc_tok", "test_2016_flickr bleu_lc_tok")}[m]
@@ -343,14 +350,14 @@ def hour_seeds_section() -> list[str]:
                 f"(s.d. {single['test_stdev']:.2f}) | {single['test_chrf_mean']:.1f} "
                 f"| {single['test_official_tok_mean']:.2f} |",
                 f"| ensemble of the {len(ens['models'])} chosen checkpoints | "
-                f"{ens['val'][m]:.2f} | **{ens['test']['bleu']:.2f}** | "
-                f"{ens['test']['chrf']:.1f} | {ens['test']['bleu_official_tok']:.2f} |"]
+                f"{ens['val'][m]:.2f} | {bold(ens['test']['bleu'], m == 'bleu')} | "
+                f"{ens['test']['chrf']:.1f} | {bold(ens['test']['bleu_official_tok'], m != 'bleu')} |"]
         if "tuned" in ens:  # benchmarks/seeds.py: the penalty chosen on val by nmtkit tune
             t = ens["tuned"]
             out.append(f"| the same ensemble, length penalty {t['chosen']['length_penalty']:g} "
                        f"chosen on val (grid {', '.join(f'{x:g}' for x in t['grid'])}) | "
-                       f"{t['chosen'][m]:.2f} | **{t['test']['bleu']:.2f}** | "
-                       f"{t['test']['chrf']:.1f} | {t['test']['bleu_official_tok']:.2f} |")
+                       f"{t['chosen'][m]:.2f} | {bold(t['test']['bleu'], m == 'bleu')} | "
+                       f"{t['test']['chrf']:.1f} | {bold(t['test']['bleu_official_tok'], m != 'bleu')} |")
         commands = r.get("commands") or [r["command"]]
         matmul = r.get("matmul") or "; ".join(  # benchmarks/seeds.py: measured before each run
             f"seed {run['seed']}: " + ", ".join(f"{k} {v:g}" for k, v in

@@ -144,6 +144,8 @@ def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path, monkeypat
         in rows[0]
     assert any(x.startswith("Each cell: val bleu_lc_tok / test_2016_flickr bleu_lc_tok (beam 5)")
                for x in section)
+    ens = [x for x in section if x.startswith("| ensemble of the 2 chosen")][0]
+    assert ens.endswith(f"| **{result['ensemble']['test']['bleu_official_tok']:.2f}** |")
 
 
 def test_seed_set_refuses_what_it_cannot_apply(tmp_path):
