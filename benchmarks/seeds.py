@@ -2,7 +2,8 @@
 ensemble with its length penalty tuned on val: issue 17's procedure as one command.
 
 For every seed, one after the other (each run alone on the machine: the recipe's budget is
-minutes, and a run beside another gets fewer updates):
+minutes, and a run beside another gets fewer updates), or ``--parallel N`` at a time (on a
+GPU, where one small run keeps the device mostly idle, waiting on Python to launch kernels):
 
 1. ``nmtkit train CONFIG --set train.seed=SEED`` into ``WORK/seedSEED`` (its output in
    ``WORK/seedSEED.log``; the matrix-product rate measured just before, in
@@ -103,12 +104,14 @@ def train_summary(log: Path) -> dict | None:
     return json.loads(lines[-1]) if lines else None
 
 
-def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
+def train_seed(a: argparse.Namespace, seed: int, run: Path, measure: bool = True) -> dict:
     """Train one seed unless its log already holds a finished run; the stop line.
 
     The training command is kept in ``WORK/seedSEED.cmd``. A finished run made by another
     command (another recipe or ``--set``) is refused, not reused or trained over; a finished
-    run without that file is one taken in from elsewhere and is used as it is."""
+    run without that file is one taken in from elsewhere and is used as it is. ``measure``:
+    the matrix-product rate just before (False where the runs start side by side, measured
+    once before them all)."""
     log = run.parent / f"{run.name}.log"
     kept = run.parent / f"{run.name}.cmd"
     sets = [*a.set, *a.seed_set.get(seed, [])]  # the recipe's overrides, then this seed's
@@ -121,10 +124,10 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
             raise SystemExit(f"{run} was trained by `nmtkit {said}`, not by `nmtkit "
                              f"{shlex.join(args)}`: give another --work or remove {run}")
         return done
-    if a.matmul:
+    if a.matmul and measure:
         rate = gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)
         atomic_write_text(run.parent / f"{run.name}.matmul", repr(rate) + "\n")
-    cmd = [str(Path(sys.executable).parent / "nmtkit"), *args]
+    cmd = [sys.executable, "-m", "nmtkit", *args]
     print("+", shlex.join(cmd), file=sys.stderr, flush=True)
     kept.unlink(missing_ok=True)
     with open(log, "w", encoding="utf-8") as f:
@@ -134,6 +137,26 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path) -> dict:
         raise SystemExit(f"{log}: nmtkit train ended without its summary line")
     atomic_write_text(kept, shlex.join(args) + "\n")
     return done
+
+
+def train_side_by_side(a: argparse.Namespace) -> None:
+    """``--parallel N``: the seeds' training runs, N at a time (each waits for a free slot);
+    the matrix-product rate measured once before them, kept for each. Returns when all are
+    done; the first failure is raised once the others have ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runs = {seed: a.work / f"seed{seed}" for seed in a.seeds}
+    todo = [s for s, run in runs.items()
+            if train_summary(run.parent / f"{run.name}.log") is None
+            or not (run / "last.pt").exists()]
+    if todo and a.matmul:
+        rate = repr(gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)) + "\n"
+        for seed in todo:
+            atomic_write_text(a.work / f"seed{seed}.matmul", rate)
+    with ThreadPoolExecutor(max_workers=a.parallel) as pool:  # threads that wait on processes
+        done = [pool.submit(train_seed, a, seed, run, False) for seed, run in runs.items()]
+    for f in done:
+        f.result()
 
 
 def average(run: Path, n: int) -> Path | None:
@@ -266,14 +289,19 @@ def mean(xs: list[float]) -> float:
 
 
 def machine() -> str:
-    """The CPU's model name and core count (Linux), else the platform's processor."""
+    """The CPU's model name and core count (Linux), else the platform's processor; first the
+    GPU's name where one is there (training and decoding run on it: ``device: auto``)."""
+    import torch
+
     name = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 name = line.split(":", 1)[1].strip()
                 break
-    return f"{name}, {os.cpu_count()} cores"
+    gpu = f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}), " \
+        if torch.cuda.is_available() else ""
+    return f"{gpu}{name}, {os.cpu_count()} cores"
 
 
 def commit() -> str:
@@ -306,6 +334,9 @@ def main() -> None:
                    help="times the grid is extended upwards while its largest value wins")
     p.add_argument("--threads", type=int, default=0,
                    help="threads of the matmul measurement (0: one per core)")
+    p.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="train N seeds at a time, side by side (default 1: one after the "
+                        "other, each alone; on a GPU several small runs share the device)")
     p.add_argument("--no-matmul", dest="matmul", action="store_false",
                    help="do not measure the matrix-product rate before each run")
     p.add_argument("--note", default="",
@@ -314,6 +345,8 @@ def main() -> None:
     a = p.parse_args()
     if len(set(a.seeds)) != len(a.seeds) or len(a.seeds) < 2:
         p.error(f"give at least two different seeds, got {a.seeds}")
+    if a.parallel < 1:
+        p.error(f"--parallel {a.parallel}: give 1 or more")
 
     a.seed_set = seed_overrides(p, a.seed_set, a.seeds)
     cfg = load(a.config, a.set)
@@ -327,6 +360,8 @@ def main() -> None:
     valid, test = cfg.data.valid, cfg.data.test
     a.work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    if a.parallel > 1:
+        train_side_by_side(a)
     runs = [run_record(a, seed, a.work / f"seed{seed}", valid, test) for seed in a.seeds]
     chosen = [a.work / f"seed{r['seed']}" / r["chosen_on_val"] for r in runs]
 
@@ -358,7 +393,9 @@ def main() -> None:
         "title": f"{recipe} with {len(runs)} seeds{per_seed}, and their ensemble "
                  f"({direction}, beam {a.beam})",
         "protocol": f"{shown}{every} trained once per seed ({', '.join(map(str, a.seeds))}), "
-                    f"changing only train.seed{per_seed}, each run alone on the machine. "
+                    f"changing only train.seed{per_seed}, "
+                    + ("each run alone on the machine. " if a.parallel == 1 else
+                       f"{a.parallel} runs at a time side by side on the machine. ") +
                     "Each run's "
                     f"{', '.join(CANDIDATES)} (the average of its last {a.average} step "
                     f"checkpoints) are scored on {valid} and {test} with {penalty}; the "

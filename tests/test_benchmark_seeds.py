@@ -223,3 +223,32 @@ def test_an_ablation_compared_on_another_score_names_it(tmp_path, monkeypatch):
                      "| ingredient | updates | val BLEU vs official lc.norm.tok (beam 5) | vs. "
                      "the base | note |"]
     assert "| + data.lowercase | 10 | 40.50 | +0.50 |  |" in report.ablation_section()
+
+
+def test_seeds_trained_side_by_side_are_the_same_runs(tmp_path):
+    """--parallel 2: both seeds train at once (each its own log), and what follows is the
+    procedure of one-after-the-other: the same updates, the choice on val, the ensemble; the
+    protocol says the runs shared the machine."""
+    work = tmp_path / "side"
+    result, log = run_script(work, "--parallel", "2")
+    assert log.count("nmtkit train") == 2 and [r["seed"] for r in result["runs"]] == [1, 2]
+    assert all(r["updates"] == 20 for r in result["runs"])
+    assert "2 runs at a time side by side" in result["protocol"]
+    assert "alone on the machine" not in result["protocol"]
+    for seed in (1, 2):
+        assert (work / f"seed{seed}.cmd").read_text().startswith("train configs/copy_task.yaml")
+        assert f"train.seed={seed}" in (work / f"seed{seed}.cmd").read_text()
+    # The copy task is deterministic on a CPU: seed 1 side by side = seed 1 alone.
+    alone, _ = run_script(tmp_path / "alone")
+    assert [r["checkpoints"] for r in alone["runs"]] == [r["checkpoints"] for r in result["runs"]]
+    assert "each run alone on the machine" in alone["protocol"]
+    # Trained already: a rerun with --parallel starts nothing.
+    again, log = run_script(work, "--parallel", "2")
+    assert "+ " not in log and again["runs"] == result["runs"]
+
+
+def test_parallel_must_be_positive(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
+                           "--seeds", "1", "2", "--work", str(tmp_path), "--parallel", "0"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "--parallel 0" in proc.stderr
