@@ -104,6 +104,13 @@ def train_summary(log: Path) -> dict | None:
     return json.loads(lines[-1]) if lines else None
 
 
+def finished(run: Path) -> dict | None:
+    """The stop line of the run in ``run`` if it finished (its log says so and ``last.pt``
+    is there), else None."""
+    done = train_summary(run.parent / f"{run.name}.log")
+    return done if done is not None and (run / "last.pt").exists() else None
+
+
 def train_seed(a: argparse.Namespace, seed: int, run: Path, measure: bool = True) -> dict:
     """Train one seed unless its log already holds a finished run; the stop line.
 
@@ -117,8 +124,8 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path, measure: bool = True
     sets = [*a.set, *a.seed_set.get(seed, [])]  # the recipe's overrides, then this seed's
     args = ["train", a.config, "--run-dir", str(run), "--overwrite",
             "--set", f"train.seed={seed}", *[x for o in sets for x in ("--set", o)]]
-    done = train_summary(log)
-    if done is not None and (run / "last.pt").exists():
+    done = finished(run)
+    if done is not None:
         said = kept.read_text(encoding="utf-8").strip() if kept.exists() else None
         if said is not None and said != shlex.join(args):
             raise SystemExit(f"{run} was trained by `nmtkit {said}`, not by `nmtkit "
@@ -146,9 +153,7 @@ def train_side_by_side(a: argparse.Namespace) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     runs = {seed: a.work / f"seed{seed}" for seed in a.seeds}
-    todo = [s for s, run in runs.items()
-            if train_summary(run.parent / f"{run.name}.log") is None
-            or not (run / "last.pt").exists()]
+    todo = [seed for seed, run in runs.items() if finished(run) is None]
     if todo and a.matmul:
         rate = repr(gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)) + "\n"
         for seed in todo:
@@ -284,6 +289,16 @@ def seed_overrides(p: argparse.ArgumentParser, given: list[str],
     return out
 
 
+def seed_set_phrase(seed_set: dict[int, list[str]]) -> str:
+    """How the title and protocol name ``--seed-set``: one parenthesis per distinct list of
+    overrides, with the seeds that share it: ``" (seeds 4, 5 also train.rdrop=5)"``."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for seed, sets in seed_set.items():
+        groups.setdefault(tuple(sets), []).append(seed)
+    return "".join(f" (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} also "
+                   f"{', '.join(sets)})" for sets, seeds in groups.items())
+
+
 def mean(xs: list[float]) -> float:
     return round(statistics.fmean(xs), 2)
 
@@ -381,8 +396,7 @@ def main() -> None:
     test_bleu = [c["test"]["bleu"] for c in picked]
     direction = f"{cfg.data.src_lang}->{cfg.data.tgt_lang}"
     penalty = f"the recipe's length penalty {cfg.decode.length_penalty:g}"
-    per_seed = "".join(f" (seed {seed} also {', '.join(sets)})"
-                       for seed, sets in a.seed_set.items())
+    per_seed = seed_set_phrase(a.seed_set)
     # --set changes the recipe for every seed: the title names it (the direction aside,
     # which the title shows as src->tgt), the protocol names all of it.
     changed = [o for o in a.set if o.split("=", 1)[0] not in ("data.src_lang", "data.tgt_lang")]

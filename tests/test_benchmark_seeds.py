@@ -252,3 +252,13 @@ def test_parallel_must_be_positive(tmp_path):
                            "--seeds", "1", "2", "--work", str(tmp_path), "--parallel", "0"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "--parallel 0" in proc.stderr
+
+
+def test_seeds_sharing_overrides_are_named_together():
+    seeds = load_benchmark("seeds")
+    assert seeds.seed_set_phrase({}) == ""
+    assert seeds.seed_set_phrase({2: ["train.max_steps=30"]}) == \
+        " (seed 2 also train.max_steps=30)"
+    assert seeds.seed_set_phrase({4: ["train.rdrop=5"], 5: ["train.rdrop=5"],
+                                  6: ["train.rdrop=5", "model.dropout=0.2"]}) == \
+        " (seeds 4, 5 also train.rdrop=5) (seed 6 also train.rdrop=5, model.dropout=0.2)"
