@@ -6,23 +6,13 @@
 # finished inside LIMIT seconds), OUT/log.txt (its stderr) and OUT/work.tgz (every log, score
 # and tuning file of WORK, no checkpoint), also when the limit cut it short.
 #
-#   NMTKIT_DATA=... LIMIT=540 bash benchmarks/gpu_seeds.sh OUT_DIR WORK_DIR SEEDS.PY-ARGS...
+#   NMTKIT_DATA=... LIMIT=540 [PY=python3] bash benchmarks/gpu_seeds.sh OUT_DIR WORK_DIR SEEDS.PY-ARGS...
 set -u
 OUT=${1:?usage: gpu_seeds.sh OUT_DIR WORK_DIR SEEDS.PY-ARGS...}
 WORK=${2:?usage: gpu_seeds.sh OUT_DIR WORK_DIR SEEDS.PY-ARGS...}
 shift 2
-PY=${PYTHON:-python3}
 mkdir -p "$OUT" "$WORK"
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-}
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
-  "$PY" -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
-  git rev-parse --short HEAD 2>/dev/null
-} > "$OUT/env.txt"
+source "$(dirname "$0")/gpu_env.sh"  # wheels, PYTHONPATH, OUT/env.txt
 cat "$OUT/env.txt"
 timeout "${LIMIT:-540}" "$PY" benchmarks/seeds.py --work "$WORK" --out "$OUT/seeds.json" "$@" \
   2> "$OUT/log.txt" > /dev/null

@@ -13,15 +13,7 @@ set -u
 OUT=${1:?usage: gpu_suite.sh OUT_DIR [MODEL.pt]}
 MODEL=${2:-}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-}
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
-} > "$OUT/env.txt" 2>&1
+source "$(dirname "$0")/gpu_env.sh"  # wheels, PYTHONPATH, OUT/env.txt
 if [ "${SUITE:-main}" = compiled ]; then pick=compiled; else pick="not compiled"; fi
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py -k "$pick" -rA --tb=short \
   > "$OUT/test.txt" 2>&1

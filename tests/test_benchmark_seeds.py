@@ -5,6 +5,7 @@ for ``nmtkit tune``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from argparse import Namespace
@@ -262,3 +263,28 @@ def test_seeds_sharing_overrides_are_named_together():
     assert seeds.seed_set_phrase({4: ["train.rdrop=5"], 5: ["train.rdrop=5"],
                                   6: ["train.rdrop=5", "model.dropout=0.2"]}) == \
         " (seeds 4, 5 also train.rdrop=5) (seed 6 also train.rdrop=5, model.dropout=0.2)"
+
+
+def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_path):
+    """benchmarks/gpu_seeds.sh (run here with this interpreter and no GPU): seeds.py's JSON,
+    its stderr, env.txt, and an archive of the work folder's logs and scores, no .pt."""
+    import tarfile
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    sets = [x for o in tiny_copy_overrides(20) for x in ("--set", o)]
+    proc = subprocess.run(["bash", "benchmarks/gpu_seeds.sh", str(out), str(work),
+                           "--config", "configs/copy_task.yaml", "--seeds", "1", "2",
+                           "--parallel", "2", "--beam", "2", "--length-penalty", "0", "1",
+                           "--no-matmul", *sets], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PY": sys.executable, "LIMIT": "300"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "seeds.py: exit 0" in proc.stdout
+    result = json.loads((out / "seeds.json").read_text())
+    assert "2 runs at a time side by side" in result["protocol"]
+    assert "+ nmtkit tune" in (out / "log.txt").read_text()
+    assert sys.version.split()[0] in (out / "env.txt").read_text()
+    with tarfile.open(out / "work.tgz") as tar:
+        names = tar.getnames()
+    assert "./seed1.log" in names and "./tune.json" in names
+    assert "./seed2/eval_best_val.json" in names and "./seed1/metrics.csv" in names
+    assert not [n for n in names if n.endswith(".pt")]
