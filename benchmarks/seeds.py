@@ -111,6 +111,14 @@ def finished(run: Path) -> dict | None:
     return done if done is not None and (run / "last.pt").exists() else None
 
 
+def record_matmul(a: argparse.Namespace, seeds: list[int]) -> None:
+    """Measure the matrix-product rate now and keep it as ``WORK/seedSEED.matmul`` of each
+    seed about to train (one measurement for runs that start together)."""
+    rate = repr(gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)) + "\n"
+    for seed in seeds:
+        atomic_write_text(a.work / f"seed{seed}.matmul", rate)
+
+
 def train_seed(a: argparse.Namespace, seed: int, run: Path, measure: bool = True) -> dict:
     """Train one seed unless its log already holds a finished run; the stop line.
 
@@ -132,8 +140,7 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path, measure: bool = True
                              f"{shlex.join(args)}`: give another --work or remove {run}")
         return done
     if a.matmul and measure:
-        rate = gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)
-        atomic_write_text(run.parent / f"{run.name}.matmul", repr(rate) + "\n")
+        record_matmul(a, [seed])
     cmd = [sys.executable, "-m", "nmtkit", *args]
     print("+", shlex.join(cmd), file=sys.stderr, flush=True)
     kept.unlink(missing_ok=True)
@@ -155,9 +162,7 @@ def train_side_by_side(a: argparse.Namespace) -> None:
     runs = {seed: a.work / f"seed{seed}" for seed in a.seeds}
     todo = [seed for seed, run in runs.items() if finished(run) is None]
     if todo and a.matmul:
-        rate = repr(gemm_peaks_gflops(a.threads or os.cpu_count() or 1, bf16=a.bf16)) + "\n"
-        for seed in todo:
-            atomic_write_text(a.work / f"seed{seed}.matmul", rate)
+        record_matmul(a, todo)
     with ThreadPoolExecutor(max_workers=a.parallel) as pool:  # threads that wait on processes
         done = [pool.submit(train_seed, a, seed, run, False) for seed, run in runs.items()]
     for f in done:
