@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import platform
 import shlex
 import sys
 import time
@@ -57,6 +59,22 @@ def attention_train_flops(d: int, layers: int, src_lens: Any, tgt_lens: Any) -> 
     return 3 * 2 * macs
 
 
+def machine() -> str:
+    """The CPU's model name and core count (Linux), else the platform's processor; first the
+    GPU's name where one is there (training and decoding run on it: ``device: auto``)."""
+    import torch
+
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    gpu = f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}), " \
+        if torch.cuda.is_available() else ""
+    return f"{gpu}{name}, {os.cpu_count()} cores"
+
+
 def matmul_peak_gflops(threads: int, library: str = "torch") -> float:
     """Best sgemm rate of this CPU for shapes like the model's (measured, not nominal).
 
@@ -65,7 +83,8 @@ def matmul_peak_gflops(threads: int, library: str = "torch") -> float:
     GEMM (the private operator behind ``nmtkit.fast.onednn.linear``, which nmtkit's CPU
     training uses where it is there; 0.0 where it is not). On AMD hosts the two differ by up
     to ~1.4x. "bf16": ``a @ b`` on bfloat16 operands (oneDNN's; the products of
-    ``train.amp: bf16``, 3-6x the float32 rate on a CPU with AMX, emulated and slow without).
+    ``train.amp: bf16``, 3-6x the float32 rate on a CPU with AMX, about 4.5x with AVX512-BF16 (AMD Zen 5),
+    emulated and slow without either).
     """
     import torch
 

@@ -14,11 +14,12 @@ import argparse
 import csv
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _common import machine  # benchmarks/ is the script's directory
 
 from nmtkit.io import atomic_write_text
 
@@ -73,7 +74,7 @@ def main() -> None:
     rows = [one(arch, a.minutes, ROOT / a.runs, a.valid_every, a.beam) for arch in a.archs]
     stamp = time.strftime("%Y-%m-%d")
     result = {"benchmark": "compare_architectures", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "machine": f"{platform.machine()} {os.cpu_count()} cpus, CPU only",
+              "machine": f"{machine()}, CPU only",
               "command": " ".join(["python", *sys.argv]), "rows": rows}
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import emit  # benchmarks/ is the script's directory
+from _common import emit, machine  # benchmarks/ is the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -102,7 +101,7 @@ def main() -> None:
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         store = sum(f.stat().st_size for f in (Path(tmp) / "cache").rglob("*") if f.is_file())
         text = sum(Path(f"{prefix}.{lang}").stat().st_size for lang in ("de", "en"))
-    result = {"benchmark": "corpus_memory", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+    result = {"benchmark": "corpus_memory", "machine": machine(),
               "corpus_pairs": pairs, "corpus_text_mb": round(text / 1e6, 1),
               "store_mb": round(store / 1e6, 1), "tokenizer_sample": a.sample,
               "runs": {r.pop("mode"): r for r in runs}}

@@ -22,13 +22,16 @@ CPU time of a beam-5 pass are reported before and after it is applied.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import resource
 import statistics
 import time
 
-from _common import add_decode_setup_args, emit, matmul_peak_gflops  # benchmarks/ is the script's directory
+from _common import (  # benchmarks/ is the script's directory
+    add_decode_setup_args,
+    emit,
+    machine,
+    matmul_peak_gflops,
+)
 
 SEARCHES = {"beam5": (5, False), "beam5_early_stop": (5, True), "greedy": (1, False)}
 
@@ -108,7 +111,7 @@ def main() -> None:
                 "sents_per_s_without": round(statistics.median(without_s), 1),
                 "same_output": round(sum(x == y for x, y in zip(outputs[True], outputs[False],
                                                                   strict=True)) / len(src), 3)}
-    emit({"benchmark": "decode_ab", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+    emit({"benchmark": "decode_ab", "machine": machine(),
           "threads": a.threads, "torch": torch.__version__, "model": a.model,
           "n": len(src), "batch_size": a.batch_size, "rounds": a.rounds,
           "cpu_matmul_gflops_before_after": [round(peak_before, 1),

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -36,11 +34,12 @@ import time
 from pathlib import Path
 
 # benchmarks/ is the script's directory
-from _common import (
+from _common import (  # benchmarks/ is the script's directory
     add_baseline_args,
     add_decode_setup_args,
     add_source_arg,
     emit,
+    machine,
     matmul_peak_gflops,
     median_round,
     worker_env,
@@ -225,7 +224,7 @@ def main() -> None:
     ours = worker_json("--repeats", str(a.repeats), *(["--ct2"] if a.ct2 else []))
     ct2 = ours.pop("ctranslate2", None)
     result = {
-        "benchmark": "decode_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "benchmark": "decode_speed", "machine": machine(),
         "model": a.model, "nmtkit_src": a.src, "nmtkit_fast": not a.no_fast,
         "model_dims": {k: m[k] for k in ("layers", "d_model", "d_ff", "heads")},
         "batch_size": a.batch_size, "nmtkit": ours,

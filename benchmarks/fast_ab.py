@@ -13,9 +13,9 @@ median is reported with the spread. Switched per chunk:
 - ``onednn_linear``: the linear layers' products and the blocked output layer's by oneDNN
   (:mod:`nmtkit.fast.linear`) against MKL's (``torch.mm``/``F.linear``);
 - ``amp_bf16``: ``train.amp: bf16`` (bfloat16 autocast, products in bfloat16) against
-  float32, on a CPU with AMX only (skipped elsewhere, where it would not run: the JSON
-  says so). Not a speed-up that keeps the numbers: a precision, whose quality is measured
-  by training runs (``docs/results.md``).
+  float32, on a CPU with bfloat16 in hardware only (AMX or AVX512-BF16; skipped elsewhere,
+  where it would not run: the JSON says so). Not a speed-up that keeps the numbers: a
+  precision, whose quality is measured by training runs (``docs/results.md``).
 
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/fast_ab.py --pairs 10
 """
@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from _common import add_peer_setup_args, emit, matmul_peak_gflops  # benchmarks/ is the script's directory
+from _common import (  # benchmarks/ is the script's directory
+    add_peer_setup_args,
+    emit,
+    machine,
+    matmul_peak_gflops,
+)
 from train_speed import regex_tokenized_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -119,8 +123,8 @@ def main() -> None:
         results: dict[str, dict] = {}
         first = step
         for name in a.only:
-            if name == "amp_bf16" and not onednn.bf16_matrix_units():
-                results[name] = {"skipped": "this CPU has no bfloat16 matrix units (AMX)"}
+            if name == "amp_bf16" and not onednn.bf16_in_hardware():
+                results[name] = {"skipped": "this CPU has no bfloat16 in hardware (AMX or AVX512-BF16)"}
                 continue
             ratios, on_speeds, off_speeds = [], [], []
             for i in range(a.pairs):
@@ -138,12 +142,14 @@ def main() -> None:
                              "pairs": [round(x, 3) for x in ratios],
                              "tgt_tokens_per_s_with": round(statistics.median(on_speeds)),
                              "tgt_tokens_per_s_without": round(statistics.median(off_speeds))}
-    emit({"benchmark": "fast_ab", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+    emit({"benchmark": "fast_ab", "machine": machine(),
           "threads": a.threads, "torch": torch.__version__,
           "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
                     "max_tokens": a.max_tokens},
           "chunk_updates": a.chunk, "pairs": a.pairs,
           "onednn_chosen_for_training": chosen,
+          "bf16_in_hardware": onednn.bf16_in_hardware(),
+          "cpu_matmul_gflops_bf16": round(matmul_peak_gflops(a.threads, "bf16"), 1),
           "cpu_matmul_gflops_before_after": [round(peak_before, 1),
                                              round(matmul_peak_gflops(a.threads), 1)],
           "speedups": results}, a.out)

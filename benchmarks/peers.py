@@ -49,7 +49,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from _common import add_peer_setup_args, emit  # benchmarks/ is the script's directory
+from _common import add_peer_setup_args, emit, machine  # benchmarks/ is the script's directory
 from train_speed import regex_tokenized_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,7 +314,7 @@ def main() -> None:
             res["ratio_to_reference"] = round(res["tgt_tokens_per_s"] / ref["train_tgt_tokens_per_s"], 2)
             measured[names[peer]] = res
     result = {
-        "benchmark": "peers_train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "benchmark": "peers_train_speed", "machine": machine(),
         "processor": platform.processor() or None, "threads": a.threads, "model": model_dims(a),
         "corpus": "Multi30k de->en, regex \\w+|[^\\w\\s] both sides, vocab min_freq 2",
         "reference": ref, "peers": measured, "failed": failed,

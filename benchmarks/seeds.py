@@ -42,7 +42,6 @@ import csv
 import io
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -52,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import emit, gemm_peaks_gflops
+from _common import emit, gemm_peaks_gflops, machine
 
 from nmtkit.config import TUNE_LENGTH_PENALTIES, TUNE_METRICS, ConfigError, load
 from nmtkit.io import atomic_write_text
@@ -306,22 +305,6 @@ def seed_set_phrase(seed_set: dict[int, list[str]]) -> str:
 
 def mean(xs: list[float]) -> float:
     return round(statistics.fmean(xs), 2)
-
-
-def machine() -> str:
-    """The CPU's model name and core count (Linux), else the platform's processor; first the
-    GPU's name where one is there (training and decoding run on it: ``device: auto``)."""
-    import torch
-
-    name = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    gpu = f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}), " \
-        if torch.cuda.is_available() else ""
-    return f"{gpu}{name}, {os.cpu_count()} cores"
 
 
 def commit() -> str:

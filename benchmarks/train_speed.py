@@ -30,7 +30,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import re
 import resource
 import subprocess
@@ -40,13 +39,14 @@ import time
 from pathlib import Path
 
 # benchmarks/ is the script's directory
-from _common import (
+from _common import (  # benchmarks/ is the script's directory
     add_baseline_args,
     add_peer_setup_args,
     add_source_arg,
     attention_train_flops,
     emit,
     gemm_peaks_gflops,
+    machine,
     matmul_peak_gflops,
     median_round,
     transformer_train_flops,
@@ -221,7 +221,7 @@ def main() -> None:
     mfus = sorted(o["mfu_of_matmul_rate_around"] for _, _, o in rounds)
     best_mfus = sorted(o["mfu_of_best_gemm_rate_around"] for _, _, o in rounds)
     result = {
-        "benchmark": "train_speed", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "benchmark": "train_speed", "machine": machine(),
         "threads": a.threads, "nmtkit_src": a.src, "nmtkit_fast": not a.no_fast,
         "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
                   "nmtkit_output_bias": a.output_bias, "nmtkit_compile": a.compile,

@@ -1,8 +1,8 @@
 """``train.amp: bf16`` on a CPU: bfloat16 autocast where the CPU multiplies bfloat16 in
-hardware (AMX), float32 elsewhere; the fast paths (oneDNN linear layers, the blocked output
+hardware (AMX, AVX512-BF16), float32 elsewhere; the fast paths (oneDNN linear layers, the blocked output
 loss) follow autocast, and the blocked loss in bfloat16 agrees with the readable path.
 
-Where this host has no AMX the tests pretend it has (``onednn.bf16_matrix_units``): PyTorch
+Where this host has neither the tests pretend it has (``onednn.bf16_in_hardware``): PyTorch
 runs bfloat16 autocast on any x86 CPU, only slower."""
 
 import copy
@@ -26,18 +26,27 @@ CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize("units", [True, False])
-def test_bf16_runs_on_a_cpu_only_with_bf16_matrix_units(monkeypatch, units):
-    monkeypatch.setattr(onednn, "bf16_matrix_units", lambda: units)
+def test_bf16_runs_on_a_cpu_only_with_bf16_in_hardware(monkeypatch, units):
+    monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: units)
     assert effective_amp("bf16", CPU) == ("bf16" if units else "off")
     assert effective_amp("off", CPU) == "off"
     assert effective_amp("fp16", CPU) == "fp16"  # (runs anywhere, to test its code path)
     assert effective_amp("bf16", torch.device("cuda")) == "bf16"  # (no GPU needed to ask)
 
 
+@pytest.mark.parametrize("amx, avx512_bf16", [(True, False), (False, True), (False, False)])
+def test_bf16_in_hardware_is_amx_or_avx512_bf16(monkeypatch, amx, avx512_bf16):
+    """Intel AMX tiles and the AVX512-BF16 dot products (AMD Zen 4/5) both count; a CPU
+    with neither (AVX2, AVX-512 without BF16) emulates bfloat16 products."""
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16, raising=False)
+    assert onednn.bf16_in_hardware() is (amx or avx512_bf16)
+
+
 def test_the_probe_answers_a_bool():
-    assert isinstance(onednn.bf16_matrix_units(), bool)
+    assert isinstance(onednn.bf16_in_hardware(), bool)
     with torch.backends.mkldnn.flags(enabled=False):
-        assert onednn.bf16_matrix_units() is False
+        assert onednn.bf16_in_hardware() is False
 
 
 @contextmanager
@@ -176,7 +185,7 @@ def test_blocked_loss_in_bf16_agrees_with_the_readable_path_under_autocast(monke
 
 
 def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weights(monkeypatch, tmp_path):
-    monkeypatch.setattr(onednn, "bf16_matrix_units", lambda: True)
+    monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: True)
     cfg = make_cfg(steps=12, extra=["train.amp=bf16", "train.fast=true"])
     trainer = Trainer(cfg, tmp_path)
     assert trainer.amp == "bf16" and trainer._blocked_loss is not None
@@ -191,12 +200,12 @@ def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weight
                for v in s.values() if torch.is_tensor(v) and v.is_floating_point())
 
 
-def test_without_matrix_units_bf16_trains_in_float32_with_the_blocked_loss(monkeypatch, tmp_path, caplog):
-    monkeypatch.setattr(onednn, "bf16_matrix_units", lambda: False)
+def test_without_bf16_in_hardware_bf16_trains_in_float32_with_the_blocked_loss(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: False)
     with caplog.at_level("INFO", logger=loop.__name__):
         trainer = Trainer(make_cfg(steps=2, extra=["train.amp=bf16", "train.fast=true"]), tmp_path)
     assert trainer.amp == "off" and trainer._blocked_loss is not None
-    assert "no bfloat16 matrix units" in caplog.text
+    assert "no bfloat16 in hardware" in caplog.text
     seen: list[torch.dtype] = []
     ffn = trainer.model.decoder_layers[0].feed_forward.w_1
     ffn.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))

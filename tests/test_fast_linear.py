@@ -39,7 +39,7 @@ def test_the_vendor_is_read_from_linux():
 
 def test_on_an_intel_cpu_without_amx_nothing_is_swapped(monkeypatch):
     monkeypatch.setattr(onednn, "trains_faster", lambda: False)
-    monkeypatch.setattr(onednn, "bf16_matrix_units", lambda: False)
+    monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: False)
     model = test_transformer.make_model()
     assert "onednn linear" not in fast.for_training(model, retain_memory=False)
     assert not any(isinstance(m, OneDnnLinear) for m in model.modules())
@@ -47,7 +47,7 @@ def test_on_an_intel_cpu_without_amx_nothing_is_swapped(monkeypatch):
 
 def test_on_an_intel_cpu_with_amx_the_layers_are_swapped_for_bf16s_padded_rows(monkeypatch):
     monkeypatch.setattr(onednn, "trains_faster", lambda: False)
-    monkeypatch.setattr(onednn, "bf16_matrix_units", lambda: True)
+    monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: True)
     model = test_transformer.make_model()
     assert "onednn linear" in fast.for_training(model, retain_memory=False)
     assert any(isinstance(m, OneDnnLinear) for m in model.modules())

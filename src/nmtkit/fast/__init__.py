@@ -64,7 +64,7 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     :class:`~.attention.CpuTrainingAttention` for every multi-head attention,
     :class:`~.linear.OneDnnLinear` for every ``nn.Linear`` where oneDNN is there, on, and
     faster than MKL on this CPU (:func:`.onednn.trains_faster`) or where the CPU multiplies
-    bfloat16 in hardware (:func:`.onednn.bf16_matrix_units`: ``train.amp: bf16``'s products
+    bfloat16 in hardware (:func:`.onednn.bf16_in_hardware`: ``train.amp: bf16``'s products
     on padded rows), a Transformer's
     encoder on real source tokens only (:mod:`.unpadded_encoder`), and (with
     ``retain_memory``) the process-wide allocator setting of :mod:`.allocator`. On other
@@ -73,7 +73,7 @@ def for_training(model: nn.Module, retain_memory: bool = True) -> list[str]:
     if not _on_cpu(model):
         return []
     applied = set()
-    by_onednn = onednn.trains_faster() or onednn.bf16_matrix_units()
+    by_onednn = onednn.trains_faster() or onednn.bf16_in_hardware()
     for module in model.modules():
         if type(module) is nn.Linear and by_onednn:
             swap_class(module, OneDnnLinear)

@@ -8,7 +8,7 @@ while at inference it is as fast or faster. :class:`CpuTrainingAttention` theref
 the written-out :func:`~nmtkit.models.attention.scaled_dot_product_attention` while
 gradients are recorded on a CPU, and the readable model's choice otherwise. Both compute
 Eq. 1; only the dropout masks (random) are drawn differently. Under CPU autocast
-(``train.amp: bf16`` on a CPU with AMX) the kernel's two products stay in float32: their
+(``train.amp: bf16`` on a CPU with bf16 in hardware) the kernel's two products stay in float32: their
 shapes, (sentences x heads, query length, key length), are as many as a batch has length
 groups, too many for the cache of oneDNN's bf16 kernels (see :mod:`.linear`), and their
 FLOPs are about 1% of a step's at sentence lengths. Its query and key-value

@@ -25,7 +25,7 @@ rounding (``tests/test_fast_linear.py``). :class:`OneDnnLinear` swaps in for ``n
 (:mod:`.swap`) and runs this only where gradients are recorded on float32 CPU tensors;
 :func:`linear` is the function for weight slices (the decoder's cross-attention).
 
-Under CPU autocast to bfloat16 (``train.amp: bf16`` on a CPU with AMX) PyTorch hands every
+Under CPU autocast to bfloat16 (``train.amp: bf16`` on a CPU with bf16 in hardware) PyTorch hands every
 product to oneDNN's bf16 GEMM, and the same cache holds its kernels: unpadded, a few dozen
 batches bring more product shapes than its 1024 entries, the cache evicts and rebuilds
 kernels at every step, and the process's memory grows (measured on two cores of a Xeon
@@ -153,7 +153,7 @@ def _low_precision(x: Tensor, weight: Tensor) -> torch.dtype | None:
 def _takes(x: Tensor, weight: Tensor) -> bool:
     """Gradients recorded, float32 on a CPU, not inside ``torch.compile`` (whose own CPU
     lowering of linear layers picks its GEMM; it cannot lower this private operator) and
-    not under CPU autocast (``train.amp: bf16`` on a CPU with AMX: ``F.linear`` is then
+    not under CPU autocast (``train.amp: bf16`` on a CPU with bf16 in hardware: ``F.linear`` is then
     cast to bfloat16 by autocast, which does not know this operator)."""
     return (torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype == torch.float32
             and weight.dtype == torch.float32 and weight.requires_grad

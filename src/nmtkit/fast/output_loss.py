@@ -28,7 +28,7 @@ training steps (``benchmarks/fast_ab.py``). The trainer uses it for Transformers
 with ``train.fast`` (not with ``train.compile``, fp16 or R-Drop, which go through the
 readable path); ``tests/test_fast_output_loss.py`` checks that the loss and every gradient
 agree with the readable path. Under bfloat16 autocast (``train.amp: bf16`` on a CPU with
-AMX) the three products run in bfloat16 and the rest in float32
+bfloat16 in hardware) the three products run in bfloat16 and the rest in float32
 (:func:`_low_precision_forward`; ``tests/test_cpu_bf16.py``).
 """
 
@@ -218,7 +218,7 @@ def projected_label_smoothed_cross_entropy(
     tgt = target.reshape(-1)
     block = max(1, BLOCK_ELEMENTS // padded_width(v))
     device = features.device.type
-    # Under autocast (train.amp: bf16 on a CPU with AMX) the products in its dtype.
+    # Under autocast (train.amp: bf16 on a CPU with bf16 in hardware) the products in its dtype.
     products = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
     loss: Tensor
     nll: Tensor

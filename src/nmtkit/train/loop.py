@@ -126,10 +126,12 @@ def pick_device(name: str) -> torch.device:
 
 def effective_amp(amp: str, device: torch.device) -> str:
     """The mixed precision that ``train.amp`` gets on ``device``: as asked, except bf16 on a
-    CPU without bfloat16 matrix units (:func:`nmtkit.fast.onednn.bf16_matrix_units`: Intel
-    AMX), where bf16 products are emulated, slower than float32: there "off" (logged)."""
-    if amp == "bf16" and device.type == "cpu" and not onednn.bf16_matrix_units():
-        log.info("train.amp=bf16: this CPU has no bfloat16 matrix units (AMX); training in float32")
+    CPU without bfloat16 in hardware (:func:`nmtkit.fast.onednn.bf16_in_hardware`: Intel
+    AMX, or AVX512-BF16 as on AMD Zen 4/5), where bf16 products are emulated, slower than
+    float32: there "off" (logged)."""
+    if amp == "bf16" and device.type == "cpu" and not onednn.bf16_in_hardware():
+        log.info("train.amp=bf16: this CPU has no bfloat16 in hardware (AMX or AVX512-BF16); "
+                 "training in float32")
         return "off"
     return amp
 
@@ -554,7 +556,7 @@ class Trainer:
 
     def _autocast(self) -> torch.autocast:
         """``train.amp`` as :func:`effective_amp` resolved it: fp16 on any device (a CPU runs
-        it to test the code path), bf16 on CUDA and on CPUs with AMX."""
+        it to test the code path), bf16 on CUDA and on CPUs with bfloat16 in hardware."""
         if self.amp == "fp16":
             return torch.autocast(self.device.type, dtype=torch.float16)
         if self.amp == "bf16":
