@@ -135,6 +135,44 @@ def test_a_budgeted_run_follows_its_plan_and_resumes_exactly(tmp_path, monkeypat
         assert torch.equal(v, resumed.model.state_dict()[k]), k
 
 
+def test_a_slow_start_does_not_fix_a_short_warmup(tmp_path, monkeypatch, caplog):
+    """The first five updates take 3 s each, the rest 0.5 s (as on a GPU whose first
+    kernels for each shape, or other runs starting beside it, slow the first updates): the
+    first plan, timed at 3 s an update, warms up over 18 updates; the revision after four
+    more (0.5 s each) refits the warmup to the cap of 30, and later revisions keep it."""
+    caplog.set_level("INFO", logger="nmtkit")
+    clock = {"t": 0.0, "n": 0}
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
+    real_update = Trainer._update
+
+    def update(self, group):
+        clock["n"] += 1
+        clock["t"] += 3.0 if clock["n"] <= 5 else 0.5
+        return real_update(self, group)
+
+    monkeypatch.setattr(Trainer, "_update", update)
+    cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(1000) + [
+        "train.max_minutes=2", "train.budget_schedule=true", "train.budget_probe_steps=4",
+        "train.budget_reserve=0.1", "train.budget_warmup=0.5", "train.valid_every=100",
+        "train.log_every=2", "train.lr_schedule=inverse_sqrt", "train.lr=0.003",
+        "train.warmup=30", "train.min_lr=0.0001"])
+    trainer = Trainer(cfg, tmp_path / "r")
+    trainer.run()
+    plans = [r.getMessage() for r in caplog.records if r.getMessage().startswith("budget plan")]
+    # After update 5 (4 timed at 3 s; 105 s left, 90% of it): 31 more, 36 in all, warmup
+    # half of it, 18. After update 9 (4 at 0.5 s; 103 s left): 185 more, 194 in all: the
+    # warmup is half of it, capped at train.warmup (30). Updates 13 to 29, still inside the
+    # warmup, revise it again (30 kept); from update 30 on only validations revise.
+    assert "36 updates" in plans[0] and "warmup 18," in plans[0]
+    assert "194 updates" in plans[1] and "warmup 30," in plans[1]
+    assert all("warmup 30," in m for m in plans[1:])
+    made_at = [int(m.split("measured up to update ")[1].split(")")[0]) for m in plans]
+    assert made_at[:7] == [5, 9, 13, 17, 21, 25, 29] and made_at[7] == 100
+    lrs = {int(step): lr for step, _, _, lr in trainer.progress.train_log}
+    assert lrs[8] == pytest.approx(0.003 * 8 / 18, rel=1e-5)  # the first plan's ramp (6 digits)
+    assert lrs[10] == pytest.approx(0.003 * 10 / 30, rel=1e-5)  # the refitted one's
+
+
 def test_without_budget_schedule_nothing_is_planned(tmp_path, one_second_updates):
     cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(12) + ["train.max_minutes=1"])
     trainer = Trainer(cfg, tmp_path / "r")

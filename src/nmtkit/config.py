@@ -422,8 +422,9 @@ class TrainConfig:
     warms up over ``budget_warmup`` of them to the configured schedule's peak rate and decays
     linearly to ``min_lr`` at the last one (:func:`nmtkit.train.schedule.budget_rate`); the
     run ends there or when the time is up. The plan is revised at each validation (with its
-    cost), logged and kept in the checkpoint (``--resume`` follows it). Needs ``noam``,
-    ``inverse_sqrt`` or ``cosine`` (for the peak)."""
+    cost) and, while the run is in its warmup, every ``budget_probe_steps`` updates (warmup
+    included: a slow start must not fix it), logged and kept in the checkpoint (``--resume``
+    follows it). Needs ``noam``, ``inverse_sqrt`` or ``cosine`` (for the peak)."""
     budget_probe_steps: int = 20
     """``budget_schedule``: updates timed before planning (the first one, which warms up
     caches, is not counted)."""

@@ -588,7 +588,7 @@ class Trainer:
         elapsed_before = p.elapsed_s
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
         nonfinite = 0
-        self._probe = None  # train.budget_schedule: timed from this session's first update
+        self._probe = self._planned = None  # train.budget_schedule: timed from this session's first update
         stop_reason = None
         last_metrics: dict[str, Any] = {}
         bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step",
@@ -695,30 +695,42 @@ class Trainer:
         return {**last_metrics, "step": p.step, "epoch": p.epoch, "stop_reason": stop_reason}
 
     _probe: tuple[int, float] | None = None  # (update, time) the budget's timing starts from
+    _planned: tuple[int, float] | None = None  # (update, time) of this session's latest plan
 
     def _probe_budget(self, elapsed_s: float) -> None:
         """``train.budget_schedule``: time the updates after this session's first one; once
         ``budget_probe_steps`` are timed, plan the rest of the budget (unless a plan exists:
-        a resumed run's, which its validations revise)."""
-        p = self.progress
+        a resumed run's, which its validations revise). While the run is in the plan's
+        warmup, revise it, warmup included, after every ``budget_probe_steps`` more updates
+        from their time alone (:class:`~nmtkit.train.schedule.BudgetPlan`: the first updates
+        may be far slower than the rest)."""
+        p, plan, every = self.progress, self.schedule.plan, self.cfg.train.budget_probe_steps
         if self._probe is None:
             self._probe = (p.step, time.perf_counter())
-        elif (self.schedule.plan is None
-              and p.step - self._probe[0] >= self.cfg.train.budget_probe_steps):
-            self._plan_budget(elapsed_s)
+        elif plan is None:
+            if p.step - self._probe[0] >= every:
+                self._plan_budget(elapsed_s)
+        elif p.step < plan.warmup:
+            since = self._planned or self._probe
+            if p.step - since[0] >= every:
+                self._plan_budget(elapsed_s, since, refit_warmup=True)
 
-    def _plan_budget(self, elapsed_s: float) -> None:
-        """Make or revise the budget plan from the mean time of an update since the probe
-        started (validations included) and the time left. Every rank takes the first rank's
-        figures, so that all follow one plan."""
+    def _plan_budget(self, elapsed_s: float, since: tuple[int, float] | None = None,
+                     refit_warmup: bool = False) -> None:
+        """Make or revise the budget plan from the mean time of an update since ``since``
+        (default: since the probe started, validations included) and the time left. Every
+        rank takes the first rank's figures, so that all follow one plan."""
         t, p = self.cfg.train, self.progress
-        if self._probe is None or p.step <= self._probe[0]:
+        since = since or self._probe
+        if since is None or p.step <= since[0]:
             return
-        step_s = (time.perf_counter() - self._probe[1]) / (p.step - self._probe[0])
+        now = time.perf_counter()
+        step_s = (now - since[1]) / (p.step - since[0])
         remaining_s = t.max_minutes * 60 - elapsed_s
         if self.world > 1:
             step_s, remaining_s = distributed.broadcast_floats([step_s, remaining_s], self.device)
-        log.info(self.schedule.make_plan(p.step, step_s, remaining_s).describe())
+        log.info(self.schedule.make_plan(p.step, step_s, remaining_s, refit_warmup).describe())
+        self._planned = (p.step, now)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches of training epoch ``epoch`` (fixed shapes with train.cuda_graphs)."""

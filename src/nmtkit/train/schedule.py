@@ -82,12 +82,16 @@ def budget_rate(step: int, peak: float, warmup: int, total: int, min_lr: float) 
 class BudgetPlan:
     """How many updates a ``train.max_minutes`` budget allows, and the schedule fitted to it
     (:func:`budget_rate`). Made after ``train.budget_probe_steps`` timed updates, revised at
-    each validation (whose cost the first plan cannot know), and kept in the checkpoint:
+    each validation (whose cost the first plan cannot know) and, while the run is still in
+    its warmup, after every further ``budget_probe_steps`` updates, from their time alone,
+    warmup included: the first updates can be far slower than the rest (on a GPU, the first
+    kernels for each batch shape, other runs starting beside it: a first plan timed there
+    once fixed a warmup of 68 updates where about 540 were meant). Kept in the checkpoint:
     a resumed run follows the stored plan, so its rates are the ones the uninterrupted run
-    had, until its next validation revises the plan with its own timing."""
+    had, until its next revision with its own timing."""
 
     steps: int  # the update at which the rate reaches min_lr and the run stops
-    warmup: int  # updates of linear warmup (fixed by the first plan)
+    warmup: int  # updates of linear warmup (refitted by revisions made inside it)
     peak: float  # the rate at the end of the warmup: the configured schedule's peak
     step_s: float  # measured seconds per update (validations included once there was one)
     made_at: int  # the update after which the plan was made or last revised
@@ -101,21 +105,23 @@ class BudgetPlan:
 
 
 def plan_budget(cfg: TrainConfig, d_model: int, step: int, step_s: float, remaining_s: float,
-                previous: BudgetPlan | None = None) -> BudgetPlan:
+                previous: BudgetPlan | None = None, refit_warmup: bool = False) -> BudgetPlan:
     """The plan for a run at update ``step`` with ``remaining_s`` seconds left, updates taking
     ``step_s`` seconds: ``budget_reserve`` of the time is left unplanned (for the last
     validation and checkpoint); the warmup is ``budget_warmup`` of the updates (at least
-    ``step``, at most the configured ``warmup``), or the ``previous`` plan's; the peak is
-    the configured schedule's."""
+    ``step``, so that the rate never jumps past the peak; at most the configured
+    ``warmup``), or, revising a ``previous`` plan, that plan's unless ``refit_warmup``; the
+    peak is the configured schedule's."""
     more = int(remaining_s * (1.0 - cfg.budget_reserve) / max(step_s, 1e-9))
     steps = min(max(step + more, step + 1), cfg.max_steps)
-    if previous is not None:
-        return BudgetPlan(steps=max(steps, previous.warmup), warmup=previous.warmup,
-                          peak=previous.peak, step_s=step_s, made_at=step,
-                          revisions=previous.revisions + 1)
     warmup = min(max(round(cfg.budget_warmup * steps), step, 1), max(cfg.warmup, 1), steps)
-    return BudgetPlan(steps=steps, warmup=warmup, peak=peak_rate(cfg, d_model),
-                      step_s=step_s, made_at=step)
+    if previous is None:
+        return BudgetPlan(steps=steps, warmup=warmup, peak=peak_rate(cfg, d_model),
+                          step_s=step_s, made_at=step)
+    if not refit_warmup:
+        warmup = previous.warmup
+    return BudgetPlan(steps=max(steps, warmup), warmup=warmup, peak=previous.peak,
+                      step_s=step_s, made_at=step, revisions=previous.revisions + 1)
 
 
 def peak_rate(cfg: TrainConfig, d_model: int) -> float:
@@ -185,9 +191,11 @@ class Schedule:
             return cosine_rate(step, c.lr, c.warmup, c.cosine_steps or c.max_steps, c.min_lr)
         return c.lr * self.plateau_scale
 
-    def make_plan(self, step: int, step_s: float, remaining_s: float) -> BudgetPlan:
+    def make_plan(self, step: int, step_s: float, remaining_s: float,
+                  refit_warmup: bool = False) -> BudgetPlan:
         """Fit the schedule to the budget, or revise the plan (see :func:`plan_budget`)."""
-        self.plan = plan_budget(self.cfg, self.d_model, step, step_s, remaining_s, self.plan)
+        self.plan = plan_budget(self.cfg, self.d_model, step, step_s, remaining_s, self.plan,
+                                refit_warmup)
         return self.plan
 
     def set_step(self, step: int) -> float:
