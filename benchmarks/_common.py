@@ -83,8 +83,8 @@ def matmul_peak_gflops(threads: int, library: str = "torch") -> float:
     GEMM (the private operator behind ``nmtkit.fast.onednn.linear``, which nmtkit's CPU
     training uses where it is there; 0.0 where it is not). On AMD hosts the two differ by up
     to ~1.4x. "bf16": ``a @ b`` on bfloat16 operands (oneDNN's; the products of
-    ``train.amp: bf16``, 3-6x the float32 rate on a CPU with AMX, about 4.5x with AVX512-BF16 (AMD Zen 5),
-    emulated and slow without either).
+    ``train.amp: bf16``, 3-6x the float32 rate on a CPU with AMX, about 4.5x with
+    AVX512-BF16 on an AMD Zen 5, emulated and slow without either).
     """
     import torch
 

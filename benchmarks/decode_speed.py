@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 # benchmarks/ is the script's directory
-from _common import (  # benchmarks/ is the script's directory
+from _common import (
     add_baseline_args,
     add_decode_setup_args,
     add_source_arg,

@@ -558,7 +558,7 @@ def fast_ab_history() -> list[str]:
         for name, x in r["speedups"].items():
             if "skipped" in x:  # (amp_bf16 on a CPU without AMX)
                 continue
-            what = {"amp_bf16": "`train.amp: bf16` (CPU, AMX)",
+            what = {"amp_bf16": "`train.amp: bf16` (CPU, bf16 in hardware)",
                     "onednn_linear": "`nmtkit.fast.linear`"}.get(name, f"`nmtkit.fast.{name}`")
             rows.append(f"| `{f.name}` | {r['date'][:10]} | {what} "
                         f"| **{x['speed_with_vs_without']}x** ({min(x['pairs'])}-{max(x['pairs'])}) "

@@ -486,7 +486,7 @@ class TrainConfig:
     amp: str = "off"
     """Mixed precision: ``off`` (fp32); ``bf16``: bfloat16 autocast on CUDA, and on a CPU
     with bfloat16 in hardware (Intel AMX: products at 3-8x the float32 rate; AVX512-BF16 as
-    on AMD Zen 4/5: about 4.5x, whole steps 1.66x); ignored, with a log line, on other CPUs,
+    on AMD Zen 4/5: about 4.5x, whole steps 1.65x); ignored, with a log line, on other CPUs,
     where it is slower than fp32; ``fp16``:
     float16 autocast with a dynamic loss scale (``torch.amp.GradScaler``) for GPUs without
     bf16 (V100, T4); it also runs on a CPU, to test the code path. The loss scale goes to
