@@ -78,20 +78,26 @@ def test_bad_budget_settings_are_refused(kw, msg):
 # --- a tiny run on a clock that advances one second per update --------------------------------
 
 
-@pytest.fixture
-def one_second_updates(monkeypatch):
-    """loop.time.perf_counter reads a clock that only the updates move (1 s each): the probe
-    measures exactly 1 s per update, the same in every run."""
-    clock = {"t": 0.0}
+def clocked_updates(monkeypatch, seconds):
+    """loop.time.perf_counter reads a clock that only the updates move: update n (from 1)
+    takes ``seconds(n)``, the same in every run."""
+    clock = {"t": 0.0, "n": 0}
     monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
     real_update = Trainer._update
 
     def update(self, group):
-        clock["t"] += 1.0
+        clock["n"] += 1
+        clock["t"] += seconds(clock["n"])
         return real_update(self, group)
 
     monkeypatch.setattr(Trainer, "_update", update)
     return update
+
+
+@pytest.fixture
+def one_second_updates(monkeypatch):
+    """1 s an update: the probe measures exactly 1 s per update, the same in every run."""
+    return clocked_updates(monkeypatch, lambda n: 1.0)
 
 
 def budget_cfg():
@@ -141,16 +147,7 @@ def test_a_slow_start_does_not_fix_a_short_warmup(tmp_path, monkeypatch, caplog)
     first plan, timed at 3 s an update, warms up over 18 updates; the revision after four
     more (0.5 s each) refits the warmup to the cap of 30, and later revisions keep it."""
     caplog.set_level("INFO", logger="nmtkit")
-    clock = {"t": 0.0, "n": 0}
-    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
-    real_update = Trainer._update
-
-    def update(self, group):
-        clock["n"] += 1
-        clock["t"] += 3.0 if clock["n"] <= 5 else 0.5
-        return real_update(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update)
+    clocked_updates(monkeypatch, lambda n: 3.0 if n <= 5 else 0.5)
     cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(1000) + [
         "train.max_minutes=2", "train.budget_schedule=true", "train.budget_probe_steps=4",
         "train.budget_reserve=0.1", "train.budget_warmup=0.5", "train.valid_every=100",
