@@ -3,7 +3,8 @@ ensemble with its length penalty tuned on val: issue 17's procedure as one comma
 
 For every seed, one after the other (each run alone on the machine: the recipe's budget is
 minutes, and a run beside another gets fewer updates), or ``--parallel N`` at a time (on a
-GPU, where one small run keeps the device mostly idle, waiting on Python to launch kernels):
+GPU, where one small run keeps the device mostly idle, waiting on Python to launch kernels;
+then the seeds' evaluations too, each command in a process of its own):
 
 1. ``nmtkit train CONFIG --set train.seed=SEED`` into ``WORK/seedSEED`` (its output in
    ``WORK/seedSEED.log``; the matrix-product rate measured just before, in
@@ -81,6 +82,19 @@ def nmtkit_in_process(*args: str) -> str:
     return out.getvalue()
 
 
+def nmtkit_subprocess(*args: str) -> str:
+    """Run an ``nmtkit`` command in a process of its own (``python -m nmtkit``); its stdout.
+    What ``--parallel`` evaluates with: several at a time from threads, where the in-process
+    runner's redirected stdout would be shared. ``SystemExit`` with the command where it
+    fails (its message is on stderr)."""
+    cmd = [sys.executable, "-m", "nmtkit", *args]
+    print("+", shlex.join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"nmtkit {shlex.join(args)}: exit {proc.returncode}")
+    return proc.stdout
+
+
 def json_file(path: Path, command: list[str], make) -> Any:
     """``path``'s JSON if a previous run left it from the same ``nmtkit`` command, else
     ``make()``'s text, kept there. The command is kept beside it (``path`` with ``.cmd``):
@@ -156,26 +170,31 @@ def train_side_by_side(a: argparse.Namespace) -> None:
     """``--parallel N``: the seeds' training runs, N at a time (each waits for a free slot);
     the matrix-product rate measured once before them, kept for each. Returns when all are
     done; the first failure is raised once the others have ended."""
-    from concurrent.futures import ThreadPoolExecutor
-
     runs = {seed: a.work / f"seed{seed}" for seed in a.seeds}
     todo = [seed for seed, run in runs.items() if finished(run) is None]
     if todo and a.matmul:
         record_matmul(a, todo)
-    with ThreadPoolExecutor(max_workers=a.parallel) as pool:  # threads that wait on processes
-        done = [pool.submit(train_seed, a, seed, run, False) for seed, run in runs.items()]
-    for f in done:
-        f.result()
+    map_seeds(a, lambda seed: train_seed(a, seed, runs[seed], False))
 
 
-def average(run: Path, n: int) -> Path | None:
-    """``avg3.pt``: the mean of the run's last ``n`` step checkpoints (None with fewer than 2)."""
+def map_seeds(a: argparse.Namespace, f) -> list:
+    """``[f(seed) for seed in a.seeds]``, ``--parallel`` of them at a time (threads that wait
+    on processes), in the order of the seeds; the first failure is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=a.parallel) as pool:
+        return list(pool.map(f, a.seeds))
+
+
+def average(run: Path, n: int, nmtkit=nmtkit_in_process) -> Path | None:
+    """``avg3.pt``: the mean of the run's last ``n`` step checkpoints (None with fewer than 2);
+    ``nmtkit``: the runner of the command."""
     out = run / "avg3.pt"
     steps = sorted(run.glob("step_*.pt"))[-n:]
     if not out.exists():
         if len(steps) < 2:
             return None
-        nmtkit_in_process("average", "--out", str(out), *map(str, steps))
+        nmtkit("average", "--out", str(out), *map(str, steps))
     return out
 
 
@@ -185,13 +204,14 @@ def split_name(split: str) -> str:
 
 
 def evaluate(models: list[Path], split: str, beam: int, path: Path,
-             length_penalty: float | None = None) -> dict:
-    """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``."""
+             length_penalty: float | None = None, nmtkit=nmtkit_in_process) -> dict:
+    """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``; ``nmtkit``: the
+    runner of the command."""
     args = [x for m in models for x in ("--model", str(m))]
     args += ["--split", split, "--beam", str(beam)]
     if length_penalty is not None:
         args += ["--length-penalty", f"{length_penalty:g}"]
-    return json_file(path, ["evaluate", *args], lambda: nmtkit_in_process("evaluate", *args))
+    return json_file(path, ["evaluate", *args], lambda: nmtkit("evaluate", *args))
 
 
 def scores(result: dict) -> dict:
@@ -199,9 +219,12 @@ def scores(result: dict) -> dict:
 
 
 def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: str) -> dict:
-    """Train (or take in) one seed, evaluate its candidates, choose one on val."""
+    """Train (or take in) one seed, evaluate its candidates, choose one on val. With
+    ``--parallel`` each command runs in a process of its own, so that seeds are evaluated
+    side by side (on a GPU, one evaluation keeps the device mostly idle)."""
+    nmtkit = nmtkit_subprocess if a.parallel > 1 else nmtkit_in_process
     done = train_seed(a, seed, run)
-    average(run, a.average)
+    average(run, a.average, nmtkit)
     ckpts: dict[str, dict] = {}
     for name in CANDIDATES:
         if not (run / name).exists():
@@ -209,7 +232,7 @@ def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: st
         stem = name.removesuffix(".pt")
         ckpts[name] = {
             key: scores(evaluate([run / name], split, a.beam,
-                                 run / f"eval_{stem}_{split_name(split)}.json"))
+                                 run / f"eval_{stem}_{split_name(split)}.json", nmtkit=nmtkit))
             for key, split in (("val", valid), ("test", test))}
     chosen = max(ckpts, key=lambda n: (ckpts[n]["val"][a.metric], -CANDIDATES.index(n)))
     log = (run.parent / f"{run.name}.log").read_text(encoding="utf-8", errors="replace")
@@ -365,7 +388,7 @@ def main() -> None:
     t0 = time.time()
     if a.parallel > 1:
         train_side_by_side(a)
-    runs = [run_record(a, seed, a.work / f"seed{seed}", valid, test) for seed in a.seeds]
+    runs = list(map_seeds(a, lambda seed: run_record(a, seed, a.work / f"seed{seed}", valid, test)))
     chosen = [a.work / f"seed{r['seed']}" / r["chosen_on_val"] for r in runs]
 
     tuned = tune_ensemble(a, chosen, valid)

@@ -227,12 +227,16 @@ def test_an_ablation_compared_on_another_score_names_it(tmp_path, monkeypatch):
 
 
 def test_seeds_trained_side_by_side_are_the_same_runs(tmp_path):
-    """--parallel 2: both seeds train at once (each its own log), and what follows is the
-    procedure of one-after-the-other: the same updates, the choice on val, the ensemble; the
+    """--parallel 2: both seeds train at once (each its own log), then are evaluated side by
+    side (each command a process of its own), and what follows is the procedure of
+    one-after-the-other: the same updates and scores, the choice on val, the ensemble; the
     protocol says the runs shared the machine."""
     work = tmp_path / "side"
     result, log = run_script(work, "--parallel", "2")
     assert log.count("nmtkit train") == 2 and [r["seed"] for r in result["runs"]] == [1, 2]
+    # 3 candidates x 2 splits per seed, each in its own process; averages too.
+    assert log.count("-m nmtkit evaluate") == 12 and log.count("-m nmtkit average") == 2
+    assert "+ nmtkit tune" in log  # the ensemble's steps stay in this process
     assert all(r["updates"] == 20 for r in result["runs"])
     assert "2 runs at a time side by side" in result["protocol"]
     assert "alone on the machine" not in result["protocol"]
@@ -240,7 +244,8 @@ def test_seeds_trained_side_by_side_are_the_same_runs(tmp_path):
         assert (work / f"seed{seed}.cmd").read_text().startswith("train configs/copy_task.yaml")
         assert f"train.seed={seed}" in (work / f"seed{seed}.cmd").read_text()
     # The copy task is deterministic on a CPU: seed 1 side by side = seed 1 alone.
-    alone, _ = run_script(tmp_path / "alone")
+    alone, log = run_script(tmp_path / "alone")
+    assert "-m nmtkit evaluate" not in log and log.count("+ nmtkit evaluate") == 15
     assert [r["checkpoints"] for r in alone["runs"]] == [r["checkpoints"] for r in result["runs"]]
     assert "each run alone on the machine" in alone["protocol"]
     # Trained already: a rerun with --parallel starts nothing.
