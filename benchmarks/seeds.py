@@ -388,7 +388,7 @@ def main() -> None:
     t0 = time.time()
     if a.parallel > 1:
         train_side_by_side(a)
-    runs = list(map_seeds(a, lambda seed: run_record(a, seed, a.work / f"seed{seed}", valid, test)))
+    runs = map_seeds(a, lambda seed: run_record(a, seed, a.work / f"seed{seed}", valid, test))
     chosen = [a.work / f"seed{r['seed']}" / r["chosen_on_val"] for r in runs]
 
     tuned = tune_ensemble(a, chosen, valid)
