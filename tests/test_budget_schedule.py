@@ -207,3 +207,15 @@ def test_the_hour_recipe_is_the_small_one_with_its_schedule_planned_from_an_hour
         "train.max_minutes": (0, 60), "train.budget_schedule": (False, True)}
     script = (ROOT / "scripts" / "quickstart.sh").read_text(encoding="utf-8")
     assert "RECIPE=configs/multi30k_transformer_hour.yaml" in script
+
+
+def test_the_rdrop_recipe_is_the_hour_one_with_rdrop_and_the_time_it_needs():
+    """configs/multi30k_transformer_rdrop.yaml is the hour recipe with R-Drop on and 90
+    minutes (an R-Drop update is two passes), nothing else: its ablation compares it with the
+    hour recipe at about equal updates, so any other drift would make that table wrong."""
+    assert recipe_changes("multi30k_transformer_rdrop.yaml") == {
+        "train.max_minutes": (0, 90), "train.budget_schedule": (False, True),
+        "train.rdrop": (0.0, 5.0)}
+    cfg = load(ROOT / "configs" / "multi30k_transformer_rdrop.yaml",
+               ["data.src_lang=en", "data.tgt_lang=de"])  # any pair by these two alone
+    assert (cfg.name, cfg.data.src_lang, cfg.data.tgt_lang) == ("multi30k_transformer_rdrop", "en", "de")
