@@ -23,18 +23,45 @@ def onednn_chosen(monkeypatch):
     monkeypatch.setattr(onednn, "trains_faster", lambda: True)
 
 
-@pytest.mark.parametrize(("vendor", "chosen"), [("AuthenticAMD", True), ("GenuineIntel", False),
-                                                ("", True)])
-def test_onednn_trains_where_the_cpu_is_not_intels(monkeypatch, vendor, chosen):
+@pytest.mark.parametrize(("vendor", "avx512", "chosen"), [
+    ("AuthenticAMD", True, True),    # Zen 4 and 5: oneDNN 1.01-1.33x
+    ("AuthenticAMD", False, False),  # AVX2 only: oneDNN 0.93x
+    ("GenuineIntel", True, False),   # Xeon: MKL's own CPUs, oneDNN 0.91x
+    ("GenuineIntel", False, False),
+    ("", True, True),
+    ("", False, False),
+])
+def test_onednn_trains_where_the_cpu_is_not_intels_and_has_avx512(monkeypatch, vendor, avx512,
+                                                                  chosen):
     monkeypatch.undo()  # the real choice, not the fixture's
     monkeypatch.setattr(onednn, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(onednn, "has_avx512", lambda: avx512)
     assert onednn.trains_faster() is chosen
     with torch.backends.mkldnn.flags(enabled=False):
         assert onednn.trains_faster() is False
 
 
-def test_the_vendor_is_read_from_linux():
+def test_the_vendor_and_the_flags_are_read_from_linux(monkeypatch, tmp_path):
     assert isinstance(onednn.cpu_vendor(), str)
+    assert isinstance(onednn.has_avx512(), bool)
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
+                       "flags\t\t: fpu sse avx avx2 fma avx512_bf16\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(
+        cpuinfo if path == "/proc/cpuinfo" else path, *a, **k))
+    onednn.cpu_vendor.cache_clear()
+    onednn.has_avx512.cache_clear()
+    try:
+        assert onednn.cpu_vendor() == "AuthenticAMD"
+        assert onednn.has_avx512() is False  # avx512_bf16 alone is not avx512f
+        cpuinfo.write_text("vendor_id\t: AuthenticAMD\nflags\t\t: avx2 avx512f avx512bw\n")
+        onednn.has_avx512.cache_clear()
+        assert onednn.has_avx512() is True
+        assert onednn._cpuinfo_field("model name") == ""
+    finally:  # the real CPU's answers for the tests that follow
+        onednn.cpu_vendor.cache_clear()
+        onednn.has_avx512.cache_clear()
 
 
 def test_on_an_intel_cpu_without_amx_nothing_is_swapped(monkeypatch):
@@ -136,6 +163,7 @@ def test_for_training_swaps_every_linear_layer_and_plain_takes_them_back():
 def test_with_onednn_switched_off_nothing_is_swapped(monkeypatch):
     monkeypatch.undo()  # the real choice, on a CPU where oneDNN would be chosen
     monkeypatch.setattr(onednn, "cpu_vendor", lambda: "AuthenticAMD")
+    monkeypatch.setattr(onednn, "has_avx512", lambda: True)
     model = test_transformer.make_model()
     with torch.backends.mkldnn.flags(enabled=False):
         applied = fast.for_training(model, retain_memory=False)

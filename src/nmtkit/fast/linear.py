@@ -5,9 +5,9 @@ A Transformer's training step is mostly the products of its linear layers (Sec. 
 MKL's sgemm. On some CPUs oneDNN's GEMM is markedly faster on the same shapes: on the AMD
 EPYC (Zen 4) hosts this project trains on, about 200 GFLOP/s against MKL's 120-180 for
 (4095 x 256) by (256 x 1024) with two threads (``benchmarks/train_speed.py`` measures
-both); on an Intel Xeon MKL is the faster one, so there nothing here runs
-(:func:`.onednn.trains_faster` decides by the CPU's vendor). Each layer computes, for
-y = x W^T + b with x flattened to (rows, in):
+both); on an Intel Xeon, and on an AMD EPYC with AVX2 only, MKL is the faster one, so there
+nothing here runs (:func:`.onednn.trains_faster` decides by the CPU's vendor and whether it
+has AVX-512). Each layer computes, for y = x W^T + b with x flattened to (rows, in):
 
 - forward       y    = x W^T + b       oneDNN (:func:`.onednn.linear`), rows padded
 - input grad    dx   = dy W            oneDNN, with W^T as the "weight", rows padded

@@ -43,29 +43,48 @@ def available() -> bool:
 INTEL = "GenuineIntel"
 
 
-@functools.cache  # read once: it is asked at every training product
-def cpu_vendor() -> str:
-    """The CPU's vendor as Linux reports it ("GenuineIntel", "AuthenticAMD"), "" where unknown."""
+def _cpuinfo_field(name: str) -> str:
+    """The value of the first ``name`` line of /proc/cpuinfo, "" where there is none."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("vendor_id"):
+                if line.startswith(name):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
 
 
+@functools.cache  # read once: it is asked at every training product
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux reports it ("GenuineIntel", "AuthenticAMD"), "" where unknown."""
+    return _cpuinfo_field("vendor_id")
+
+
+@functools.cache
+def has_avx512() -> bool:
+    """The CPU has AVX-512's foundation instructions (Linux's ``avx512f`` flag)."""
+    return "avx512f" in _cpuinfo_field("flags").split()
+
+
 def trains_faster() -> bool:
     """Training's float32 products go through oneDNN's GEMM rather than MKL's
     (:mod:`nmtkit.fast.linear`, the blocked output layer): where oneDNN is there and the CPU
-    is not Intel's. MKL is Intel's library: on the AMD EPYC hosts of the benchmarks its
-    rate for the model's shapes wandered between 120 and 190 GFLOP/s while oneDNN's held
-    190-210 (whole steps 1.03-1.14x faster with oneDNN), while on an Intel Xeon (AMX, AVX-512)
-    MKL was the faster one (whole steps 0.91x with oneDNN, pairs 0.89-0.94,
-    ``benchmarks/results/fast_ab_cpu_2026-11-26_amx_host.json``). Read at every product,
-    so a benchmark can switch it."""
-    return available() and cpu_vendor() != INTEL
+    is not Intel's but has AVX-512. Measured whole training steps of the small model
+    (``benchmarks/fast_ab.py --only onednn_linear``, one process, alternating pairs):
+
+    - AMD EPYC with AVX-512: on Zen 4 MKL's rate for the model's shapes wandered between
+      120 and 190 GFLOP/s while oneDNN's held 190-210, steps 1.01-1.05x faster with
+      oneDNN; on Zen 5 1.33x (``fast_ab_cpu_2026-11-27_zen5_avx512bf16.json``);
+    - AMD EPYC with AVX2 only: steps 0.93x as fast with oneDNN (pairs 0.81-1.01; products
+      117 against MKL's 145 GFLOP/s,
+      ``benchmarks/results/fast_ab_cpu_2026-11-28_avx2_amd.json``);
+    - Intel Xeon (AMX, AVX-512): MKL is Intel's library and the faster one there, steps
+      0.91x with oneDNN (pairs 0.89-0.94,
+      ``benchmarks/results/fast_ab_cpu_2026-11-26_amx_host.json``).
+
+    Read at every product, so a benchmark can switch it."""
+    return available() and cpu_vendor() != INTEL and has_avx512()
 
 
 def bf16_in_hardware() -> bool:
