@@ -76,14 +76,27 @@ def test_sigkill_at_a_random_moment_loses_nothing_and_resume_matches(tmp_path):
     assert not list(run.glob(".*.tmp"))
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """In the child before it starts: SIGINT's default action, as a command typed at a
+    terminal has it. A shell without job control starts background commands with SIGINT
+    ignored (``pytest ... &`` in a script), and a Python started so keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen(cli_train(run, 100000), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    wait_for(run / "last.pt", proc)  # training is under way (first validation written)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=_sigint_as_at_a_terminal)
+    try:
+        wait_for(run / "last.pt", proc)  # training is under way (first validation written)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:  # never leave a run of 100000 updates behind
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted at step" in err and "Traceback" not in err
     ckpt = load_checkpoint(run / "last.pt")
