@@ -64,7 +64,7 @@ from .ema import WeightAverage
 from .finetune import forgetting_report, score_splits, write_forgetting_report
 from .loss import label_smoothed_cross_entropy, smoothed_loss_sums
 from .regularize import rdrop_loss, word_dropout
-from .schedule import Schedule, build_optimizer
+from .schedule import BudgetPlan, Schedule, build_optimizer
 from .tensorboard import log_attention, log_samples
 
 log = logging.getLogger(__name__)
@@ -589,6 +589,7 @@ class Trainer:
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
         nonfinite = 0
         self._probe = self._planned = None  # train.budget_schedule: timed from this session's first update
+        self._logged_plan = None
         stop_reason = None
         last_metrics: dict[str, Any] = {}
         bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step",
@@ -696,6 +697,7 @@ class Trainer:
 
     _probe: tuple[int, float] | None = None  # (update, time) the budget's timing starts from
     _planned: tuple[int, float] | None = None  # (update, time) of this session's latest plan
+    _logged_plan: BudgetPlan | None = None  # the latest plan logged at INFO
 
     def _probe_budget(self, elapsed_s: float) -> None:
         """``train.budget_schedule``: time the updates after this session's first one; once
@@ -729,7 +731,14 @@ class Trainer:
         remaining_s = t.max_minutes * 60 - elapsed_s
         if self.world > 1:
             step_s, remaining_s = distributed.broadcast_floats([step_s, remaining_s], self.device)
-        log.info(self.schedule.make_plan(p.step, step_s, remaining_s, refit_warmup).describe())
+        plan = self.schedule.make_plan(p.step, step_s, remaining_s, refit_warmup)
+        # The warmup's revisions come every budget_probe_steps updates, dozens in a CPU run:
+        # one close to the last plan logged at INFO is logged at DEBUG only.
+        shown = self._logged_plan
+        quiet = refit_warmup and shown is not None and plan.close_to(shown)
+        log.log(logging.DEBUG if quiet else logging.INFO, plan.describe())
+        if not quiet:
+            self._logged_plan = plan
         self._planned = (p.step, now)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:

@@ -97,6 +97,12 @@ class BudgetPlan:
     made_at: int  # the update after which the plan was made or last revised
     revisions: int = 0
 
+    def close_to(self, other: BudgetPlan, within: float = 0.05) -> bool:
+        """Neither the warmup nor the number of updates differs from ``other``'s by
+        ``within`` of ``other``'s or more (the trainer logs such a revision at DEBUG only)."""
+        return (abs(self.warmup - other.warmup) < within * other.warmup
+                and abs(self.steps - other.steps) < within * other.steps)
+
     def describe(self) -> str:
         what = "budget plan" if not self.revisions else f"budget plan (revision {self.revisions})"
         return (f"{what}: {self.steps} updates ({self.step_s:.3f} s each, measured up to update "
