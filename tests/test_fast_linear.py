@@ -25,7 +25,7 @@ def onednn_chosen(monkeypatch):
 
 @pytest.mark.parametrize(("vendor", "avx512", "chosen"), [
     ("AuthenticAMD", True, True),    # Zen 4 and 5: oneDNN 1.01-1.33x
-    ("AuthenticAMD", False, False),  # AVX2 only: oneDNN 0.93x
+    ("AuthenticAMD", False, False),  # AVX2 only: oneDNN 0.90-0.93x
     ("GenuineIntel", True, False),   # Xeon: MKL's own CPUs, oneDNN 0.91x
     ("GenuineIntel", False, False),
     ("", True, True),

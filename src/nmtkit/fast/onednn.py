@@ -76,9 +76,9 @@ def trains_faster() -> bool:
     - AMD EPYC with AVX-512: on Zen 4 MKL's rate for the model's shapes wandered between
       120 and 190 GFLOP/s while oneDNN's held 190-210, steps 1.01-1.05x faster with
       oneDNN; on Zen 5 1.33x (``fast_ab_cpu_2026-11-27_zen5_avx512bf16.json``);
-    - AMD EPYC with AVX2 only: steps 0.93x as fast with oneDNN (pairs 0.81-1.01; products
-      117 against MKL's 145 GFLOP/s,
-      ``benchmarks/results/fast_ab_cpu_2026-11-28_avx2_amd.json``);
+    - AMD EPYC with AVX2 only (Zen 3): steps 0.93x and 0.90x as fast with oneDNN in two
+      runs (pairs 0.81-1.10; oneDNN's GEMM 117-156 GFLOP/s there against MKL's 145-183,
+      ``benchmarks/results/fast_ab_cpu_2026-11-28_avx2_amd*.json``);
     - Intel Xeon (AMX, AVX-512): MKL is Intel's library and the faster one there, steps
       0.91x with oneDNN (pairs 0.89-0.94,
       ``benchmarks/results/fast_ab_cpu_2026-11-26_amx_host.json``).
