@@ -90,6 +90,29 @@ def test_truncated_and_foreign_checkpoints_give_clear_errors(tmp_path):
         load_checkpoint(tmp_path / "missing.pt")
 
 
+@pytest.mark.parametrize("content, said", [
+    (b"", "empty file"),
+    (b"hello\n", "not the zip archive"),  # torch.load: KeyError 101
+    (b"\x80\x02]q\x00.", "not the zip archive"),  # a pickled list: IndexError inside torch
+    (bytes(range(256)) * 4, "not the zip archive"),
+])
+def test_files_that_are_not_checkpoints_name_the_problem(tmp_path, content, said):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(content)
+    with pytest.raises(CheckpointError, match=f"bad.pt: .*{said}"):
+        load_checkpoint(bad)
+
+
+def test_a_zip_archive_that_torch_cannot_read_is_a_checkpoint_error(tmp_path):
+    import zipfile
+
+    bad = tmp_path / "other.zip"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("readme.txt", "not a torch archive")
+    with pytest.raises(CheckpointError, match="other.zip: truncated or corrupted checkpoint"):
+        load_checkpoint(bad)
+
+
 def test_average_is_the_elementwise_mean(tmp_path):
     Trainer(make_cfg(30), tmp_path).run()
     steps = sorted(tmp_path.glob("step_*.pt"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import pickle
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -79,6 +78,23 @@ def _check_weights(where: str, state: Any, verify: bool, digest: Any) -> None:
                               "was corrupted or altered); --no-verify loads it anyway")
 
 
+def _check_zip_signature(path: Path) -> None:
+    """nmtkit writes checkpoints with ``torch.save``, whose files are zip archives. Anything
+    else (an empty file, text, a raw pickle, torch's pre-1.6 format) is refused here: handed
+    to ``torch.load`` it would be read as a legacy pickle and fail with whatever error the
+    bytes happen to cause (KeyError, IndexError, struct.error ...)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read the checkpoint: {e.strerror}") from None
+    if not head:
+        raise CheckpointError(f"{path}: empty file, not a checkpoint")
+    if head != b"PK\x03\x04":
+        raise CheckpointError(f"{path}: not an nmtkit checkpoint (not the zip archive that "
+                              "torch.save writes)")
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
                     verify: bool = True) -> dict[str, Any]:
     """Read a checkpoint safely (no pickled code) and check its format and weights.
@@ -89,13 +105,15 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
+    _check_zip_signature(path)
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         raise CheckpointError(f"{path}: refused: not a plain nmtkit checkpoint (it carries "
                               "pickled objects that could run code when loaded)") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: truncated or corrupted checkpoint: {e}") from None
+    except Exception as e:  # noqa: BLE001  # a damaged archive fails in many ways inside torch
+        raise CheckpointError(f"{path}: truncated or corrupted checkpoint: "
+                              f"{type(e).__name__}: {e}") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmtkit checkpoint (no '{FORMAT}' marker)")
     if ckpt.get("version", 0) > VERSION:
