@@ -10,6 +10,8 @@ import subprocess
 import sys
 from argparse import Namespace
 
+import pytest
+
 from .conftest import ROOT, load_benchmark, tiny_copy_overrides
 
 SCRIPT = ROOT / "benchmarks" / "seeds.py"
@@ -25,9 +27,24 @@ def run_script(work, *extra, seeds=("1", "2")):
     return json.loads(proc.stdout), proc.stderr
 
 
-def test_seeds_choose_on_val_and_ensemble_the_chosen(tmp_path):
-    work = tmp_path / "seeds"
-    result, log = run_script(work)
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory):
+    """Two seeds trained one after the other: (work folder, seeds.py's JSON, its log). Made
+    once for the module: the tests below read the JSON as it first came out, and the first
+    one goes on to run the script again in the same folder."""
+    work = tmp_path_factory.mktemp("alone") / "seeds"
+    return (work, *run_script(work))
+
+
+@pytest.fixture(scope="module")
+def side_by_side(tmp_path_factory):
+    """The same two seeds trained at once (``--parallel 2``): (work folder, JSON, log)."""
+    work = tmp_path_factory.mktemp("side") / "seeds"
+    return (work, *run_script(work, "--parallel", "2"))
+
+
+def test_seeds_choose_on_val_and_ensemble_the_chosen(alone):
+    work, result, log = alone
     assert [r["seed"] for r in result["runs"]] == [1, 2]
     for run in result["runs"]:
         assert run["updates"] == 20
@@ -226,13 +243,12 @@ def test_an_ablation_compared_on_another_score_names_it(tmp_path, monkeypatch):
     assert "| + data.lowercase | 10 | 40.50 | +0.50 |  |" in report.ablation_section()
 
 
-def test_seeds_trained_side_by_side_are_the_same_runs(tmp_path):
+def test_seeds_trained_side_by_side_are_the_same_runs(side_by_side, alone):
     """--parallel 2: both seeds train at once (each its own log), then are evaluated side by
     side (each command a process of its own), and what follows is the procedure of
     one-after-the-other: the same updates and scores, the choice on val, the ensemble; the
     protocol says the runs shared the machine."""
-    work = tmp_path / "side"
-    result, log = run_script(work, "--parallel", "2")
+    work, result, log = side_by_side
     assert log.count("nmtkit train") == 2 and [r["seed"] for r in result["runs"]] == [1, 2]
     # 3 candidates x 2 splits per seed, each in its own process; averages too.
     assert log.count("-m nmtkit evaluate") == 12 and log.count("-m nmtkit average") == 2
@@ -244,10 +260,11 @@ def test_seeds_trained_side_by_side_are_the_same_runs(tmp_path):
         assert (work / f"seed{seed}.cmd").read_text().startswith("train configs/copy_task.yaml")
         assert f"train.seed={seed}" in (work / f"seed{seed}.cmd").read_text()
     # The copy task is deterministic on a CPU: seed 1 side by side = seed 1 alone.
-    alone, log = run_script(tmp_path / "alone")
+    _, one_by_one, log = alone
     assert "-m nmtkit evaluate" not in log and log.count("+ nmtkit evaluate") == 15
-    assert [r["checkpoints"] for r in alone["runs"]] == [r["checkpoints"] for r in result["runs"]]
-    assert "each run alone on the machine" in alone["protocol"]
+    assert [r["checkpoints"] for r in one_by_one["runs"]] == \
+        [r["checkpoints"] for r in result["runs"]]
+    assert "each run alone on the machine" in one_by_one["protocol"]
     # Trained already: a rerun with --parallel starts nothing.
     again, log = run_script(work, "--parallel", "2")
     assert "+ " not in log and again["runs"] == result["runs"]
@@ -270,12 +287,18 @@ def test_seeds_sharing_overrides_are_named_together():
         " (seeds 4, 5 also train.rdrop=5) (seed 6 also train.rdrop=5, model.dropout=0.2)"
 
 
-def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_path):
+def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_path,
+                                                                        side_by_side):
     """benchmarks/gpu_seeds.sh (run here with this interpreter and no GPU): seeds.py's JSON,
-    its stderr, env.txt, and an archive of the work folder's logs and scores, no .pt."""
+    its stderr, env.txt, and an archive of the work folder's logs and scores, no .pt. It runs
+    in the side-by-side test's folder with the seeds trained already and the ensemble's
+    files removed, so that the ensemble is tuned and scored again through the wrapper."""
     import tarfile
 
-    out, work = tmp_path / "out", tmp_path / "work"
+    work, trained, _ = side_by_side
+    out = tmp_path / "out"
+    for kept in [*work.glob("ensemble_*"), *work.glob("tune.*")]:
+        kept.unlink()
     sets = [x for o in tiny_copy_overrides(20) for x in ("--set", o)]
     proc = subprocess.run(["bash", "benchmarks/gpu_seeds.sh", str(out), str(work),
                            "--config", "configs/copy_task.yaml", "--seeds", "1", "2",
@@ -286,7 +309,11 @@ def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_pat
     assert "seeds.py: exit 0" in proc.stdout
     result = json.loads((out / "seeds.json").read_text())
     assert "2 runs at a time side by side" in result["protocol"]
-    assert "+ nmtkit tune" in (out / "log.txt").read_text()
+    assert result["runs"] == trained["runs"]
+    assert [result["ensemble"][s]["bleu"] for s in ("val", "test")] == \
+        [trained["ensemble"][s]["bleu"] for s in ("val", "test")]
+    said = (out / "log.txt").read_text()
+    assert "+ nmtkit tune" in said and "nmtkit train" not in said
     assert sys.version.split()[0] in (out / "env.txt").read_text()
     with tarfile.open(out / "work.tgz") as tar:
         names = tar.getnames()
