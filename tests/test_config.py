@@ -148,6 +148,7 @@ EVERY_CHECK = [
     ({"model": {"teacher_forcing": 0.5}}, "model.teacher_forcing"),
     ({"model": {"teacher_forcing_anneal_steps": 10}}, "model.teacher_forcing_anneal_steps"),
     ({"model": {"init": "uniform"}}, "model.init"),
+    ({"model": {"max_positions": 1 << 20}}, "model.max_positions"),
     # train
     ({"train": {"adam_betas": [0.9, float("nan")]}}, "train.adam_betas"),
     ({"train": {"lr_schedule": "nope"}}, "train.lr_schedule"),
@@ -212,6 +213,12 @@ EVERY_CHECK = [
     ({"decode": {"sampling_top_p": 0}}, "decode.sampling_top_p"),
     ({"decode": {"alignment_layer": -2}}, "decode.alignment_layer"),
     ({"decode": {"alignment_head": -2}}, "decode.alignment_head"),
+    ({"decode": {"beam": 100000}}, "decode.beam"),
+    ({"decode": {"n_best": 100000, "sampling": True}}, "decode.n_best"),
+    ({"decode": {"max_len_a": 1e20}}, "decode.max_len_a"),
+    ({"decode": {"max_len_b": 2**63}}, "decode.max_len_b"),
+    ({"decode": {"max_len_a": 0, "max_len_b": 0}}, "decode.max_len_a"),
+    ({"decode": {"sampling_seed": 10**23}}, "decode.sampling_seed"),
     # across sections
     ({"data": {"joint_vocab": False}}, "model.tie_all"),
     ({"model": RNN, "decode": {"alignment_head": 0}}, "decode.alignment_layer"),

@@ -10,6 +10,9 @@ lose). Pre- and post-norm, with and without output bias, tied and untied, revers
 """
 
 import json
+import os
+import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -435,3 +438,116 @@ def test_cli_export_end_to_end(spm_checkpoint, tmp_path, capsys):
     assert cli_main(["export", "--format", "ctranslate2", "--model", str(tmp_path / "no.pt"),
                      "--out", str(tmp_path / "x")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+# --- --force replaces only an earlier export --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """An untrained copy-task Transformer (whitespace tokens): exported in a fraction of a second."""
+    cfg = copy_config("pre", True, True, False)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, len(VOCAB), len(VOCAB)).eval()
+    tok = WhitespaceTokenizer()
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("export_force") / "tiny.pt", cfg, tok,
+                                tok, VOCAB, VOCAB, model)
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    """Every file under ``path`` (links not followed) and its bytes: to check it untouched."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file() and not p.is_symlink()}
+
+
+def test_force_replaces_an_earlier_export_and_nothing_else(tiny_checkpoint, tmp_path):
+    """An earlier export (nmtkit's files, and CTranslate2's under other names: .txt and
+    per-side vocabularies, per-side SentencePiece models) is replaced; the same directory
+    with one file of the user's in it is not."""
+    out = export_ctranslate2(tiny_checkpoint, tmp_path / "ct2")
+    for name in ("source_vocabulary.txt", "target_vocabulary.json", "src.spm.model"):
+        (out / name).write_text("[]")  # what other exports of this kind hold
+    assert export_ctranslate2(tiny_checkpoint, out, quantization="int8", force=True) == out
+    assert json.loads((out / "nmtkit.json").read_text())["quantization"] == "int8"
+    assert not (out / "source_vocabulary.txt").exists()  # replaced whole, not overwritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]  # no .tmp/.old leftovers
+
+    (out / "notes.txt").write_text("mine")
+    before = _tree(out)
+    with pytest.raises(ExportError, match=r"ct2: is not an earlier export \(it holds "
+                                          r"notes\.txt\); refusing to replace it with --force"):
+        export_ctranslate2(tiny_checkpoint, out, force=True)
+    assert _tree(out) == before
+
+
+def test_force_refuses_a_directory_of_other_files(tiny_checkpoint, tmp_path, capsys):
+    """A user's directory is refused before any work, its files untouched, the message naming
+    them (a few at most); the command line says so with exit status 2."""
+    mine = tmp_path / "mine"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "corpus.txt").write_text("precious\n")
+    (mine / "notes.txt").write_text("notes\n")
+    (mine / "model.bin").write_text("an export's name, but the rest is not\n")
+    for i in range(5):
+        (mine / f"z{i}.log").write_text("")
+    before = _tree(mine)
+    with pytest.raises(ExportError) as e:
+        export_ctranslate2(tmp_path / "no-such.pt", mine, force=True)  # refused before loading it
+    msg = str(e.value)
+    assert msg.startswith(f"{mine}: is not an earlier export (it holds data/, notes.txt, z0.log, "
+                          "z1.log and 3 more); refusing to replace it with --force"), msg
+    assert "model.bin" not in msg and "remove it yourself or choose another --out" in msg
+    assert _tree(mine) == before
+
+    capsys.readouterr()
+    assert cli_main(["export", "--format", "ctranslate2", "--model", str(tiny_checkpoint),
+                     "--out", str(mine), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert f"nmtkit: error: {mine}: is not an earlier export (it holds data/, notes.txt" in err
+    assert _tree(mine) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no temporary directory
+
+
+def test_force_refuses_a_file_a_link_and_a_fifo(tiny_checkpoint, tmp_path):
+    """Not a directory (a file, a fifo standing in for a device), or a link, even one to an
+    earlier export: refused with and without --force, and left as it was."""
+    earlier = export_ctranslate2(tiny_checkpoint, tmp_path / "earlier")
+    exported = _tree(earlier)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me\n")
+    to_dir, to_file = tmp_path / "to_dir", tmp_path / "to_file"
+    to_dir.symlink_to(earlier)
+    to_file.symlink_to(a_file)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cases = [(a_file, "is a file, not an export directory"),
+             (to_dir, f"is a symbolic link \\(to a directory: {earlier}\\), not an export"),
+             (to_file, "is a symbolic link \\(to a file: "),
+             (fifo, "is a fifo, not an export directory")]
+    for path, why in cases:
+        with pytest.raises(ExportError, match=f"{path}: {why}.*refusing to replace it with --force"):
+            export_ctranslate2(tiny_checkpoint, path, force=True)
+        with pytest.raises(ExportError, match=f"{path}: already exists and {why}"):
+            export_ctranslate2(tiny_checkpoint, path)
+    assert a_file.read_text() == "keep me\n" and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert os.readlink(to_dir) == str(earlier) and os.readlink(to_file) == str(a_file)
+    assert _tree(earlier) == exported
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "earlier", "fifo", "to_dir",
+                                                          "to_file"]
+
+
+def test_force_over_an_empty_directory(tiny_checkpoint, tmp_path):
+    """An empty directory takes the export (with or without --force); one that holds only
+    an empty folder or a hidden file is not empty, and not an export."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = export_ctranslate2(tiny_checkpoint, empty, force=True)
+    assert (out / "model.bin").is_file() and (out / "nmtkit.json").is_file()
+    for extra in ("sub", ".keep"):
+        d = tmp_path / f"with{extra}"
+        d.mkdir()
+        (d / extra).mkdir() if extra == "sub" else (d / extra).write_text("")
+        shown = "sub/" if extra == "sub" else ".keep"
+        with pytest.raises(ExportError, match=f"it holds {re.escape(shown)}\\)"):
+            export_ctranslate2(tiny_checkpoint, d, force=True)
+        assert [p.name for p in d.iterdir()] == [extra]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .io import refuse_overwriting_inputs
 
 if TYPE_CHECKING:
     from .checkpoint import Bundle
@@ -55,13 +56,14 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def cmd_train(a: argparse.Namespace) -> int:
-    from .config import load
+    from .config import check_trainable, load
     from .train.loop import train
 
     sets = [*a.set, *(["train.fast=false", "decode.fast=false"] if a.no_fast else [])]
     if a.report_splits:
         sets.append(f"train.forgetting_splits={json.dumps(a.report_splits)}")
     cfg = load(a.config, sets)
+    check_trainable(cfg, a.config)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
     result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
                    on_validation=_curves_callback(), init_from=a.init_from,
@@ -204,6 +206,8 @@ def cmd_translate(a: argparse.Namespace) -> int:
     if (a.alignment_layer is not None or a.alignment_head is not None) and not a.alignments:
         raise ValueError("--alignment-layer/--alignment-head choose the attention that "
                          "--alignments reads: add --alignments")
+    refuse_overwriting_inputs([a.output], [a.input, a.prefix_file, a.constraints_file, *a.model],
+                              "-o")
     _, tr = _translator(a)
     tr.target_tag(a.tgt_lang)  # a multilingual model needs --tgt-lang: say so before reading input
     prefixes, constraints = _per_line_files(a)
@@ -234,6 +238,8 @@ def _scored_text(a: argparse.Namespace, bundle: Bundle, command: str
     from .data.corpora import load_parallel, read_lines
 
     data = bundle.cfg.data
+    if a.split and (a.src or a.ref):
+        raise InputError(f"{command} takes --split NAME or --src FILE --ref FILE, not both")
     if a.split:  # one direction of a multilingual model (data.directions): its files
         from .data.multilingual import evaluation_direction
 
@@ -253,6 +259,7 @@ def _scored_text(a: argparse.Namespace, bundle: Bundle, command: str
 def cmd_evaluate(a: argparse.Namespace) -> int:
     from .evaluate import score
 
+    refuse_overwriting_inputs([a.output], [a.src, a.ref, *a.model], "-o")
     bundle, tr = _translator(a)
     src, ref, name, data, tgt_lang = _scored_text(a, bundle, "evaluate")
     hyps = tr.translate_lines(src, tgt_lang=tgt_lang)
@@ -283,6 +290,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
                              f"{valid}, never on a test set")
 
     refuse_a_test_split("the validation split", "test")  # before loading the models
+    refuse_overwriting_inputs([a.output], [a.src, a.ref, *a.model], "-o")
     bundle, tr = _translator(a, {"batch_size": a.batch_size,
                                  "fast": False if a.no_fast else None})
     if a.split is None and not (a.src or a.ref):
@@ -317,12 +325,14 @@ def cmd_tune(a: argparse.Namespace) -> int:
 
 def cmd_backtranslate(a: argparse.Namespace) -> int:
     from .data.multilingual import evaluation_direction
-    from .train.backtranslate import backtranslate
+    from .train.backtranslate import backtranslate, synthetic_files
 
     bundle, tr = _translator(a)
     # The direction the model is asked for (a model of data.directions: --tgt-lang, and
     # --src-lang where several go into it): its languages name the two files.
     reverse, direction = evaluation_direction(bundle.cfg.data, a.src_lang, a.tgt_lang)
+    refuse_overwriting_inputs(synthetic_files(reverse, a.output),
+                              [None if a.input == "-" else a.input, *a.model], "-o PREFIX")
     tgt_lang = direction.tgt if bundle.cfg.data.directions else a.tgt_lang
     result = backtranslate(tr, reverse, _read_input(a.input), a.output, tgt_lang=tgt_lang)
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
@@ -337,10 +347,7 @@ def cmd_distill(a: argparse.Namespace) -> int:
     from .train.distill import distill
 
     bundle, tr = _translator(a)
-    try:
-        result = distill(tr, bundle.cfg.data, a.output, split=a.split)
-    except ValueError as e:
-        raise SystemExit(f"nmtkit: error: {e}") from None
+    result = distill(tr, bundle.cfg.data, a.output, split=a.split, models=a.model)
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
                       "pairs": result.pairs, "empty_translations": result.empty_translations,
                       "beam": tr.decode_cfg.beam, "models": a.model}))
@@ -358,6 +365,7 @@ def cmd_prepare(a: argparse.Namespace) -> int:
 def cmd_average(a: argparse.Namespace) -> int:
     from .train.average import average_checkpoints
 
+    refuse_overwriting_inputs([a.out], a.checkpoints, "--out")
     average_checkpoints(a.checkpoints, a.out)
     print(json.dumps({"out": a.out, "averaged": a.checkpoints}))
     return 0
@@ -554,12 +562,37 @@ def build_parser() -> argparse.ArgumentParser:
             raise argparse.ArgumentTypeError(f"threads must be 0 (the default) or more, got {value}")
         return value
 
+    def device(text: str) -> str:
+        """A torch device this machine has (refused at the command line, not as a traceback
+        from deep inside the first tensor moved there)."""
+        import torch
+
+        try:
+            d = torch.device(text)
+        except (RuntimeError, ValueError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (cpu, cuda, "
+                                             "cuda:1, mps ...)") from None
+        if d.type == "cuda" and not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{text}: this machine has no CUDA device "
+                                             "(or torch was built without CUDA)")
+        if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
+            raise argparse.ArgumentTypeError(f"{text}: this machine has "
+                                             f"{torch.cuda.device_count()} CUDA device(s), "
+                                             "counted from 0")
+        if d.type == "mps" and not torch.backends.mps.is_available():
+            raise argparse.ArgumentTypeError(f"{text}: MPS is not available on this machine")
+        if d.type not in ("cpu", "cuda", "mps"):
+            raise argparse.ArgumentTypeError(f"{text}: nmtkit runs on cpu, cuda or mps")
+        return text
+
     t.add_argument("--no-fast", action="store_true", help=no_fast + "; sets train.fast and decode.fast")
     mode = t.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
     mode.add_argument("--overwrite", action="store_true",
-                      help="start afresh in a RUN_DIR that holds an earlier run (its checkpoints "
-                      "and metrics are removed)")
+                      help="start afresh in a RUN_DIR that holds an earlier run: its checkpoints "
+                      "and metrics are moved aside to RUN_DIR/.overwritten.*/ and deleted once the "
+                      "new run saves its first checkpoint (put back if the new run fails or is "
+                      "interrupted before then)")
     t.add_argument("--init-from", metavar="CKPT",
                    help="fine-tune: start from this checkpoint's weights, tokenizers and "
                    "vocabularies (its model section must match), with a fresh optimizer and "
@@ -579,7 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="checkpoint (.pt); repeat it for an ensemble, which averages the "
                        "models' probabilities at each step (same vocabularies required)")
         q.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
-        q.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 ...")
+        q.add_argument("--device", type=device, default="cpu",
+                       help="torch device: cpu, cuda, cuda:1 ...")
         q.add_argument("--no-verify", action="store_true",
                        help="load a checkpoint whose weights do not match their stored checksum")
         q.add_argument("--no-fast", action="store_true", help=no_fast)
@@ -752,7 +786,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "cpu, float16 on cuda; 'default': the type the export stores)")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     sv.add_argument("--port", type=port, default=8000, help="TCP port (0 = any free port)")
-    sv.add_argument("--device", default="cpu", help="torch device: cpu, cuda ...")
+    sv.add_argument("--device", type=device, default="cpu", help="torch device: cpu, cuda ...")
     sv.add_argument("--no-verify", action="store_true",
                     help="load a checkpoint whose weights do not match their stored checksum")
     sv.add_argument("--no-fast", action="store_true", help=no_fast)
@@ -813,8 +847,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a value of --config (repeatable)")
     pl.add_argument("--arch", choices=["transformer", "rnn"],
                     help="architecture: which diagram (default: the recipe's, else transformer)")
-    pl.add_argument("--device", default="cpu", help="torch device for attention")
-    pl.add_argument("--dpi", type=int, default=100, help="resolution of the PNG files")
+    pl.add_argument("--device", type=device, default="cpu", help="torch device for attention")
+
+    def dpi(text: str) -> int:
+        value = int(text)
+        if not 10 <= value <= 1200:  # a figure of a few inches at 1e5 dpi is gigapixels
+            raise argparse.ArgumentTypeError(f"dpi must be in 10..1200, got {value}")
+        return value
+
+    pl.add_argument("--dpi", type=dpi, default=100, help="resolution of the PNG files (10-1200)")
     pl.set_defaults(func=cmd_plot)
 
     ex = sub.add_parser("export", help="convert a Transformer checkpoint for another inference "
@@ -830,7 +871,9 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                              "int16", "float16", "bfloat16"],
                     help="weight type (default float32; int8 for fast CPU inference)")
-    ex.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    ex.add_argument("--force", action="store_true",
+                    help="replace DIR if it holds an earlier export (only the files an export "
+                    "writes, or nothing); any other directory, a file or a link is refused")
     ex.set_defaults(func=cmd_export)
     return _finish_help(p)
 

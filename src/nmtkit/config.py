@@ -341,6 +341,7 @@ class ModelConfig:
         c.at_least(1, "layers")
         c.at_least(0, "enc_layers", "dec_layers")
         c.at_least(2, "max_positions")
+        c.at_most(MAX_POSITIONS, "max_positions")
         c.fraction("dropout", "attention_dropout", "relu_dropout")
         c.one_of("positional", POSITIONAL_ENCODINGS)
         c.require(self.arch == "transformer" or self.positional == "sinusoidal",
@@ -614,6 +615,21 @@ default), chrF, and BLEU on lowercased tokenized text (:func:`nmtkit.evaluate.to
 for a model trained on lowercased text, ``data.lowercase``, whose output has no case)."""
 
 
+MAX_BEAM = 1024
+"""The largest beam (and number of n-best outputs or samples) nmtkit searches with: a beam
+search keeps beam x vocabulary scores per sentence, and beyond this a typo (``--beam
+100000``) would exhaust memory or run for hours instead of being refused."""
+MAX_POSITIONS = 1 << 16
+"""The longest position table a model may ask for, and so the longest output cap."""
+MAX_LEN_A = 1000.0
+"""The largest ``decode.max_len_a``: outputs a thousand times the source length."""
+MAX_SEED = (1 << 63) - 1
+"""The largest seed a torch random generator takes."""
+TEMPERATURE_RANGE = (1e-3, 1e3)
+"""``decode.sampling_temperature`` bounds: beyond them the scaled log-probabilities overflow
+or all but one underflow (1e-3 samples as greedy search does, 1e3 uniformly)."""
+
+
 @dataclass
 class DecodeConfig:
     """Search used by validation, ``translate`` and ``evaluate`` unless overridden."""
@@ -659,10 +675,19 @@ class DecodeConfig:
         c.at_least(1, "beam", "batch_size")
         c.at_least(-1, "alignment_layer", "alignment_head")
         c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed")
+        c.at_most(MAX_BEAM, "beam", "n_best")
+        c.at_most(MAX_LEN_A, "max_len_a")
+        c.at_most(MAX_POSITIONS, "max_len_b")
+        c.at_most(MAX_SEED, "sampling_seed")
+        c.require(self.max_len_a > 0 or self.max_len_b > 0, "decode.max_len_a and "
+                  "decode.max_len_b cannot both be 0: the output cap A * source length + B "
+                  "would leave room for no token")
         c.require(1 <= self.n_best and (self.sampling or self.n_best <= self.beam),
                   f"decode.n_best must be in [1, decode.beam = {self.beam}] (any number >= 1 of "
                   f"samples with decode.sampling), got {self.n_best}")
-        c.positive("sampling_temperature")
+        low, high = TEMPERATURE_RANGE
+        c.require(low <= self.sampling_temperature <= high, "decode.sampling_temperature must "
+                  f"be in [{low:g}, {high:g}], got {self.sampling_temperature:g}")
         c.require(0.0 < self.sampling_top_p <= 1.0,
                   f"decode.sampling_top_p must be in (0, 1], got {self.sampling_top_p}")
 
@@ -821,6 +846,10 @@ class _Checks:
         for key, value in self._each(names):
             self.require(value >= low, f"{key} must be >= {low}, got {value}")
 
+    def at_most(self, high: float, *names: str) -> None:
+        for key, value in self._each(names):
+            self.require(value <= high, f"{key} must be <= {high:g}, got {value:g}")
+
     def positive(self, *names: str) -> None:
         for key, value in self._each(names):
             self.require(value > 0, f"{key} must be > 0, got {value}")
@@ -904,6 +933,22 @@ def check_installed(cfg: Config, source: str) -> None:
     if cfg.train.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise ConfigError(f"{source}: train.tensorboard needs the tensorboard package: pip "
                           "install 'nmtkit[tensorboard]' (or set train.tensorboard: false)")
+
+
+def check_trainable(cfg: Config, source: str) -> None:
+    """A Transformer's position table must hold the longest training sentence the data
+    section keeps, or training fails at the first such batch (``nmtkit train`` and
+    :class:`~nmtkit.train.loop.Trainer` ask). Not part of :func:`validate`: a config that
+    breaks the rule still describes a usable model (a checkpoint trained on shorter
+    sentences than ``data.max_len`` allows, an untrained model for a figure)."""
+    copy = cfg.data.corpus == "copy"
+    longest = (cfg.data.copy_len if copy else cfg.data.max_len) + 2
+    if cfg.model.arch == "transformer" and cfg.model.max_positions < longest:
+        raise ConfigError(
+            f"{source}: model.max_positions ({cfg.model.max_positions}) must be at least "
+            f"{longest}: the longest training sentence ({'data.copy_len' if copy else 'data.max_len'} "
+            f"= {longest - 2} tokens) with its end-of-sentence token and a begin-of-sentence "
+            "token or language tag")
 
 
 def enc_layers(m: ModelConfig) -> int:

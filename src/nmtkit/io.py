@@ -14,7 +14,7 @@ try:  # advisory locks: POSIX only; elsewhere builds simply are not serialised
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -78,6 +78,24 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
+                              inputs: Iterable[str | Path | None], flag: str) -> None:
+    """Raise ``ValueError`` if an output is a regular file that is also one of the inputs
+    (the same file by device and inode, so another name or a hard link is caught too): the
+    finished output would be renamed over the input it was read from (``translate -i X -o
+    X``, ``average --out X X Y``). ``flag`` names the option to change. ``None`` entries
+    (an option not given) and paths that do not exist yet are skipped; devices and pipes
+    (``-o /dev/stdout``) are written through, never replaced, so they are no concern."""
+    ins = [Path(i) for i in inputs if i is not None and os.path.isfile(i)]
+    for out in outputs:
+        if out is None or not os.path.isfile(out):
+            continue
+        for i in ins:
+            if os.path.samefile(out, i):
+                raise ValueError(f"{out} is also an input ({i}): writing it would replace "
+                                 f"what is read; choose another {flag}")
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -44,6 +44,8 @@ import inspect
 import json
 import logging
 import os
+import re
+import stat
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -329,19 +331,79 @@ def _make_readable(root: Path) -> None:
             path.chmod(0o666 & ~umask)
 
 
+_EXPORT_NAMES = re.compile(
+    r"model\.bin|config\.json"  # CTranslate2's own (the converter's ModelSpec.save)
+    r"|(shared|source|target)_vocabulary(_[0-9]+)?\.(json|txt)"  # .txt: ctranslate2 < 3
+    r"|nmtkit\.json|README\.txt|sentencepiece\.model|(src|tgt)\.spm\.model")  # nmtkit's
+"""Names of the files an export directory holds (:func:`export_ctranslate2` writes no others)."""
+
+_KINDS = ((stat.S_ISREG, "a file"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_an_export(out: Path) -> str | None:
+    """Why ``out`` may not be replaced by a new export (a phrase starting with "is"); None
+    where nothing is there, an empty directory, or an earlier export: a real directory whose
+    entries are all regular files named as :data:`_EXPORT_NAMES`."""
+    try:
+        st = os.lstat(out)
+    except (FileNotFoundError, NotADirectoryError):  # (a parent that is a file: atomic_dir says)
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(out)
+        what = "a directory" if out.is_dir() else "a file" if out.exists() else "nothing"
+        return f"is a symbolic link (to {what}: {target}), not an export directory"
+    if not stat.S_ISDIR(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a directory")
+        return f"is {kind}, not an export directory"
+    try:
+        with os.scandir(out) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        return f"is a directory that cannot be listed ({e.strerror}) to check that it is an export"
+    foreign = [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries
+               if not (_EXPORT_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))]
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+    return f"is not an earlier export (it holds {shown})"
+
+
+def _check_replaceable(out: Path, force: bool) -> bool:
+    """Raise :class:`ExportError` unless a new export may go to ``out``; True where an
+    earlier export is there to be replaced (with ``force``)."""
+    why = _not_an_export(out)
+    if why is not None:
+        if force:
+            raise ExportError(f"{out}: {why}; refusing to replace it with --force: remove it "
+                              "yourself or choose another --out")
+        raise ExportError(f"{out}: already exists and {why}; remove it yourself or choose "
+                          "another --out")
+    occupied = out.is_dir() and any(out.iterdir())
+    if occupied and not force:
+        raise ExportError(f"{out}: already exists; pass --force (force=True) to replace it")
+    return occupied
+
+
 def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization: str = "float32",
                        force: bool = False) -> Path:
     """Write a CTranslate2 model directory for ``checkpoint`` at ``out_dir``.
 
     Everything is written into a temporary directory beside ``out_dir`` and renamed into
     place at the end, so ``out_dir`` is never half-written. An existing non-empty
-    ``out_dir`` is replaced only with ``force``.
+    ``out_dir`` is replaced only with ``force``, and only if it is an earlier export: a
+    directory (not a link to one) holding nothing but the files an export writes (CTranslate2's
+    ``model.bin``, ``config.json``, ``*_vocabulary.json``/``.txt``; nmtkit's ``nmtkit.json``,
+    ``README.txt``, SentencePiece models). Anything else (other entries, a file, a link, a
+    device) raises :class:`ExportError` naming it, before any work and again just before the
+    rename.
     """
     checkpoint, out = Path(checkpoint), Path(out_dir)
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"unknown quantization {quantization!r} (known: {', '.join(QUANTIZATIONS)})")
-    try:  # atomic_dir refuses an existing non-empty out_dir without force, before any work
-        with atomic_dir(out, replace=force) as tmp:
+    replace_old = _check_replaceable(out, force)  # before any work
+    try:  # atomic_dir swaps out a non-empty out_dir only with replace_old, else refuses
+        with atomic_dir(out, replace=replace_old) as tmp:
             bundle = load_exportable_bundle(checkpoint)
             toks, files = _tokenizer_files(bundle)
             cfg = bundle.cfg
@@ -363,9 +425,14 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization
             atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
             atomic_write_text(tmp / "README.txt", _readme(meta))
             _make_readable(tmp)
-    except FileExistsError as e:
+            if replace_old:  # still an export? (something may have been put there meanwhile)
+                _check_replaceable(out, force)
+    except FileExistsError as e:  # out_dir filled up while exporting (the rename refused)
         if e.filename != str(out):
             raise
+        if force:
+            raise ExportError(f"{out}: something was put there while exporting; nothing "
+                              "replaced (check what it is, then export again)") from None
         raise ExportError(f"{out}: already exists; pass --force (force=True) to replace it") from None
     log.info("exported %s to %s (CTranslate2, %s)", checkpoint, out, quantization)
     return out

@@ -18,13 +18,14 @@ model.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import DataConfig
-from ..data.corpora import load_parallel
+from ..data.corpora import load_parallel, split_files
 from ..decode.translator import TextTranslator
-from ..io import atomic_write_text
+from ..io import atomic_write_text, refuse_overwriting_inputs
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +44,25 @@ class Distillation:
 
 
 def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
-            split: str | None = None) -> Distillation:
+            split: str | None = None, models: Sequence[str | Path] = ()) -> Distillation:
     """Translate the sources of ``split`` (default: the teacher's training split,
     ``data.train``) of the teacher's corpus and write the distilled pairs, line-aligned,
-    each file atomically."""
+    each file atomically. Refused before any work: output files that are the split's own
+    files or one of the teacher's checkpoints ``models`` (``-o`` equal to the split's prefix
+    would replace its references with the teacher's translations)."""
     if data.directions:
         raise ValueError("distill translates one direction: a model of data.directions is "
                          "not supported as a teacher (distil each direction's data with a "
                          "single-direction model)")
-    sources = load_parallel(data, split or data.train).src
+    split = split or data.train
     src_file, tgt_file = Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
     if src_file == tgt_file:
         raise ValueError(f"the teacher translates {data.src_lang} into itself: the two files "
                          "would be one")
+    read = split_files(data, split)
+    refuse_overwriting_inputs([src_file, tgt_file], [*(read[:2] if read else ()), *models],
+                              "output prefix")
+    sources = load_parallel(data, split).src
     hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(sources)]
     atomic_write_text(src_file, "".join(s + "\n" for s in sources))
     atomic_write_text(tgt_file, "".join(h + "\n" for h in hyps))

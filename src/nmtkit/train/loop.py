@@ -21,10 +21,13 @@ import csv
 import io
 import logging
 import math
+import os
 import random
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,7 @@ from tqdm import tqdm
 
 from .. import fast
 from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
-from ..config import Config, ConfigError, check_installed
+from ..config import Config, ConfigError, check_installed, check_trainable
 from ..data.batching import Batch, ParallelIds
 from ..data.corpora import Parallel
 from ..data.mmap_ids import prepare_training_ids
@@ -149,6 +152,7 @@ class Trainer:
         weights, tokenizers and vocabularies, a fresh optimizer and schedule. ``vocab_from``:
         a checkpoint whose tokenizers and vocabularies only are used (fresh weights). Both
         are ignored with ``resume`` (the run's own ``last.pt`` already holds all of it)."""
+        check_trainable(cfg, f"config {cfg.name!r}")  # before the run directory is touched
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.on_validation = on_validation
         t = cfg.train
@@ -162,6 +166,8 @@ class Trainer:
             distributed.init(self.device)
             if self.rank != 0:  # rank 0 speaks for all
                 logging.getLogger("nmtkit").setLevel(logging.WARNING)
+        if self.rank == 0:
+            self._warn_of_set_aside_runs()
         ckpt = None
         if resume:
             last = self.run_dir / "last.pt"
@@ -218,11 +224,10 @@ class Trainer:
         self.valid_ids = encode_parallel(cfg.data, join(self.valid_sets), self.vocabs, drop_long=False)
         log.info("train %d pairs, valid %d pairs", len(self.train_ids), len(self.valid_ids))
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # (A folder set aside by --overwrite, .overwritten.<random>, never matches: its random
+        # part has no dot, so it cannot end in ".tmp".)
         for stale in self.run_dir.glob(".*.tmp"):  # a write cut short by a kill: never renamed
             stale.unlink(missing_ok=True)
-        if not resume and overwrite and self.rank == 0:
-            for old in self._run_files():
-                old.unlink(missing_ok=True)
         self.model = build_model(cfg.model, len(self.vocabs.src_vocab),
                                  len(self.vocabs.tgt_vocab)).to(self.device)
         tags = [self.vocabs.src_vocab.stoi[x] for x in sorted(extra_tags(cfg.data))
@@ -274,7 +279,12 @@ class Trainer:
         if t.forgetting_splits and ckpt is None:  # the "before" of forgetting.json
             self.progress.forgetting_before = score_splits(self.bundle(), cfg.data,
                                                            t.forgetting_splits)
-        self.tensorboard = self._tensorboard_writer(resume)
+        # --overwrite: the earlier run moves aside as late as possible, once everything above
+        # (data, model, optimizer) has been built; it is deleted at this run's first checkpoint.
+        if not resume and overwrite and self.rank == 0:
+            self._set_aside_earlier_run()
+        with self._put_back_on_failure():
+            self.tensorboard = self._tensorboard_writer(resume)
 
     # --- set-up -------------------------------------------------------------------------------
 
@@ -293,6 +303,107 @@ class Trainer:
         if self.run_dir.is_dir() and not overwrite and self._run_files():
             raise ValueError(f"{self.run_dir}: holds an earlier run ({self._run_files()[0].name}); "
                              "continue it with --resume, or pass --overwrite to start afresh")
+
+    # --- --overwrite: the earlier run is set aside until this run's first checkpoint ----------
+
+    _earlier: Path | None = None  # the folder holding the earlier run's files (rank 0), if any
+    SET_ASIDE_PREFIX = ".overwritten."
+
+    def _set_aside_earlier_run(self) -> None:
+        """``--overwrite``: move the earlier run's files (:meth:`_run_files`) into a hidden
+        folder ``<run>/.overwritten.<random>/`` (same file system: renames, no copies), so that
+        this run starts in a clean directory yet, until it has a checkpoint of its own, the
+        earlier run is not lost:
+
+        - the first successful :meth:`save` of this run deletes the folder;
+        - any exception before that (Ctrl-C included) out of the set-up's last step or out of
+          :meth:`run` removes this run's files and moves the earlier ones back
+          (:meth:`_put_back_earlier_run`);
+        - a process killed hard (SIGKILL, power loss) in between leaves the earlier run in the
+          folder. Nothing deletes it automatically: later runs in the directory (fresh,
+          ``--overwrite`` or ``--resume``) ignore it (it is neither a run file nor a ``.*.tmp``
+          leftover) and name it in a WARNING (:meth:`_warn_of_set_aside_runs`); moving its
+          files back into the run directory recovers the earlier run.
+
+        Rank 0 only: the other ranks never touch the run directory's files."""
+        files = self._run_files()
+        if not files:
+            return
+        aside = Path(tempfile.mkdtemp(prefix=self.SET_ASIDE_PREFIX, dir=self.run_dir))
+        moved: list[Path] = []
+        try:
+            for old in files:
+                rel = old.relative_to(self.run_dir)
+                (aside / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(old, aside / rel)
+                moved.append(rel)
+        except BaseException:  # half moved: move those back, the run stops here
+            for rel in moved:
+                os.replace(aside / rel, self.run_dir / rel)
+            shutil.rmtree(aside, ignore_errors=True)
+            raise
+        self._earlier = aside
+        log.info("--overwrite: the earlier run's %d files set aside in %s until this run's "
+                 "first checkpoint", len(files), aside)
+
+    def _drop_earlier_run(self) -> None:
+        """This run has a checkpoint: the earlier run set aside by --overwrite is deleted."""
+        aside, self._earlier = self._earlier, None
+        if aside is None:
+            return
+        try:
+            shutil.rmtree(aside)
+        except OSError as e:  # this run goes on; the leftover is named by the next run's warning
+            log.warning("could not delete the earlier run set aside in %s: %s", aside, e)
+        else:
+            log.info("first checkpoint saved: the earlier run (%s) deleted", aside.name)
+
+    def _put_back_earlier_run(self) -> None:
+        """This run failed before its first checkpoint: its files go, the earlier run's come
+        back from where --overwrite set them aside. Never raises (the run's own exception is
+        what the caller reports): a file that cannot be moved back stays in the folder, named
+        in an ERROR."""
+        aside, self._earlier = self._earlier, None
+        if aside is None:
+            return
+        writer = getattr(self, "tensorboard", None)
+        if writer is not None:  # (its events file is this run's: closed before it is removed)
+            writer.close()
+        try:
+            for new in self._run_files():
+                new.unlink(missing_ok=True)
+            for old in sorted(f for f in aside.rglob("*") if not f.is_dir()):
+                rel = old.relative_to(aside)
+                (self.run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(old, self.run_dir / rel)
+            shutil.rmtree(aside)
+        except OSError as e:
+            log.error("could not put back the earlier run from %s (move its files back into %s "
+                      "by hand): %s", aside, self.run_dir, e)
+            return
+        log.info("this run failed before its first checkpoint: the earlier run was put back "
+                 "in %s", self.run_dir)
+
+    @contextmanager
+    def _put_back_on_failure(self) -> Iterator[None]:
+        """Any exception out of the block (KeyboardInterrupt included) while an earlier run is
+        set aside puts it back, then goes on."""
+        try:
+            yield
+        except BaseException:
+            self._put_back_earlier_run()
+            raise
+
+    def _warn_of_set_aside_runs(self) -> None:
+        """A WARNING for each folder of an earlier run set aside by an --overwrite that was
+        killed before its first checkpoint: left for the user to recover or delete."""
+        if not self.run_dir.is_dir():
+            return
+        for aside in sorted(self.run_dir.glob(self.SET_ASIDE_PREFIX + "*")):
+            if aside.is_dir():
+                log.warning("%s holds an earlier run set aside by an --overwrite that stopped "
+                            "before its first checkpoint (killed?): move its files back into %s "
+                            "to recover it, or delete it", aside, self.run_dir)
 
     def _no_pairs_message(self, blank: int | None) -> str:
         d = self.cfg.data
@@ -416,6 +527,7 @@ class Trainer:
             steps = sorted(self.run_dir.glob("step_*.pt"))
             for old in steps[:-k]:
                 old.unlink()
+        self._drop_earlier_run()  # (after --overwrite) this run now has a checkpoint of its own
 
     def _averaged(self) -> AbstractContextManager[None]:
         """``train.ema``: the model holds the averaged weights inside the block."""
@@ -580,7 +692,14 @@ class Trainer:
     # --- the loop -----------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """Train until a budget or early stopping ends the run; returns the last metrics."""
+        """Train until a budget or early stopping ends the run; returns the last metrics.
+        After --overwrite, a failure before the first checkpoint puts the earlier run back
+        (see :meth:`_set_aside_earlier_run`)."""
+        with self._put_back_on_failure():
+            return self._train()
+
+    def _train(self) -> dict[str, Any]:
+        """:meth:`run`'s loop."""
         t, p = self.cfg.train, self.progress
         model = self.model
         model.train()
@@ -680,9 +799,12 @@ class Trainer:
                     p.batch_in_epoch = 0
         except KeyboardInterrupt:
             p.elapsed_s = elapsed()
-            self.save()
-            log.warning("interrupted at step %d: saved %s; continue with --resume",
-                        p.step, self.run_dir / "last.pt")
+            if self._earlier is None:
+                self.save()
+                log.warning("interrupted at step %d: saved %s; continue with --resume",
+                            p.step, self.run_dir / "last.pt")
+            else:  # a checkpoint now would delete the earlier run for a few steps of this one
+                log.warning("interrupted at step %d, before this run's first checkpoint", p.step)
             bar.close()
             self._end_session(finished=False)
             raise

@@ -1,0 +1,134 @@
+"""Hostile input, second probe (2026-11-28): outputs that are inputs, devices that are not
+there, options out of range, contradictory options. Each is refused with exit status 2 and
+a message that names the problem, before anything is written."""
+
+import pytest
+
+from nmtkit.cli import main as cli_main
+from nmtkit.config import ConfigError, DataConfig, check_trainable, load
+from nmtkit.train.loop import Trainer
+
+from .test_checkpoint import make_cfg
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("hostile")
+    Trainer(make_cfg(20), run).run()  # step_10, step_20, last, best
+    return run
+
+
+def refused(capsys, argv, said):
+    """``nmtkit ARGV`` exits 2 (argparse's SystemExit or main's return) naming ``said``."""
+    try:
+        code = cli_main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err, err
+    return err
+
+
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(run, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("1 2 3\n4 5\n")
+    model = str(run / "last.pt")
+    before = {p: p.read_bytes() for p in (text, run / "last.pt", run / "step_00000010.pt")}
+    refused(capsys, ["translate", "--model", model, "-i", str(text), "-o", str(text)],
+            f"{text} is also an input ({text})")
+    link = tmp_path / "hard.txt"  # another name for the same file
+    link.hardlink_to(text)
+    refused(capsys, ["translate", "--model", model, "-i", str(text), "-o", str(link)],
+            "choose another -o")
+    refused(capsys, ["evaluate", "--model", model, "--src", str(text), "--ref", str(text),
+                     "-o", str(text)], "is also an input")
+    refused(capsys, ["tune", "--model", model, "--src", str(text), "--ref", str(text),
+                     "-o", model], f"{model} is also an input")
+    refused(capsys, ["average", "--out", str(run / "step_00000010.pt"),
+                     str(run / "step_00000010.pt"), str(run / "step_00000020.pt")],
+            "choose another --out")
+    # back-translation writes PREFIX.<src_lang> and PREFIX.<tgt_lang>: here the input's name
+    mono = tmp_path / "mono.de"
+    mono.write_text("1 2 3\n")
+    refused(capsys, ["backtranslate", "--model", model, "-i", str(mono),
+                     "-o", str(tmp_path / "mono")], f"{mono} is also an input")
+    assert mono.read_text() == "1 2 3\n" and not (tmp_path / "mono.en").exists()
+    assert {p: p.read_bytes() for p in before} == before
+    # Not a concern: a new file, and a device that is written through.
+    assert cli_main(["translate", "--model", model, "-i", str(text),
+                     "-o", str(tmp_path / "out.txt")]) == 0
+    assert cli_main(["translate", "--model", model, "-i", str(text), "-o", "/dev/null"]) == 0
+
+
+def test_distill_refuses_to_write_over_the_split_it_translates(run, tmp_path):
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.train.distill import distill
+
+    for lang, line in (("de", "1 2\n"), ("en", "2 1\n")):
+        (tmp_path / f"corpus.{lang}").write_text(line)
+    data = DataConfig(corpus="parallel", train=str(tmp_path / "corpus"),
+                      valid=str(tmp_path / "corpus"), src_lang="de", tgt_lang="en")
+    tr = load_bundle(run / "last.pt").translator()
+    with pytest.raises(ValueError, match=r"corpus\.de is also an input .*output prefix"):
+        distill(tr, data, tmp_path / "corpus")
+    assert (tmp_path / "corpus.en").read_text() == "2 1\n"  # the references are kept
+
+
+@pytest.mark.parametrize("device, said", [
+    ("tpu", "'tpu' is not a torch device"),
+    ("cuda:7", "cuda:7: this machine has"),
+    ("meta", "meta: nmtkit runs on cpu, cuda or mps"),
+])
+def test_a_device_this_machine_lacks_is_refused_by_name(run, capsys, device, said):
+    import torch
+
+    if device == "cuda:7" and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a CUDA device 7")
+    refused(capsys, ["translate", "--model", str(run / "last.pt"), "--device", device],
+            f"argument --device: {said}")
+    refused(capsys, ["serve", "--model", str(run / "last.pt"), "--device", device],
+            f"argument --device: {said}")
+
+
+def test_options_out_of_range_are_refused_before_any_work(run, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("1 2 3\n")
+    model = str(run / "last.pt")
+    base = ["--model", model, "--src", str(text), "--ref", str(text)]
+    # a beam of 100,000 ran for minutes in tune and ran out of memory in translate
+    refused(capsys, ["tune", *base, "--beam", "100000", "--length-penalty", "0"],
+            "decode.beam must be <= 1024, got 100000")
+    refused(capsys, ["translate", "--model", model, "-i", str(text), "--beam", "5000"],
+            "decode.beam must be <= 1024")
+    # an output cap that overflowed int64 gave empty translations with exit status 0
+    refused(capsys, ["translate", "--model", model, "-i", str(text), "--max-len-a", "1e20"],
+            "decode.max_len_a must be <= 1000")
+    refused(capsys, ["evaluate", *base, "--max-len-b", "99999999999999999999"],
+            "decode.max_len_b must be <= 65536")
+    refused(capsys, ["translate", "--model", model, "-i", str(text), "--max-len-a", "0",
+                     "--max-len-b", "0"], "cannot both be 0")
+    refused(capsys, ["translate", "--model", model, "-i", str(text), "--sampling",
+                     "--temperature", "1e-300"], "decode.sampling_temperature must be in")
+    refused(capsys, ["translate", "--model", model, "-i", str(text), "--sampling",
+                     "--seed", "99999999999999999999999"], "decode.sampling_seed must be <=")
+    refused(capsys, ["evaluate", *base, "--split", "valid"],
+            "evaluate takes --split NAME or --src FILE --ref FILE, not both")
+    refused(capsys, ["plot", "mask", "-o", str(tmp_path / "m.png"), "--dpi", "100000"],
+            "dpi must be in 10..1200")
+    assert list(tmp_path.iterdir()) == [text]
+
+
+def test_a_position_table_shorter_than_the_training_sentences_is_refused(tmp_path, capsys):
+    """It failed at the first long batch, naming no key, after --overwrite had emptied the run
+    directory."""
+    recipe = tmp_path / "short.yaml"
+    recipe.write_text("model:\n  max_positions: 64\n")
+    err = refused(capsys, ["train", str(recipe), "--run-dir", str(tmp_path / "run")],
+                  f"{recipe}: model.max_positions (64) must be at least 102: the longest "
+                  "training sentence (data.max_len = 100 tokens)")
+    assert "data.max_len" in err and not (tmp_path / "run").exists()
+    cfg = load(recipe, ["data.corpus=copy", "model.max_positions=11"])  # a usable config ...
+    with pytest.raises(ConfigError, match=r"data\.copy_len = 10 tokens"):  # ... not trainable
+        Trainer(cfg, tmp_path / "run")
+    check_trainable(load(recipe, ["data.max_len=62"]), str(recipe))
+    assert not (tmp_path / "run").exists()
