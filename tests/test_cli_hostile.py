@@ -132,3 +132,64 @@ def test_a_position_table_shorter_than_the_training_sentences_is_refused(tmp_pat
         Trainer(cfg, tmp_path / "run")
     check_trainable(load(recipe, ["data.max_len=62"]), str(recipe))
     assert not (tmp_path / "run").exists()
+
+
+def test_paths_that_exist_but_are_not_files_are_named_as_such(run, tmp_path, capsys):
+    refused(capsys, ["translate", "--model", str(run), "-i", "/dev/null"],
+            f"{run}: is a directory, not a checkpoint file (a run directory? give its best.pt")
+    refused(capsys, ["translate", "--model", "/dev/null", "-i", "/dev/null"],
+            "/dev/null: not a regular file")
+    from nmtkit.data.corpora import CorpusError, load_parallel
+
+    (tmp_path / "c.de").mkdir()
+    (tmp_path / "c.en").write_text("x\n")
+    data = DataConfig(corpus="parallel", src_lang="de", tgt_lang="en")
+    with pytest.raises(CorpusError, match=r"c\.de: is a directory, not a corpus file"):
+        load_parallel(data, str(tmp_path / "c"))
+
+
+def test_a_full_device_is_named_in_the_error(run, capsys):
+    refused(capsys, ["average", "--out", "/dev/full", str(run / "step_00000010.pt"),
+                     str(run / "step_00000020.pt")], "/dev/full: No space left on device")
+
+
+def test_backtranslation_needs_lines_and_a_prefix_of_file_names(run, tmp_path, capsys):
+    model = str(run / "last.pt")
+    blank = tmp_path / "blank.de"
+    blank.write_text("\n  \n\n")
+    refused(capsys, ["backtranslate", "--model", model, "-i", str(blank),
+                     "-o", str(tmp_path / "bt")], "nothing to back-translate: the input's 3 line(s)")
+    mono = tmp_path / "mono.de"
+    mono.write_text("1 2 3\n")
+    (tmp_path / "out").mkdir()
+    for prefix in (f"{tmp_path / 'out'}/", str(tmp_path / "out")):  # out/.de, out/.en
+        refused(capsys, ["backtranslate", "--model", model, "-i", str(mono), "-o", prefix],
+                "a prefix of file names (PREFIX.<lang> is written), not a directory")
+    assert not list((tmp_path / "out").iterdir()) and not (tmp_path / "bt.en").exists()
+
+
+def test_attention_is_drawn_for_sentences_of_readable_length(run):
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.viz.attention import MAX_PLOT_TOKENS, attention_for_text
+
+    bundle = load_bundle(run / "last.pt")
+    with pytest.raises(ValueError, match=f"--text has 3000 tokens: .* at most {MAX_PLOT_TOKENS}"):
+        attention_for_text(bundle, "1 " * 3000)  # took minutes of drawing before
+    assert attention_for_text(bundle, "1 2 3").src_tokens
+
+
+def test_a_validation_split_of_blank_lines_is_refused(tmp_path):
+    from nmtkit.config import Config
+    from nmtkit.data.fetch import CorpusError
+
+    for split, lines in (("train", "a b\nc d\n"), ("valid", " \n\t\n")):
+        for lang in ("de", "en"):
+            (tmp_path / f"{split}.{lang}").write_text(lines)
+    cfg = Config.from_dict({"data": {"corpus": "parallel", "train": str(tmp_path / "train"),
+                                     "valid": str(tmp_path / "valid"), "tokenizer": "whitespace",
+                                     "min_freq": 1},
+                            "model": {"d_model": 16, "d_ff": 32, "heads": 2, "layers": 1},
+                            "train": {"max_steps": 1}}, "t")
+    with pytest.raises(CorpusError, match=r"valid: the validation split \(data\.valid\) has no "
+                       r"pair with both sides non-blank \(2 lines\)"):
+        Trainer(cfg, tmp_path / "run")

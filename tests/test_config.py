@@ -62,6 +62,14 @@ def test_bad_configs_are_rejected_with_a_clear_message(tmp_path, text, msg):
 def test_bad_yaml_and_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="invalid YAML"):
         load(write(tmp_path, "model: {d_model: [\n"))
+    # a key given twice: the later value silently won
+    p = write(tmp_path, "name: x\ntrain:\n  lr: 2.0\n  warmup: 10\n  lr: 0.5\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(p))}:5: invalid YAML: duplicate "
+                       r"key 'lr' \(first given on line 3\)$"):
+        load(p)
+    with pytest.raises(ConfigError, match=r"duplicate key 'heads'"):
+        load(write(tmp_path, "name: x\n"), ["model={heads: 2, heads: 4}"])
+    assert load(write(tmp_path, "train: {lr: 2.0}\ndecode: {beam: 2}\n")).train.lr == 2.0
     with pytest.raises(ConfigError, match="not found"):
         load(tmp_path / "nope.yaml")
     with pytest.raises(ConfigError, match="unknown key"):

@@ -98,6 +98,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
     checksum was introduced have none and load without the comparison).
     """
     path = Path(path)
+    if path.is_dir():
+        hint = " (a run directory? give its best.pt or last.pt)" if (path / "last.pt").is_file() else ""
+        raise CheckpointError(f"{path}: is a directory, not a checkpoint file{hint}")
+    if path.exists() and not path.is_file():
+        raise CheckpointError(f"{path}: not a regular file (a device or a pipe), not a checkpoint")
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
     _check_zip_signature(path)

@@ -880,7 +880,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if not all(p.strip() for p in path):
         raise ConfigError(f"--set {item!r}: expected section.key=value")
     try:
-        parsed = yaml.safe_load(value) if value != "" else ""
+        parsed = _yaml(value) if value != "" else ""
     except yaml.YAMLError as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(f"--set {item!r}: the value is not valid YAML ({first})") from None
@@ -901,6 +901,31 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+class _RecipeLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no type hints
+    """YAML's safe loader, except that a key given twice in one mapping is an error (the
+    later value would silently win: two ``lr:`` lines in ``train``, the second forgotten)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                seen = key in first
+            except TypeError:  # an unhashable key: the safe loader's own error says so
+                break
+            if seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {first[key] + 1})",
+                    key_node.start_mark)
+            first[key] = key_node.start_mark.line
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep)
+        return mapping
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_RecipeLoader)  # noqa: S506  (a SafeLoader subclass)
+
+
 def load(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Read a YAML recipe, apply ``--set`` overrides, validate."""
     path = Path(path)
@@ -913,9 +938,12 @@ def load(path: str | Path, overrides: list[str] | None = None) -> Config:
     except OSError as e:  # a directory, no permission
         raise ConfigError(f"{path}: cannot read the config file: {e.strerror or e}") from None
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = _yaml(text) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from None
+        mark = getattr(e, "problem_mark", None)  # one line: file:line: the problem
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = " ".join(filter(None, (getattr(e, "context", None), getattr(e, "problem", None))))
+        raise ConfigError(f"{where}: invalid YAML: {problem or e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections (data, model, "
                           f"train, decode), got a {type(raw).__name__}")

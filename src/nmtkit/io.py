@@ -58,8 +58,12 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
     - missing parent directories are created; a parent that is a file raises ``OSError``.
     """
     if _is_special(Path(path)):  # checked before resolving: /dev/stdout -> pipe:[...]
-        with open(path, mode, encoding=encoding) as f:
-            yield f
+        try:
+            with open(path, mode, encoding=encoding) as f:
+                yield f
+        except OSError as e:
+            _name_the_file(e, path)
+            raise
         return
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,10 +78,20 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
             os.fchmod(f.fileno(), perms)  # before fsync, so the mode is durable with the data
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            _name_the_file(e, path)
         raise
+
+
+def _name_the_file(e: OSError, path: str | Path) -> None:
+    """A write error without a file name (ENOSPC, EIO from ``write``) gets ``path``, the file
+    the caller asked for, so that the one-line error says where (``/dev/full: No space left
+    on device``)."""
+    if e.filename is None:
+        e.filename = str(path)
 
 
 def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
@@ -96,6 +110,15 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
             if os.path.samefile(out, i):
                 raise ValueError(f"{out} is also an input ({i}): writing it would replace "
                                  f"what is read; choose another {flag}")
+
+
+def check_file_prefix(prefix: str | Path, flag: str) -> None:
+    """A prefix of file names (``PREFIX.de``, ``PREFIX.en``) must name files, not a directory:
+    ``-o out/`` would write the hidden files ``out/.de`` and ``out/.en``."""
+    text = str(prefix)
+    if not text or text.endswith(("/", os.sep)) or Path(text).is_dir():
+        raise ValueError(f"{flag} {text!r}: a prefix of file names (PREFIX.<lang> is written), "
+                         "not a directory: e.g. out/synthetic")
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -236,6 +236,10 @@ def _parallel_file(prefix: str, lang: str) -> Path:
         return plain
     if gz.is_file():
         return gz
+    for there in (plain, gz):
+        if there.exists():  # a directory, a device: not a corpus file
+            kind = "a directory" if there.is_dir() else "not a regular file"
+            raise CorpusError(f"{there}: is {kind}, not a corpus file")
     raise CorpusError(f"{plain}: file not found (nor {gz})")
 
 

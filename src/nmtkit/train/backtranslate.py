@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import DataConfig
 from ..decode.translator import TextTranslator
-from ..io import atomic_write_text
+from ..io import atomic_write_text, check_file_prefix
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,12 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
     each file atomically. Blank lines are dropped; surrounding whitespace is stripped.
     ``tgt_lang``: the language a model of ``data.directions`` translates into (``reverse``
     then reads that one direction: :func:`nmtkit.data.multilingual.evaluation_direction`)."""
+    check_file_prefix(prefix, "output prefix")
     mono = [line.strip() for line in lines]
     kept = [line for line in mono if line]
+    if not kept:
+        raise ValueError(f"nothing to back-translate: the input's {len(mono)} line(s) are all "
+                         "blank")
     translator.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
     hyps = ([" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
             if kept else [])

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..config import DataConfig
 from ..data.corpora import load_parallel, split_files
 from ..decode.translator import TextTranslator
-from ..io import atomic_write_text, refuse_overwriting_inputs
+from ..io import atomic_write_text, check_file_prefix, refuse_overwriting_inputs
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
         raise ValueError("distill translates one direction: a model of data.directions is "
                          "not supported as a teacher (distil each direction's data with a "
                          "single-direction model)")
+    check_file_prefix(prefix, "output prefix")
     split = split or data.train
     src_file, tgt_file = Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
     if src_file == tgt_file:

@@ -41,6 +41,7 @@ from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
 from ..config import Config, ConfigError, check_installed, check_trainable
 from ..data.batching import Batch, ParallelIds
 from ..data.corpora import Parallel
+from ..data.fetch import CorpusError
 from ..data.mmap_ids import prepare_training_ids
 from ..data.multilingual import join, load_directed
 from ..data.prepare import (
@@ -220,6 +221,11 @@ class Trainer:
                      "%.2f%% of target tokens are <unk>", 100 * src_unk, 100 * tgt_unk)
         # One entry per direction of data.directions (else one): loss over all, BLEU each.
         self.valid_sets = load_directed(cfg.data, cfg.data.valid)
+        for vs in self.valid_sets:  # a validation of blank lines would choose best.pt by noise
+            text = vs.text
+            if not any(s.strip() and t.strip() for s, t in zip(text.src, text.tgt, strict=True)):
+                raise CorpusError(f"{text.name}: the validation split (data.valid) has no pair "
+                                  f"with both sides non-blank ({len(text.src)} lines)")
         self.valid_text = self.valid_sets[0].text
         self.valid_ids = encode_parallel(cfg.data, join(self.valid_sets), self.vocabs, drop_long=False)
         log.info("train %d pairs, valid %d pairs", len(self.train_ids), len(self.valid_ids))

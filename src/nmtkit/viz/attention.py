@@ -106,12 +106,21 @@ def compute_attention(model: Seq2Seq, src_ids: Sequence[int],
     return {kind: w.numpy() for kind, w in teacher_forced_maps(model, src_ids, tgt_in_ids).items()}
 
 
+MAX_PLOT_TOKENS = 200
+"""The longest source (in the model's tokens) whose attention is drawn: beyond it the
+heatmaps' labels are unreadable and drawing every layer's and head's map takes minutes."""
+
+
 def attention_for_text(bundle: Bundle, text: str, beam: int | None = None,
                        tgt_lang: str | None = None) -> AttentionMaps:
     """Translate ``text`` with ``bundle`` (a :class:`nmtkit.checkpoint.Bundle`; into
     ``tgt_lang`` for a model of ``data.directions``, whose source then starts with the
     ``<2xx>`` token) and collect all its attention maps for that translation, source in
-    reading order."""
+    reading order. A source longer than :data:`MAX_PLOT_TOKENS` tokens is refused."""
+    n = len(bundle.src_tok.encode(text.strip()))
+    if n > MAX_PLOT_TOKENS:
+        raise ValueError(f"--text has {n} tokens: attention is drawn for sentences of at most "
+                         f"{MAX_PLOT_TOKENS} (plot a shorter one)")
     att = sentence_attention(bundle.translator(), text, model=bundle.model, beam=beam,
                              need_attention=True, tgt_lang=tgt_lang)
     hyp, tokens = att.translation, att.tokens
