@@ -168,7 +168,6 @@ def test_cli_serve_picks_the_engine_by_flag(copy_export, served_app):
                                                              "engine serves the directory"),
     (["--engine", "ctranslate2", "--model", "{ckpt}"], "last.pt: not a directory"),
     (["--engine", "ctranslate2", "--model", "{tmp}"], "nmtkit.json: not found; is"),
-    (["--engine", "ctranslate2", "--model", "{ct2}", "--device", "gpu"], "device 'gpu'"),
     (["--engine", "ctranslate2", "--model", "{ct2}", "--no-fast"], "apply to --engine torch"),
     (["--model", "{ct2}"], "a CTranslate2 export directory; serve it with --engine ctranslate2"),
     (["--model", "{ckpt}", "--compute-type", "int8"], "--compute-type applies to --engine "
@@ -181,6 +180,13 @@ def test_cli_serve_refuses_what_the_engine_cannot_serve(copy_export, tmp_path, s
     assert cli_main(["serve", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nmtkit: error: ") and message in err, err
+
+
+def test_cli_serve_refuses_a_device_that_is_not_one(copy_export, capsys):
+    with pytest.raises(SystemExit) as e:  # the command line's check, for either engine
+        cli_main(["serve", "--engine", "ctranslate2", "--model", str(copy_export[1]),
+                  "--device", "gpu"])
+    assert e.value.code == 2 and "'gpu' is not a torch device" in capsys.readouterr().err
 
 
 def test_a_corrupt_export_is_named(copy_export, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -373,7 +374,21 @@ def cmd_average(a: argparse.Namespace) -> int:
 
 def cmd_serve(a: argparse.Namespace) -> int:
     from .serve.limits import ServeLimits
+    from .serve.security import (
+        check_bindable,
+        check_keep_alive,
+        default_allowed_hosts,
+        parse_allowed_hosts,
+    )
 
+    # Every option checked before the model is loaded (ValueError -> "nmtkit: error: ...", 2).
+    limits = ServeLimits(max_texts=a.max_texts, max_chars=a.max_chars, max_beam=a.max_beam,
+                         max_length=a.max_length, max_body_bytes=a.max_body_bytes,
+                         timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms)
+    hosts = (parse_allowed_hosts(a.allowed_hosts) if a.allowed_hosts is not None
+             else default_allowed_hosts(a.host))
+    keep_alive = check_keep_alive(a.timeout_keep_alive)
+    check_bindable(a.host, a.port)
     try:
         import uvicorn
 
@@ -381,19 +396,13 @@ def cmd_serve(a: argparse.Namespace) -> int:
     except ImportError as e:
         raise SystemExit(f"nmtkit: error: serving needs the 'serve' extra "
                          f"(pip install 'nmtkit[serve]'): {e}") from None
-    limits = ServeLimits(max_texts=a.max_texts, max_chars=a.max_chars, max_beam=a.max_beam,
-                         max_length=a.max_length, max_body_bytes=a.max_body_bytes,
-                         timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms)
     bundle, translator = _serve_bundle(a)
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         logging.getLogger("nmtkit.serve").warning(
             "listening on %s: the service is reachable from other machines", a.host)
-    from .serve.security import default_allowed_hosts
-
-    hosts = a.allowed_hosts.split(",") if a.allowed_hosts else default_allowed_hosts(a.host)
     uvicorn.run(create_app(bundle, limits, translator, allowed_hosts=hosts), host=a.host, port=a.port,
                 log_level="debug" if a.verbose else "info",
-                timeout_keep_alive=a.timeout_keep_alive)
+                timeout_keep_alive=math.ceil(keep_alive))  # uvicorn takes whole seconds
     return 0
 
 
@@ -807,7 +816,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Host header names accepted, comma-separated ('*' = any; default: the "
                     "bind address, 127.0.0.1, localhost, ::1)")
     sv.add_argument("--timeout-keep-alive", type=float, default=5.0,
-                    help="seconds an idle keep-alive connection is held open (default 5)")
+                    help="seconds an idle keep-alive connection is held open (default 5; "
+                    "rounded up to whole seconds)")
     sv.add_argument("--max-wait-ms", type=float, default=L.max_wait_ms,
                     help="how long a request waits for others to batch with")
     sv.set_defaults(func=cmd_serve)

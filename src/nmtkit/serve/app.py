@@ -9,7 +9,9 @@
   ``"confidence": true`` (adds ``confidence``, ``tokens``, ``src_tokens``: see below) and
   ``"alignment_layer"``/``"alignment_head"`` (the decoder layer and head whose source attention
   gives alignments and coverage; -1: the last layer, the heads' mean)
-  run as one direct call; a response has only the fields asked for.
+  run as one direct call; a response has only the fields asked for. A forced prefix counts
+  against the output cap: one of more tokens than ``max_length`` (default: the server's
+  ``--max-length``) is a 422, here and in ``/v1/attention``.
 - ``POST /v1/attention`` ``{"text": "..."}`` -> source/target tokens and every attention
   map of the model for that sentence (kind -> layer -> head -> query x key); the PyTorch
   engine only (``nmtkit serve --engine ctranslate2`` answers 501: CTranslate2 returns no
@@ -384,6 +386,22 @@ def checked_tgt_lang(translator: "TextTranslator", tgt_lang: str | None) -> str 
     return tgt_lang
 
 
+def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_length: int | None,
+                     limits: ServeLimits, field: str = "prefixes") -> None:
+    """Forced prefixes, checked before any work: a prefix is part of the output, so it counts
+    against the output cap (the request's ``max_length``, else the server's
+    ``limits.max_length``); a longer one is a 422 (the search would otherwise stretch the
+    output to fit it, past the cap)."""
+    cap = limits.max_length if max_length is None else max_length
+    whose = "the request's max_length" if max_length is not None else "the server's max_length"
+    for i, prefix in enumerate(prefixes or []):
+        n = len(translator.prefix_tokens(prefix, None))
+        if n > cap:
+            where = field if field == "prefix" else f"{field}.{i}"
+            raise HTTPException(422, f"{where}: {n} target tokens, more than {whose} ({cap}): "
+                                     "a forced prefix counts against the output cap")
+
+
 def parameter_count(bundle: ServedBundle) -> int | None:
     if bundle.model is not None:
         return sum(p.numel() for p in bundle.model.parameters())
@@ -464,6 +482,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                 raise HTTPException(501, "prefixes, constraints, scores, alignments and confidence "
                                          "need the PyTorch engine")
             chosen_layer_head(conf, translator)
+            checked_prefixes(translator, req.prefixes, req.max_length, limits)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
                                req.max_length, *extras, conf, tgt_lang)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
@@ -486,6 +505,9 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
         conf = ConfidenceRequest.of(req)
         chosen_layer_head(conf, translator)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
+        if req.prefix is not None:  # type: ignore[attr-defined]
+            checked_prefixes(translator, [req.prefix], req.max_length, limits,  # type: ignore[attr-defined]
+                             field="prefix")
         work = batcher.run(attention_for, bundle, translator,
                            req.text, req.beam, req.max_length,  # type: ignore[attr-defined]
                            limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]

@@ -5,10 +5,16 @@
   name it controls (DNS rebinding); checking ``Host`` refuses those.
 - :data:`SECURITY_HEADERS` on every response: no MIME sniffing, no framing by other sites,
   and a Content-Security-Policy that lets the page load only its own script and style.
+- Start-up checks of ``nmtkit serve``'s options, run before the model is loaded (each raises
+  ``ValueError`` naming the option): :func:`parse_allowed_hosts`, :func:`check_keep_alive`,
+  :func:`check_bindable`.
 """
 
 from __future__ import annotations
 
+import errno
+import math
+import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -35,6 +41,74 @@ def default_allowed_hosts(bind: str) -> list[str]:
     if bind not in ("0.0.0.0", "::", "") and bind not in hosts:
         hosts.append(bind)
     return hosts
+
+
+MAX_KEEP_ALIVE_S = 3600.0
+"""Longest ``--timeout-keep-alive``: an idle connection held longer only ties up the server."""
+
+
+def parse_allowed_hosts(text: str) -> list[str]:
+    """``--allowed-hosts`` (``"example.org,127.0.0.1"``; ``"*"``: any) -> the host names,
+    lowercased. ``ValueError`` for an empty list or entry (``","``, ``"a,,b"``), or an entry
+    that no ``Host`` header could match (a port, brackets, spaces): such a server would
+    answer every request with a 400."""
+    hosts = [h.strip().lower() for h in text.split(",")]
+    if not any(hosts):
+        raise ValueError(f"--allowed-hosts names no host, got {text!r}: give host names, "
+                         "comma-separated ('*' = any)")
+    for h in hosts:
+        if not h:
+            raise ValueError(f"--allowed-hosts has an empty host name in {text!r}")
+        if any(c.isspace() for c in h) or host_name(h) != h or "/" in h:
+            raise ValueError(f"--allowed-hosts: {h!r} is not a host name: give names or "
+                             "addresses without scheme, port or brackets (e.g. example.org, ::1)")
+    return hosts
+
+
+def check_keep_alive(seconds: float) -> float:
+    """``--timeout-keep-alive``, checked: a finite number of seconds in (0, 3600]."""
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds) or not 0 < seconds <= MAX_KEEP_ALIVE_S):
+        raise ValueError(f"--timeout-keep-alive must be a finite number > 0 and "
+                         f"<= {MAX_KEEP_ALIVE_S:g} (seconds), got {seconds!r}")
+    return float(seconds)
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Raise ``ValueError`` (naming ``host``, ``port`` and why) unless the server could listen
+    on ``host:port`` now: binds, as uvicorn (asyncio's ``create_server``) would, a socket with
+    ``SO_REUSEADDR`` to each address ``host`` resolves to, then closes them. Port 0 (any free
+    port) never conflicts, but its host is still checked. Another process may still take the
+    port between this check and the server's start."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"cannot listen on {where}: port out of range 0-65535")
+    try:
+        infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM,
+                                   0, socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise ValueError(f"cannot listen on {where}: cannot resolve host {host!r} ({reason}); "
+                         "check --host") from None
+    bound: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            bound.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == getattr(socket, "AF_INET6", None) and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as e:
+        reasons = {errno.EADDRINUSE: "address already in use (another server there? choose "
+                                     "another --port, or 0 for any free port)",
+                   errno.EADDRNOTAVAIL: "address not available on this machine (check --host)",
+                   errno.EACCES: "permission denied (ports below 1024 need privileges)"}
+        reason = reasons.get(e.errno or -1, e.strerror or str(e))
+        raise ValueError(f"cannot listen on {where}: {reason}") from None
+    finally:
+        for sock in bound:
+            sock.close()
 
 
 def host_name(header: str) -> str:
