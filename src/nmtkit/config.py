@@ -847,8 +847,9 @@ class _Checks:
             self.require(value >= low, f"{key} must be >= {low}, got {value}")
 
     def at_most(self, high: float, *names: str) -> None:
-        for key, value in self._each(names):
-            self.require(value <= high, f"{key} must be <= {high:g}, got {value:g}")
+        for key, value in self._each(names):  # (a float bound as 1000, an integer one in full)
+            self.require(value <= high, f"{key} must be <= {high:g}, got {value:g}"
+                         if isinstance(high, float) else f"{key} must be <= {high}, got {value}")
 
     def positive(self, *names: str) -> None:
         for key, value in self._each(names):
