@@ -348,7 +348,7 @@ def cmd_distill(a: argparse.Namespace) -> int:
     from .train.distill import distill
 
     bundle, tr = _translator(a)
-    result = distill(tr, bundle.cfg.data, a.output, split=a.split, models=a.model)
+    result = distill(tr, bundle.cfg.data, a.output, split=a.split)
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
                       "pairs": result.pairs, "empty_translations": result.empty_translations,
                       "beam": tr.decode_cfg.beam, "models": a.model}))

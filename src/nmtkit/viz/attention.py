@@ -117,12 +117,9 @@ def attention_for_text(bundle: Bundle, text: str, beam: int | None = None,
     ``tgt_lang`` for a model of ``data.directions``, whose source then starts with the
     ``<2xx>`` token) and collect all its attention maps for that translation, source in
     reading order. A source longer than :data:`MAX_PLOT_TOKENS` tokens is refused."""
-    n = len(bundle.src_tok.encode(text.strip()))
-    if n > MAX_PLOT_TOKENS:
-        raise ValueError(f"--text has {n} tokens: attention is drawn for sentences of at most "
-                         f"{MAX_PLOT_TOKENS} (plot a shorter one)")
     att = sentence_attention(bundle.translator(), text, model=bundle.model, beam=beam,
-                             need_attention=True, tgt_lang=tgt_lang)
+                             need_attention=True, tgt_lang=tgt_lang,
+                             max_src_tokens=MAX_PLOT_TOKENS)
     hyp, tokens = att.translation, att.tokens
     search = hyp.attention.float().numpy() if hyp.attention is not None else None
     return AttentionMaps(
