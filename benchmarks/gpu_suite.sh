@@ -15,7 +15,8 @@ MODEL=${2:-}
 mkdir -p "$OUT"
 source "$(dirname "$0")/gpu_env.sh"  # wheels, PYTHONPATH, OUT/env.txt
 if [ "${SUITE:-main}" = compiled ]; then pick=compiled; else pick="not compiled"; fi
-timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py -k "$pick" -rA --tb=short \
+# -o addopts=: one process (the device image may lack pytest-xdist; one GPU is one worker)
+timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_cuda_graphs.py -k "$pick" -rA --tb=short \
   > "$OUT/test.txt" 2>&1
 tail -3 "$OUT/test.txt"
 run() {  # run NAME TIMEOUT_S ARGS...: one gpu_speed.py process, its JSON line into results.jsonl

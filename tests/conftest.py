@@ -11,6 +11,36 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+def _share_the_cores() -> None:
+    """``pytest -n N`` (pytest-xdist, the README's test command): N worker processes share
+    the machine, so each one's torch, and the processes its tests start (through
+    ``OMP_NUM_THREADS``), use cores/N threads: two OpenMP teams on one core slow each
+    other far more than twofold. Tests that set a thread count keep it."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        torch.set_num_threads(threads)
+
+
+_share_the_cores()
+
+LONGEST_FIRST = ("test_benchmark_seeds", "test_cli_e2e", "test_reliability", "test_distributed",
+                 "test_copy_task", "test_multilingual", "test_cuda_graphs", "test_rnn",
+                 "test_train_compile")
+"""The modules that take longest (a minute or more of the suite each on a 2-core host), in
+that order. Under ``-n N --dist loadfile`` each module goes whole to the next free worker in
+the order collected: these go first, so that no long module starts last and runs alone."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1]
+                                         if item.module else "", len(rank)))
+
+
 @pytest.fixture
 def multi30k_mirror(monkeypatch):
     """Point NMTKIT_DATA at the offline mirror (../shared/data), or skip if it is absent."""
