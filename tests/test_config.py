@@ -37,7 +37,8 @@ def write(tmp_path, text):
 
 def test_defaults_and_overrides(tmp_path):
     p = write(tmp_path, "model:\n  d_model: 64\n  heads: 4\n")
-    cfg = load(p, ["train.max_steps=7", "data.src_lang=en", "train.adam_betas=[0.9, 0.99]"])
+    cfg = load(p, ["train.max_steps=7", "data.src_lang=en", "data.tgt_lang=de",
+                   "train.adam_betas=[0.9, 0.99]"])
     assert cfg.name == "c"
     assert cfg.model.d_model == 64 and cfg.train.max_steps == 7 and cfg.data.src_lang == "en"
     assert cfg.train.adam_betas == (0.9, 0.99)
@@ -113,6 +114,7 @@ EVERY_CHECK = [
     ({"data": {"extra": [{"path": "s", "tag": "<pad>"}]}}, "data.extra.tag"),
     ({"data": {"extra": [{"path": "s"}], "mmap": True}}, "data.extra"),
     ({"data": {"direction_temperature": 0}}, "data.direction_temperature"),
+    ({"data": {"src_lang": "en", "tgt_lang": "en"}}, "data.src_lang"),
     ({"data": {"directions": ["de"]}}, "data.directions"),
     ({"data": {"directions": ["de-en", "de-en"]}}, "data.directions"),
     ({"data": {"directions": ["de-en"], "corpus": "copy"}}, "data.directions"),
@@ -176,8 +178,10 @@ EVERY_CHECK = [
     ({"train": {"log_every": 0}}, "train.log_every"),
     ({"train": {"max_nonfinite": 0}}, "train.max_nonfinite"),
     ({"train": {"seed": -1}}, "train.seed"),
+    ({"train": {"seed": 10**23}}, "train.seed"),
     ({"train": {"max_epochs": -1}}, "train.max_epochs"),
     ({"train": {"max_minutes": -1}}, "train.max_minutes"),
+    ({"train": {"max_minutes": 1e308, "budget_schedule": True}}, "train.max_minutes"),
     ({"train": {"warmup": -1}}, "train.warmup"),
     ({"train": {"weight_decay": -0.1}}, "train.weight_decay"),
     ({"train": {"clip_norm": -1}}, "train.clip_norm"),
@@ -277,6 +281,20 @@ def test_every_check_has_exactly_one_case(monkeypatch):
     # The finiteness check is one per section (over all its float fields): one case each.
     assert sorted(c.split(": ")[1].split(".")[0] for c in cases if c in finite) == [
         "data", "decode", "model", "train"]
+
+
+def test_equal_languages_are_refused_only_where_files_are_named_by_language():
+    """A corpus read from ``<split>.<lang>`` files would pair a file with itself; the copy
+    task and a tsv file (whose languages only choose the tokenizer's rules: paraphrase,
+    error correction) may have one language on both sides."""
+    same = {"src_lang": "en", "tgt_lang": "en"}
+    for corpus in ("multi30k", "iwslt14", "wmt14", "parallel"):
+        with pytest.raises(ConfigError, match=r"data\.src_lang and data\.tgt_lang must differ"):
+            Config.from_dict({"data": {"corpus": corpus, **same}})
+    for corpus in ("copy", "tsv"):
+        assert Config.from_dict({"data": {"corpus": corpus, **same}}).data.src_lang == "en"
+    both = Config.from_dict({"data": {"directions": ["de-en", "en-de"], **same}})
+    assert both.data.directions == ("de-en", "en-de")  # src_lang/tgt_lang unused there
 
 
 def test_validate_runs_every_section_and_the_checks_between_them():

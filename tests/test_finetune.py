@@ -204,7 +204,7 @@ def test_forgetting_before_survives_a_resume(parent, tmp_path, monkeypatch):
     assert set(before) == {"val"}
     run_until_ctrl_c(monkeypatch, first, 7)
     assert not (tmp_path / "forgetting.json").exists()  # written when training ends
-    resumed = Trainer(cfg, tmp_path, resume=True, init_from=run / "last.pt")
+    resumed = Trainer(cfg, tmp_path, resume=True)
     assert resumed.progress.forgetting_before == before
     resumed.run()
     report = json.loads((tmp_path / "forgetting.json").read_text())

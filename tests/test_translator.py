@@ -87,14 +87,14 @@ def test_prefixes_appear_verbatim_and_decoding_continues(bundle, beam):
 def test_control_tokens_in_prefixes_and_constraints_are_unknown_words(bundle, word):
     """A user's prefix or constraint is text: a literal control token in it is a word the model
     does not know (<unk>), never a PAD/BOS/EOS id forced into the hypothesis (the serve fuzzer
-    found "<pad>" as a prefix breaking the confidence view's token count)."""
+    found "<pad>" as a prefix breaking the confidence view's token count); and a word the
+    model does not know is refused, not written as <unk> (probe III, failure 8)."""
     tr = Translator.from_bundle(bundle, beam=2, n_best=1)
     assert tr.text_ids([word, "1"]) == [UNK, tr.tgt_vocab.stoi["1"]]
-    (h,), = tr.translate(["1 2 3"], prefixes=[f"{word} 1"], token_scores=True)
-    assert h.tokens[:2] == ["<unk>", "1"]
-    assert len(h.token_log_probs) == len(h.tokens) + 1
-    (c,), = tr.translate(["1 2 3"], constraints=[[word]])
-    assert "<unk>" in c.tokens
+    with pytest.raises(ValueError, match=f"no '{word}'"):
+        tr.translate(["1 2 3"], prefixes=[f"{word} 1"], token_scores=True)
+    with pytest.raises(ValueError, match=f"no '{word}'"):
+        tr.translate(["1 2 3"], constraints=[[word]])
 
 
 def test_alignments_point_at_the_argmax_of_the_attention(bundle):

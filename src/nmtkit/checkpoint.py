@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,7 +194,43 @@ def _check_bounds(where: str, cfg: Config, state: dict[str, torch.Tensor], src_v
                 "by the config")
 
 
+def check_device(device: str | torch.device) -> None:
+    """``ValueError`` unless ``device`` is a torch device this machine has, and one nmtkit runs
+    on (cpu, cuda, mps): a clear message, where torch would fail with a traceback from deep
+    inside the first tensor moved there. ``nmtkit ... --device`` and :func:`load_bundle`
+    both check with it."""
+    text = str(device)
+    try:
+        d = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"{text!r} is not a torch device (cpu, cuda, cuda:1, mps ...)") from None
+    if d.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{text}: this machine has no CUDA device (or torch was built without "
+                         "CUDA)")
+    if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
+        raise ValueError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                         "counted from 0")
+    if d.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{text}: MPS is not available on this machine")
+    if d.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{text}: nmtkit runs on cpu, cuda or mps")
+
+
 def load_bundle(path: str | Path, device: str | torch.device = "cpu", verify: bool = True) -> Bundle:
     """The one door for readers: checkpoint -> config, model (weights loaded), tokenizers,
-    vocabularies."""
+    vocabularies. Its arguments are checked first: ``TypeError`` for a ``path`` that is not a
+    str or path, a ``device`` that is not a str or ``torch.device``, a ``verify`` that is not
+    a bool; ``ValueError`` for a device this machine lacks (:func:`check_device`)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load_bundle: path must be a str or os.PathLike (a checkpoint file), "
+                        f"got {type(path).__name__}")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"load_bundle: device must be a str or torch.device, got "
+                        f"{type(device).__name__}")
+    if not isinstance(verify, bool):
+        raise TypeError(f"load_bundle: verify must be a bool, got {type(verify).__name__}")
+    try:
+        check_device(device)
+    except ValueError as e:
+        raise ValueError(f"load_bundle: device {e}") from None
     return bundle_from_checkpoint(load_checkpoint(path, verify=verify), path, device)

@@ -175,6 +175,36 @@ def _per_line_files(a: argparse.Namespace) -> tuple[list[str] | None, list[list[
     return prefixes, constraints
 
 
+def _answer(i: int, hs: list[Translation], a: argparse.Namespace, n_best: bool) -> str:
+    """The output lines of input line ``i`` (from 0): its best translation, and with N best
+    the others that contain every phrase of its ``--constraints-file`` line (one that lacks
+    some is left out). A best translation that lacks some (only the output cap can cause it)
+    is written with a warning that names the line."""
+    if not hs[0].constraints_met:
+        where = a.input or "<stdin>"
+        logging.getLogger(__name__).warning(
+            "%s:%d: the translation lacks some phrases of %s:%d: they did not fit under the "
+            "output cap", where, i + 1, a.constraints_file, i + 1)
+    shown = [h for j, h in enumerate(hs) if j == 0 or h.constraints_met] if n_best else hs[:1]
+    return "".join(_output_line(i, h, n_best, a.scores, a.alignments) for h in shown)
+
+
+def _translate_lines_of_files(a: argparse.Namespace, tr: Translator, lines: list[str],
+                              prefixes: list[str] | None, constraints: list[list[str]] | None,
+                              first: int) -> list[list[Translation]]:
+    """``tr.translate`` of input lines ``first``, ``first + 1``, ... (from 1) with their
+    ``--prefix-file`` / ``--constraints-file`` lines; a prefix or constraint that cannot be
+    used is an error naming its file and line."""
+    from .decode.translator import TargetTextError
+
+    try:
+        return tr.translate(lines, prefixes=prefixes, constraints=constraints,
+                            token_scores=a.scores, alignments=a.alignments, tgt_lang=a.tgt_lang)
+    except TargetTextError as e:
+        path = a.prefix_file if e.field == "prefixes" else a.constraints_file
+        raise InputError(f"{path}:{first + e.index}: {e.problem}") from None
+
+
 def _check_lines(path: str | None, given: list[Any] | None, n: int) -> None:
     if given is not None and len(given) != n:
         raise InputError(f"{path} has {len(given)} lines but the input has {n}: give one line per "
@@ -194,11 +224,10 @@ def _stream(a: argparse.Namespace, tr: Translator, prefixes: list[str] | None,
         for path, given in ((a.prefix_file, prefixes), (a.constraints_file, constraints)):
             if given is not None and n > len(given):
                 raise InputError(f"{path} has {len(given)} lines but the input has more")
-        (hs,) = tr.translate([line], prefixes=None if prefixes is None else [prefixes[n - 1]],
-                             constraints=None if constraints is None else [constraints[n - 1]],
-                             token_scores=a.scores, alignments=a.alignments, tgt_lang=a.tgt_lang)
-        sys.stdout.write("".join(_output_line(n - 1, h, n_best, a.scores, a.alignments)
-                                 for h in (hs if n_best else hs[:1])))
+        (hs,) = _translate_lines_of_files(
+            a, tr, [line], None if prefixes is None else [prefixes[n - 1]],
+            None if constraints is None else [constraints[n - 1]], n)
+        sys.stdout.write(_answer(n - 1, hs, a, n_best))
         sys.stdout.flush()
     return 0
 
@@ -219,11 +248,9 @@ def cmd_translate(a: argparse.Namespace) -> int:
     lines = _read_input(a.input)
     _check_lines(a.prefix_file, prefixes, len(lines))
     _check_lines(a.constraints_file, constraints, len(lines))
-    results = tr.translate(lines, prefixes=prefixes, constraints=constraints, token_scores=a.scores,
-                           alignments=a.alignments, tgt_lang=a.tgt_lang)
+    results = _translate_lines_of_files(a, tr, lines, prefixes, constraints, 1)
     n_best = tr.decode_cfg.n_best > 1
-    out = "".join(_output_line(i, h, n_best, a.scores, a.alignments)
-                  for i, hs in enumerate(results) for h in (hs if n_best else hs[:1]))
+    out = "".join(_answer(i, hs, a, n_best) for i, hs in enumerate(results))
     if a.output:
         _write_output(a.output, out, "translations")
     else:
@@ -249,6 +276,10 @@ def _scored_text(a: argparse.Namespace, bundle: Bundle, command: str
         par = load_parallel(data, a.split)
         return par.src, par.tgt, a.split, data, tgt_lang
     if a.src and a.ref:
+        if a.src_lang:  # not needed to translate --src, but a wrong one is a mistake: say so
+            from .data.multilingual import evaluation_direction
+
+            evaluation_direction(data, a.src_lang, a.tgt_lang)
         src, ref = read_lines(a.src), read_lines(a.ref)
         if len(src) != len(ref):
             raise InputError(f"{a.src} has {len(src)} lines but {a.ref} has {len(ref)}: "
@@ -263,14 +294,19 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     refuse_overwriting_inputs([a.output], [a.src, a.ref, *a.model], "-o")
     bundle, tr = _translator(a)
     src, ref, name, data, tgt_lang = _scored_text(a, bundle, "evaluate")
+    official = None  # the literature's number, official references: found (or warned) first
+    if a.split and data.corpus == "multi30k":
+        from .evaluate import official_reference
+
+        official = official_reference(a.split, data.tgt_lang)
     hyps = tr.translate_lines(src, tgt_lang=tgt_lang)
     if a.output:
         _write_output(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
     result = score(hyps, ref)
-    if a.split and data.corpus == "multi30k":  # the literature's number, official references
+    if official is not None:
         from .evaluate import multi30k_tok_bleu
 
-        tok_bleu, tok_sig = multi30k_tok_bleu(hyps, a.split, data.tgt_lang)
+        tok_bleu, tok_sig = multi30k_tok_bleu(hyps, a.split, data.tgt_lang, official)
         result["bleu_official_tok"] = tok_bleu
         result["signature"]["bleu_official_tok"] = tok_sig
     result.update({"split": name, "beam": tr.decode_cfg.beam,
@@ -545,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
     from .data.recipes import RECIPES
+    from .decode.limits import MAX_PHRASES
 
     pr = sub.add_parser("prepare", help="fetch and prepare a corpus recipe (IWSLT14, WMT14); "
                         "training does it on first use",
@@ -573,25 +610,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def device(text: str) -> str:
         """A torch device this machine has (refused at the command line, not as a traceback
-        from deep inside the first tensor moved there)."""
-        import torch
+        from deep inside the first tensor moved there: :func:`nmtkit.checkpoint.check_device`)."""
+        from .checkpoint import check_device
 
         try:
-            d = torch.device(text)
-        except (RuntimeError, ValueError):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (cpu, cuda, "
-                                             "cuda:1, mps ...)") from None
-        if d.type == "cuda" and not torch.cuda.is_available():
-            raise argparse.ArgumentTypeError(f"{text}: this machine has no CUDA device "
-                                             "(or torch was built without CUDA)")
-        if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
-            raise argparse.ArgumentTypeError(f"{text}: this machine has "
-                                             f"{torch.cuda.device_count()} CUDA device(s), "
-                                             "counted from 0")
-        if d.type == "mps" and not torch.backends.mps.is_available():
-            raise argparse.ArgumentTypeError(f"{text}: MPS is not available on this machine")
-        if d.type not in ("cpu", "cuda", "mps"):
-            raise argparse.ArgumentTypeError(f"{text}: nmtkit runs on cpu, cuda or mps")
+            check_device(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
         return text
 
     t.add_argument("--no-fast", action="store_true", help=no_fast + "; sets train.fast and decode.fast")
@@ -683,8 +708,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "each translation starts with its prefix, and decoding continues after it")
     tr.add_argument("--constraints-file", metavar="FILE",
                     help="terminology: per input line, tab-separated target phrases that the "
-                    "translation must contain (an empty line for none); lexically constrained "
-                    "beam search (dynamic beam allocation, Post & Vilar 2018)")
+                    f"translation must contain (an empty line for none; at most {MAX_PHRASES} a "
+                    "line, of words the model knows); lexically constrained beam search (dynamic "
+                    "beam allocation, Post & Vilar 2018). Only the output cap can keep a phrase "
+                    "out (one longer than the cap is cut to it): that line gets a warning; N best "
+                    "lists only translations with every phrase (and the best one always)")
     tr.add_argument("--scores", action="store_true",
                     help="write 'score<TAB>token log-probs<TAB>text' ('i<TAB>' first with N best): "
                     "the ranking score, then the log-probability of each output token and of </s> "

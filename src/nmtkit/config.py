@@ -177,6 +177,11 @@ class DataConfig:
         message is built, so each check is listed whether or not it fails)."""
         names, many = self.directions, bool(self.directions)
         c.positive("direction_temperature")
+        c.require(many or self.corpus not in DIRECTION_CORPORA or self.src_lang != self.tgt_lang,
+                  "data.src_lang and data.tgt_lang must differ where data.corpus names its "
+                  f"files by language ({', '.join(DIRECTION_CORPORA)}: both sides would be "
+                  f"read from one file), got {self.src_lang!r} and {self.tgt_lang!r} for "
+                  f"data.corpus: {self.corpus}")
         pairs = [d.split("-") for d in names]
         c.require(all(len(p) == 2 and all(LANGUAGE_CODE.fullmatch(x) for x in p) and p[0] != p[1]
                       for p in pairs),
@@ -397,7 +402,7 @@ class TrainConfig:
     max_epochs: int = 0
     """0 = no epoch limit."""
     max_minutes: float = 0.0
-    """Wall-clock budget for training; 0 = none."""
+    """Wall-clock budget for training; 0 = none; at most :data:`MAX_MINUTES` (a year)."""
     lr_schedule: str = "noam"
     """``noam``: lr * d^-0.5 * min(s^-0.5, s * warmup^-1.5) (Eq. 3); ``constant``; ``plateau``
     (lowered when validation loss stalls); ``inverse_sqrt``: linear warmup to lr, then
@@ -550,6 +555,8 @@ class TrainConfig:
         c.at_least(1, "accum", "max_steps", "valid_every", "log_every", "max_nonfinite")
         c.at_least(0, "seed", "max_epochs", "max_minutes", "warmup", "weight_decay", "clip_norm",
                    "patience", "plateau_patience", "keep_last", "valid_max_sents", "threads")
+        c.at_most(MAX_SEED, "seed")
+        c.at_most(MAX_MINUTES, "max_minutes")
         c.at_least(0, "sample_every")
         c.at_least(1, "samples")
         c.require(not self.cuda_graphs or not (self.rdrop or self.word_dropout
@@ -624,7 +631,11 @@ MAX_POSITIONS = 1 << 16
 MAX_LEN_A = 1000.0
 """The largest ``decode.max_len_a``: outputs a thousand times the source length."""
 MAX_SEED = (1 << 63) - 1
-"""The largest seed a torch random generator takes."""
+"""The largest seed a torch random generator takes (``decode.sampling_seed``, ``train.seed``)."""
+MAX_MINUTES = 365 * 24 * 60.0
+"""The largest ``train.max_minutes``, a year: any real budget, and far from where the
+budget schedule's arithmetic (``max_minutes * 60`` seconds, updates counted in them)
+overflows."""
 TEMPERATURE_RANGE = (1e-3, 1e3)
 """``decode.sampling_temperature`` bounds: beyond them the scaled log-probabilities overflow
 or all but one underflow (1e-3 samples as greedy search does, 1e3 uniformly)."""

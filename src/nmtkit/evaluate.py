@@ -20,12 +20,16 @@ On a corpus with at least one match of every n-gram order this equals nltk's uns
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
+
+log = logging.getLogger(__name__)
 
 WORD_PUNCT = re.compile(r"\w+|[^\w\s]+")
 """nltk's ``WordPunctTokenizer`` pattern (seed 003 tokenizes with it)."""
@@ -84,15 +88,34 @@ def moses_lc_norm_tok(lines: list[str], lang: str) -> list[str]:
     return [tok.tokenize(norm.normalize(line.lower()), return_str=True) for line in lines]
 
 
-def multi30k_tok_bleu(hypotheses: list[str], split: str, lang: str) -> tuple[float, str]:
+def official_reference(split: str, lang: str) -> Path | None:
+    """Multi30k's official tokenized reference of ``split`` in ``lang``
+    (:func:`nmtkit.data.corpora.multi30k_reference_file`: the mirror's ``tok/`` file, else the
+    cache, else a download, sha256-checked), or ``None`` with a warning naming the file and why
+    (missing offline, a sha256 mismatch). The reference is optional: only
+    ``bleu_official_tok`` needs it, so ``nmtkit evaluate`` looks it up before translating
+    and, without it, reports every other score rather than failing after the translation."""
+    from .data.corpora import multi30k_reference_file
+    from .data.fetch import CorpusError
+
+    try:
+        return multi30k_reference_file(split, lang)
+    except (CorpusError, OSError) as e:
+        log.warning("bleu_official_tok is left out (the other scores do not need it): %s", e)
+        return None
+
+
+def multi30k_tok_bleu(hypotheses: list[str], split: str, lang: str,
+                      reference: Path | None = None) -> tuple[float, str]:
     """BLEU of detokenized ``hypotheses`` against Multi30k's official lowercased, normalised,
-    tokenized reference of ``split`` in ``lang`` (:func:`nmtkit.data.corpora.multi30k_reference_file`),
-    the convention of the multimodal-MT literature (``multi-bleu.perl`` on these files):
-    the hypotheses go through :func:`moses_lc_norm_tok`, then sacreBLEU with
-    ``tokenize="none"`` (the text is already tokenized and lowercased). Returns (score, signature)."""
+    tokenized reference of ``split`` in ``lang`` (``reference``, else
+    :func:`nmtkit.data.corpora.multi30k_reference_file`), the convention of the multimodal-MT
+    literature (``multi-bleu.perl`` on these files): the hypotheses go through
+    :func:`moses_lc_norm_tok`, then sacreBLEU with ``tokenize="none"`` (the text is already
+    tokenized and lowercased). Returns (score, signature)."""
     from .data.corpora import multi30k_reference_file
 
-    path = multi30k_reference_file(split, lang)
+    path = reference if reference is not None else multi30k_reference_file(split, lang)
     refs = path.read_text(encoding="utf-8").splitlines()
     if len(refs) != len(hypotheses):
         raise ValueError(f"{path}: {len(refs)} references vs {len(hypotheses)} hypotheses")

@@ -94,6 +94,32 @@ def _name_the_file(e: OSError, path: str | Path) -> None:
         e.filename = str(path)
 
 
+@contextlib.contextmanager
+def errors_naming(path: str | Path) -> Iterator[None]:
+    """An ``OSError`` raised in the block without a file name (a full disk in a library's own
+    ``write``, e.g. CTranslate2's ``model.bin``) is raised with ``path`` as its file name."""
+    try:
+        yield
+    except OSError as e:
+        _name_the_file(e, path)
+        raise
+
+
+def _os_error_behind(e: BaseException) -> OSError | None:
+    """The ``OSError`` a library turned into another exception, if any: ``torch.save`` meets a
+    full disk as an ``OSError`` from ``write``, then its zip writer's clean-up raises
+    ``RuntimeError: [enforce fail at inline_container.cc] unexpected pos ...`` with the
+    ``OSError`` as its context."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OSError):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
                               inputs: Iterable[str | Path | None], flag: str) -> None:
     """Raise ``ValueError`` if an output is a regular file that is also one of the inputs
@@ -135,9 +161,17 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_save(path: str | Path, writer: Callable[[IO[Any]], None]) -> None:
     """Call ``writer(fileobj)`` on a temporary file, then rename it into place (or write
-    straight through to a device or FIFO, as ``atomic_open`` does)."""
+    straight through to a device or FIFO, as ``atomic_open`` does). A write error that the
+    writer wrapped in another exception (``torch.save``'s ``RuntimeError`` on a full disk) is
+    raised as the ``OSError`` it was, naming ``path``."""
     with atomic_open(path, "wb") as f:
-        writer(f)
+        try:
+            writer(f)
+        except Exception as e:
+            cause = _os_error_behind(e)
+            if cause is None or cause is e:
+                raise
+            raise cause from None
 
 
 @contextlib.contextmanager

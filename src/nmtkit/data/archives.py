@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from nmtkit.data.fetch import CorpusError
+from nmtkit.io import errors_naming
 
 log = logging.getLogger(__name__)
 
@@ -105,19 +106,21 @@ def extract(archive: Path, label: str, wanted: dict[str, tuple[Cleaner, bool]],
                 cleaner, strict = wanted[name]
                 out = scratch / f"member{len(found)}.gz"
                 count = 0
-                with f, gzip.open(out, "wt", encoding="utf-8", compresslevel=1) as w:
+                with f, GzTextWriter(out, 1, sync=False) as w:
                     for line in cleaner(numbered_lines(f, where, strict), where):
-                        try:
-                            w.write(line + "\n")
-                        except OSError as e:  # the scratch disk, not the archive
-                            raise CorpusError(f"{out}: cannot write the prepared text of "
-                                              f"{where}: {e}") from None
+                        w.write(line + "\n")
                         count += 1
                 found[name] = Extracted(out, count, where)
                 log.info("%s: %d lines", where, count)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+        if isinstance(e, OSError) and _names_a_file_in(e, scratch):
+            raise  # writing the scratch disk (full?), not reading the archive
         raise CorpusError(f"{archive}: cannot read the archive: {e}") from None
     return found, seen
+
+
+def _names_a_file_in(e: OSError, directory: Path) -> bool:
+    return isinstance(e.filename, str) and Path(e.filename).parent == directory
 
 
 def require(found: dict[str, Extracted], seen: list[str], label: str,
@@ -198,19 +201,35 @@ def clean_plain(lines: Iterator[tuple[int, str]], where: str) -> Iterator[str]:
 
 class GzTextWriter:
     """UTF-8 text into a new gzip file with no name or time in its header (the same text
-    gives the same bytes); :meth:`close` flushes and fsyncs the file before closing it."""
+    gives the same bytes); :meth:`close` flushes and (unless ``sync`` is off, for scratch
+    files) fsyncs the file before closing it. A write error (a full disk) names the file,
+    or ``name`` where the file is written under a temporary name."""
 
-    def __init__(self, path: Path, compresslevel: int):
-        self.raw = open(path, "wb")  # noqa: SIM115 (closed by close())
+    def __init__(self, path: Path, compresslevel: int, sync: bool = True,
+                 name: Path | None = None):
+        self.name, self.sync = name or path, sync
+        with errors_naming(self.name):
+            self.raw = open(path, "wb")  # noqa: SIM115 (closed by close())
         self.gz = gzip.GzipFile(fileobj=self.raw, mode="wb", filename="", mtime=0,
                                 compresslevel=compresslevel)
 
     def write(self, text: str) -> None:
-        self.gz.write(text.encode("utf-8"))
+        with errors_naming(self.name):
+            self.gz.write(text.encode("utf-8"))
 
     def close(self) -> None:
         if not self.raw.closed:
-            self.gz.close()
-            self.raw.flush()
-            os.fsync(self.raw.fileno())
-            self.raw.close()
+            with errors_naming(self.name):
+                try:
+                    self.gz.close()
+                    self.raw.flush()
+                    if self.sync:
+                        os.fsync(self.raw.fileno())
+                finally:
+                    self.raw.close()
+
+    def __enter__(self) -> GzTextWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -9,6 +9,7 @@ prepared into text by :mod:`nmtkit.data.recipes`.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import logging
@@ -334,6 +335,22 @@ def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path, str] | None:
     return None
 
 
+@contextlib.contextmanager
+def _prepared_hint(corpus: str) -> Iterator[None]:
+    """A file of IWSLT14 or WMT14 that cannot be read, or does not match its other side, is
+    one that nmtkit prepared in its cache: the error says so, and how to build it again."""
+    try:
+        yield
+    except CorpusError as e:
+        if corpus not in ("iwslt14", "wmt14"):
+            raise
+        from nmtkit.data.recipes import prepared_text_dir  # recipes imports this module
+
+        raise CorpusError(f"{e} (prepared by nmtkit in its cache: `nmtkit prepare {corpus}` "
+                          "checks the prepared files and builds damaged ones again, or delete "
+                          f"{prepared_text_dir(corpus)})") from None
+
+
 def load_parallel(cfg: DataConfig, split: str) -> Parallel:
     """Read one split of ``cfg.corpus``; lines are ``.strip()``-ed.
 
@@ -349,7 +366,8 @@ def load_parallel(cfg: DataConfig, split: str) -> Parallel:
     files = split_files(cfg, split)
     if files is not None:
         src_path, tgt_path, name = files
-        src, tgt = _read_pair(src_path, tgt_path)
+        with _prepared_hint(cfg.corpus):
+            src, tgt = _read_pair(src_path, tgt_path)
     elif cfg.corpus == "tsv" and cfg.tsv_split:
         src, tgt, name = _read_tsv_split(cfg, split)
     elif cfg.corpus == "tsv":
@@ -392,15 +410,16 @@ def iter_parallel(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     src_path, tgt_path, name = files
     training, skipped = split == cfg.train, 0
     pairs = itertools.zip_longest(iter_lines(src_path), iter_lines(tgt_path))
-    for number, (s, t) in enumerate(pairs, start=1):
-        if s is None or t is None:
-            longer, shorter = (tgt_path, src_path) if s is None else (src_path, tgt_path)
-            raise CorpusError(f"line counts differ: {shorter} ends after {number - 1} lines, "
-                              f"{longer} goes on")
-        s, t = s.strip(), t.strip()
-        if training and not (s and t):
-            skipped += 1
-            continue
-        yield s, t
+    with _prepared_hint(cfg.corpus):
+        for number, (s, t) in enumerate(pairs, start=1):
+            if s is None or t is None:
+                longer, shorter = (tgt_path, src_path) if s is None else (src_path, tgt_path)
+                raise CorpusError(f"line counts differ: {shorter} ends after {number - 1} "
+                                  f"lines, {longer} goes on")
+            s, t = s.strip(), t.strip()
+            if training and not (s and t):
+                skipped += 1
+                continue
+            yield s, t
     if skipped:
         log.warning("%s: skipped %d training pair(s) with an empty side", name, skipped)

@@ -21,6 +21,7 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from tqdm import tqdm
@@ -129,6 +130,34 @@ def local_file(collection: str, name: str) -> Path | None:
     return cached if cached.is_file() else None
 
 
+def _check_mirror(root: Path, mirrored: Path) -> None:
+    """A mirror that is there but cannot be what it should (``NMTKIT_DATA`` a file, the wanted
+    path a directory) is an error saying so, not a "not found" and a download."""
+    if root.exists() and not root.is_dir():
+        raise CorpusError(f"NMTKIT_DATA={root}: is not a directory (the offline mirror is a "
+                          "folder holding <collection>/<file>)")
+    if mirrored.exists() and not mirrored.is_file():
+        kind = "a directory" if mirrored.is_dir() else "not a regular file"
+        raise CorpusError(f"{mirrored}: is {kind}, not a file (in the NMTKIT_DATA mirror)")
+
+
+@contextlib.contextmanager
+def writing_the_cache(target: str | Path) -> Iterator[None]:
+    """Turn an ``OSError`` from writing into the cache in the block (a full disk, no
+    permission) into a :class:`CorpusError` that names the file (its own name, else
+    ``target``) and says that it lies in the cache, which ``NMTKIT_CACHE`` can move. An error
+    naming a file outside the cache (an input) is raised as it is."""
+    try:
+        yield
+    except OSError as e:
+        root = os.path.realpath(cache_dir())
+        where = os.path.realpath(e.filename if isinstance(e.filename, str) else target)
+        if where != root and not where.startswith(root + os.sep):
+            raise
+        raise CorpusError(f"{where}: {e.strerror or e} (in nmtkit's cache {cache_dir()}; "
+                          "NMTKIT_CACHE=DIR puts the cache elsewhere)") from None
+
+
 def fetch_file(
     collection: str, name: str, url: str, pinned: str | None, label: str | None = None
 ) -> tuple[Path, str]:
@@ -147,6 +176,7 @@ def fetch_file(
     data_env = os.environ.get("NMTKIT_DATA")
     if data_env:
         mirrored = Path(data_env).expanduser() / collection / name
+        _check_mirror(Path(data_env).expanduser(), mirrored)
         if mirrored.is_file():
             got = sha256_file(mirrored)
             if pinned is not None and got != pinned:

@@ -200,7 +200,9 @@ def evaluation_direction(cfg: DataConfig, src_lang: str | None,
     others). A model of ``data.directions``: ``tgt_lang`` must be one of its targets (may be
     left out when it has one), ``src_lang`` may be left out when one direction goes into
     ``tgt_lang``; any other source language is a zero-shot direction (Johnson et al. 2017,
-    Sec. 5), evaluated as asked."""
+    Sec. 5), evaluated as asked, from any language the model has read or written; one it has
+    never seen is a ``ValueError`` (back-translation would name its synthetic corpus after
+    it)."""
     dirs = directions(cfg)
     if not dirs:
         own = Direction(cfg.src_lang, cfg.tgt_lang)
@@ -216,6 +218,10 @@ def evaluation_direction(cfg: DataConfig, src_lang: str | None,
     if tgt not in targets:
         raise ValueError(f"target language {tgt!r}: this model translates into "
                          f"{', '.join(targets)} only")
+    known = sorted({lang for d in dirs for lang in (d.src, d.tgt)})
+    if src_lang is not None and src_lang not in known:
+        raise ValueError(f"source language {src_lang!r}: this model knows {', '.join(known)} "
+                         "only")
     sources = sorted(d.src for d in dirs if d.tgt == tgt)
     if src_lang is None and len(sources) > 1:
         raise ValueError(f"this model translates into {tgt} from {', '.join(sources)}: name the "

@@ -188,6 +188,16 @@ EXTRA_SEED = 20190801
 sample)."""
 
 
+MAX_WEIGHTED_EXTRA_PAIRS = 100_000_000
+"""The most pairs one ``data.extra`` corpus may give after its weight (weight x pairs).
+
+``data.extra`` is read into memory (it needs ``data.mmap: false``) and every repeat is a
+pair of the in-memory training set: 10^8 pairs are gigabytes of references and token ids,
+more than a back-translated corpus of any real size times a sensible weight (a few copies),
+so a larger product is a typo (``weight: 1e9`` grew memory without bound) and is refused
+when the corpus is read, before any copy is made."""
+
+
 def extra_tags(cfg: DataConfig) -> frozenset[str]:
     """The source tags of ``data.extra`` and the target-language tokens of ``data.directions``
     (:mod:`nmtkit.data.multilingual`); empty when nothing is tagged."""
@@ -214,10 +224,17 @@ def weighted_indices(n: int, weight: float, seed: int = EXTRA_SEED) -> list[int]
     return list(range(n)) * whole + sample
 
 
-def load_extra(cfg: DataConfig, entry: ExtraCorpus) -> Parallel:
-    """One ``data.extra`` corpus: its pairs (empty sides dropped) weighted, tagged."""
+def load_extra(cfg: DataConfig, entry: ExtraCorpus, index: int = 0) -> Parallel:
+    """One ``data.extra`` corpus (``data.extra[index]``): its pairs (empty sides dropped)
+    weighted, tagged; refused when the weight would make more than
+    :data:`MAX_WEIGHTED_EXTRA_PAIRS` of them."""
     as_parallel = dataclasses.replace(cfg, corpus="parallel", train=entry.path, extra=())
     par = load_parallel(as_parallel, entry.path)  # the training split's rules: no empty side
+    if entry.weight * len(par) > MAX_WEIGHTED_EXTRA_PAIRS:
+        raise ConfigError(f"data.extra[{index}].weight {entry.weight:g} x {len(par)} pairs of "
+                          f"{entry.path} is {entry.weight * len(par):.3g} pairs, more than the "
+                          f"{MAX_WEIGHTED_EXTRA_PAIRS:,} held in memory at most: use a smaller "
+                          "weight (2 repeats every pair)")
     keep = weighted_indices(len(par), entry.weight)
     head = f"{entry.tag} " if entry.tag else ""
     log.info("data.extra %s: %d pairs, weight %g -> %d%s", entry.path, len(par), entry.weight,
@@ -235,8 +252,8 @@ def load_training(cfg: DataConfig) -> Parallel:
     if not cfg.extra:
         return par
     src, tgt = list(par.src), list(par.tgt)
-    for entry in cfg.extra:
-        more = load_extra(cfg, entry)
+    for index, entry in enumerate(cfg.extra):
+        more = load_extra(cfg, entry, index)
         src += more.src
         tgt += more.tgt
     log.info("training pairs: %d from %s, %d from data.extra", len(par), par.name, len(src) - len(par))

@@ -29,7 +29,9 @@ records its hash in ``<archive>.sha256`` and later uses are checked against it).
 Splits that come from the same archives form a :class:`SplitGroup` and are built
 together.  It runs once: a manifest per group beside the files records the sha256
 of the archives they came from (and where those lay), so a changed archive
-triggers a rebuild and an unchanged one is not even re-read.  Each file appears
+triggers a rebuild and an unchanged one is not even re-read, and the size and sha256
+of each prepared file: a use checks the sizes, ``nmtkit prepare`` the sha256s too, and a
+damaged file is built again from the archives.  Each file appears
 atomically (staged beside the others, then renamed in: :func:`nmtkit.io.staged_files`)
 and the manifest is written last.
 
@@ -84,7 +86,14 @@ from nmtkit.data.archives import (
     extract,
     require,
 )
-from nmtkit.data.fetch import CorpusError, cache_dir, fetch_file, local_file
+from nmtkit.data.fetch import (
+    CorpusError,
+    cache_dir,
+    fetch_file,
+    local_file,
+    sha256_file,
+    writing_the_cache,
+)
 from nmtkit.io import atomic_write_text, file_lock, staged_files
 
 log = logging.getLogger("nmtkit.data.recipes")  # the same name under python -m
@@ -150,9 +159,12 @@ def clean_iwslt_train(lines: Iterator[tuple[int, str]], where: str) -> Iterator[
 
 
 class _Outputs:
-    """The gzip files of one build, all opened up front (an empty split still gets files)."""
+    """The gzip files of one build, all opened up front (an empty split still gets files), in
+    ``directory`` (a staging directory); write errors name them where they will lie, in
+    ``final``."""
 
-    def __init__(self, directory: Path, stems: Iterable[str], langs: tuple[str, str]):
+    def __init__(self, directory: Path, stems: Iterable[str], langs: tuple[str, str],
+                 final: Path):
         self.directory = directory
         self.langs = langs
         self.files: dict[tuple[str, str], GzTextWriter] = {}
@@ -160,7 +172,9 @@ class _Outputs:
         for stem in stems:
             self.counts[stem] = 0
             for lang in langs:
-                self.files[stem, lang] = GzTextWriter(directory / f"{stem}.{lang}.gz", GZIP_LEVEL)
+                name = f"{stem}.{lang}.gz"
+                self.files[stem, lang] = GzTextWriter(directory / name, GZIP_LEVEL,
+                                                      name=final / name)
 
     def write(self, stem: str, pair: dict[str, str]) -> None:
         for lang in self.langs:
@@ -342,16 +356,32 @@ def _stat(path: Path) -> dict[str, object]:
     return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _outputs_intact(corpus: str, manifest: dict[str, Any]) -> bool:
+def _output_record(path: Path) -> dict[str, object]:
+    return {"size": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def _outputs_intact(corpus: str, manifest: dict[str, Any], verify: bool) -> bool:
+    """Every prepared file has the size its manifest records and, with ``verify``, the
+    sha256 (``nmtkit prepare``: a full read; a use checks the sizes only). A manifest written
+    before sha256s were recorded gives a size alone (an int), which is all that is checked."""
     directory = prepared_text_dir(corpus)
     try:
-        return all((directory / f).stat().st_size == size
-                   for f, size in manifest["outputs"].items())
-    except (OSError, AttributeError, TypeError):
+        for f, rec in manifest["outputs"].items():
+            size, digest = (rec, None) if isinstance(rec, int) else (rec["size"], rec["sha256"])
+            path = directory / f
+            if path.stat().st_size != size:
+                return False
+            if verify and digest is not None and (got := sha256_file(path)) != digest:
+                log.warning("%s: sha256 mismatch (expected %s, got %s): the prepared files "
+                            "are built again", path, digest, got)
+                return False
+    except (OSError, AttributeError, TypeError, KeyError):
         return False
+    return True
 
 
-def _read_manifest(corpus: str, group: SplitGroup, name: str) -> dict[str, Any] | None:
+def _read_manifest(corpus: str, group: SplitGroup, name: str,
+                   verify: bool = False) -> dict[str, Any] | None:
     """The manifest of a complete build by this recipe version, else None."""
     try:
         manifest = json.loads(_manifest_path(corpus, name).read_text(encoding="utf-8"))
@@ -359,7 +389,7 @@ def _read_manifest(corpus: str, group: SplitGroup, name: str) -> dict[str, Any] 
         return None
     if (not isinstance(manifest, dict) or manifest.get("recipe") != RECIPE_VERSION
             or sorted(manifest.get("archives", {})) != sorted(group.archives)
-            or not _outputs_intact(corpus, manifest)):
+            or not _outputs_intact(corpus, manifest, verify)):
         return None
     return manifest
 
@@ -374,15 +404,19 @@ def _unchanged_on_disk(corpus: str, manifest: dict[str, Any]) -> bool:
     return True
 
 
-def _ensure_group(corpus: str, name: str) -> None:
+def _ensure_group(corpus: str, name: str, verify: bool = False) -> None:
+    """Build the group ``name`` unless its files are there, complete and from the same
+    archives; ``verify`` also reads them against their sha256 (``nmtkit prepare``)."""
     recipe = RECIPES[corpus]
     group = recipe.groups[name]
-    manifest = _read_manifest(corpus, group, name)
-    if manifest is not None and _unchanged_on_disk(corpus, manifest):
-        return
+    if not verify:  # the cheap look first, without the lock
+        manifest = _read_manifest(corpus, group, name)
+        if manifest is not None and _unchanged_on_disk(corpus, manifest):
+            return
     directory = prepared_text_dir(corpus)
-    with file_lock(directory / f".{name}.lock"):
-        manifest = _read_manifest(corpus, group, name)  # another process may have built it
+    with writing_the_cache(directory), file_lock(directory / f".{name}.lock"):
+        # another process may have built it meanwhile
+        manifest = _read_manifest(corpus, group, name, verify)
         if manifest is not None and _unchanged_on_disk(corpus, manifest):
             return
         archives: dict[str, Path] = {}
@@ -424,12 +458,12 @@ def _build(corpus: str, name: str, group: SplitGroup, archives: dict[str, Path],
     with staged_files(directory, name) as tmp:
         scratch = tmp / "scratch"  # a subdirectory: removed with the staging directory
         scratch.mkdir()
-        out = _Outputs(tmp, group.stems, recipe.langs)
+        out = _Outputs(tmp, group.stems, recipe.langs, directory)
         try:
             group.build(archives, out, scratch)
         finally:
             out.close()
-        files = {f"{stem}.{lang}.gz": (tmp / f"{stem}.{lang}.gz").stat().st_size
+        files = {f"{stem}.{lang}.gz": _output_record(tmp / f"{stem}.{lang}.gz")
                  for stem in group.stems for lang in recipe.langs}
         manifest_path.unlink(missing_ok=True)  # no manifest while the files are being swapped
     manifest = {"recipe": RECIPE_VERSION, "corpus": corpus, "archives": records,
@@ -469,13 +503,17 @@ def split_files(corpus: str, split: str, src_lang: str, tgt_lang: str) -> tuple[
 
 
 def prepare(corpus: str, splits: Iterable[str] | None = None) -> dict[str, int]:
-    """Fetch and prepare ``splits`` (default: all) of ``corpus``; split -> number of pairs."""
+    """Fetch and prepare ``splits`` (default: all) of ``corpus``; split -> number of pairs.
+    Files prepared earlier are read against their recorded sha256 and built again from the
+    archives where one differs."""
     recipe = _recipe(corpus)
     wanted = list(splits) if splits is not None else list(recipe.splits)
     counts: dict[str, int] = {}
+    verified: set[str] = set()
     for split in wanted:
         group, stem = _check_split(recipe, split, *recipe.langs)
-        _ensure_group(corpus, group)
+        _ensure_group(corpus, group, verify=group not in verified)
+        verified.add(group)
         manifest = json.loads(_manifest_path(corpus, group).read_text(encoding="utf-8"))
         counts[split] = manifest["lines"][stem]
     return counts

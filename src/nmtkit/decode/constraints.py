@@ -19,14 +19,17 @@ raised to fit all the phrases (not past ``max_length``). The final output is the
 best-ranked ended hypothesis that contains every phrase (the best ended one if none does,
 which only the cap can cause); an
 n-best list puts those with every phrase first, and may go on with hypotheses that lack
-some (stopped by the cap) when fewer than ``n_best`` complete ones ended. With a beam of
+some (stopped by the cap) when fewer than ``n_best`` complete ones ended. Each hypothesis
+says whether it has them all (``Hypothesis.constraints_met``). With a beam of
 one the search takes a constraint's tokens as soon as it can.
 
 A phrase started and then left (a different token) is unwound: it must be produced again
 from its start. Each phrase is met once (a phrase wanted twice is listed twice).
 
 This search does per-step Python work for each hypothesis (its constraint state), so it
-runs only when a batch has constraints; plain beam search is untouched. The options are
+runs only when a batch has constraints (at most
+:data:`nmtkit.decode.limits.MAX_PHRASES` a sentence, wherever they come from); plain beam
+search is untouched. The options are
 ``DecodeConfig``'s beam options; forced prefixes, per-token scores and attention work too.
 """
 
@@ -254,5 +257,6 @@ def _best(scores: Tensor, lengths: Tensor, finished: Tensor, complete: Tensor, t
         n = int(lengths[j]) - 1
         a = attn[j, : n + 1] if attn is not None else None
         tlp = token_lps[j, : n + 1].tolist() if token_lps is not None else None
-        hyps.append(Hypothesis(tok_list[j][:n], float(final[j]), float(scores[j]), a, tlp))
+        hyps.append(Hypothesis(tok_list[j][:n], float(final[j]), float(scores[j]), a, tlp,
+                               constraints_met=bool(complete[j])))
     return hyps

@@ -58,6 +58,10 @@ class Hypothesis:
     token_log_probs: list[float] | None = None
     """With ``token_scores``: log P of each token and of ``</s>`` (len(tokens) + 1 values,
     summing to ``log_prob``)."""
+    constraints_met: bool = True
+    """Whether the output contains every constraint phrase of its sentence (no constraints:
+    true). Only the length cap makes a constrained search end without them
+    (:mod:`nmtkit.decode.constraints`)."""
 
 
 def length_caps(src_mask: Tensor, max_len_a: float, max_len_b: int,

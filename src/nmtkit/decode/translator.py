@@ -10,7 +10,7 @@ way optional decoding arguments (command line, server, Python API) become a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +18,13 @@ import numpy as np
 import torch
 
 from .. import fast
-from ..config import DecodeConfig, ModelConfig, check_alignment_choice
+from ..config import DecodeConfig, ModelConfig, _build, check_alignment_choice
 from ..data.batching import pad_batch
 from ..data.multilingual import target_tags
 from ..data.vocab import BOS, EOS, PAD, UNK
 from ..models.seq2seq import Seq2Seq, pad_mask
 from .attention import layer_head, reading_order, teacher_forced_maps
+from .limits import MAX_PHRASES
 from .search import Hypothesis, search
 
 if TYPE_CHECKING:
@@ -50,6 +51,37 @@ class Translation:
     alignment: list[tuple[int, int]] | None = None
     """On request: (source position, target position) pairs, Pharaoh ``i-j``: each target
     token with the source token it attends to most (:func:`alignment_from_attention`)."""
+    constraints_met: bool = True
+    """Whether the translation contains every constraint phrase of its line (true when it
+    has none); only the output cap makes a constrained search end without them."""
+
+
+class TargetTextError(ValueError):
+    """A forced prefix or constraint phrase that cannot be used. ``field`` ("prefixes" or
+    "constraints") and ``index`` (its line, from 0) say where it was given, so that the
+    command line can name the file and line, and the server the request field;
+    ``problem`` is the message without them."""
+
+    def __init__(self, field: str, index: int, problem: str) -> None:
+        super().__init__(f"{field}[{index}]: {problem}")
+        self.field, self.index, self.problem = field, index, problem
+
+
+def text_lines(lines: Iterable[str], name: str = "lines") -> Iterator[str]:
+    """The items of ``lines``, each checked as it is consumed (nothing is copied): a
+    ``TypeError`` naming ``name`` for a ``str`` or ``bytes`` where a list of lines is expected
+    (iterated, it would give one "line" per character), for something not iterable, and for
+    an item that is not a ``str`` (naming its index). The Python API's door for text."""
+    if isinstance(lines, (str, bytes, bytearray)) or not isinstance(lines, Iterable):
+        raise TypeError(f"{name} must be an iterable of str, got {type(lines).__name__}")
+    return _checked_items(lines, name)
+
+
+def _checked_items(lines: Iterable[str], name: str) -> Iterator[str]:
+    for i, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(line).__name__}")
+        yield line
 
 
 def alignment_from_attention(attention: torch.Tensor, n_src: int, n_tgt: int) -> list[tuple[int, int]]:
@@ -111,6 +143,9 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     - a beam given without ``n_best`` keeps the configured ``n_best`` if it fits, else
       ``n_best`` becomes the beam;
     - ``max_beam`` (the server's limit) clamps the resolved beam (and ``n_best``) to it;
+    - the options are checked as a config file's ``decode`` section is (a ``ConfigError``,
+      which is a ``ValueError``, naming the option): an unknown one (the known ones listed),
+      a wrong type (``beam="4"``, ``beam=2.5``, ``beam=True``);
     - the result is checked: ``ValueError`` for a beam below 1, an ``n_best`` outside
       ``[1, beam]`` (with ``sampling``: below 1), a ``batch_size`` below 1, or any other value
       that :meth:`~nmtkit.config.DecodeConfig.validate` rejects (e.g. a ``sampling_top_p``).
@@ -118,6 +153,8 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     given = {k: v for k, v in overrides.items() if v is not None}
     if not given and max_beam is None:
         return cfg
+    typed = _build(DecodeConfig, given, "decoding options", "")  # names and types, as in a config
+    given = {k: getattr(typed, k) for k in given}
     beam = given.get("beam", cfg.beam)
     if max_beam is not None:
         beam = max(1, min(beam, max_beam))
@@ -198,8 +235,9 @@ class TextTranslator:
         :func:`decode_options`; ``max_length`` (output tokens, EOS not counted; at least 1)
         is lowered to what the position table allows."""
         cfg = decode_options(self.decode_cfg, **overrides)
-        if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        if max_length is not None and (not isinstance(max_length, int) or isinstance(max_length, bool)
+                                       or max_length < 1):
+            raise ValueError(f"max_length must be an int >= 1, got {max_length!r}")
         if self.max_positions is not None:  # the output may not outgrow the position table
             limit = self.max_positions - 1
             max_length = limit if max_length is None else min(max_length, limit)
@@ -231,16 +269,19 @@ class TextTranslator:
     def translation(self, tokens: list[str], src_tokens: list[str], score: float,
                     attention: torch.Tensor | None = None, *,
                     token_log_probs: list[float] | None = None,
-                    alignment: list[tuple[int, int]] | None = None) -> Translation:
+                    alignment: list[tuple[int, int]] | None = None,
+                    constraints_met: bool = True) -> Translation:
         """A :class:`Translation` of output ``tokens`` (detokenized with the target tokenizer)."""
         return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention,
-                           token_log_probs, alignment)
+                           token_log_probs, alignment, constraints_met)
 
-    def prefix_tokens(self, prefix: str, max_length: int | None) -> list[str]:
-        """A forced prefix's target tokens (target tokenizer), cut to ``max_length``."""
+    def prefix_tokens(self, prefix: str, max_length: int | None, what: str = "prefix") -> list[str]:
+        """A forced prefix's (or another text of the output's, ``what``: a constraint) target
+        tokens (target tokenizer), cut to ``max_length`` with a warning: the output holds no
+        more."""
         toks = self.tgt_tok.encode(prefix.strip()) if prefix.strip() else []
         if max_length is not None and len(toks) > max_length:
-            log.warning("prefix of %d tokens truncated to %d", len(toks), max_length)
+            log.warning("%s of %d tokens truncated to %d", what, len(toks), max_length)
             toks = toks[:max_length]
         return toks
 
@@ -254,7 +295,9 @@ class TextTranslator:
                         batch_size: int | None = None, *,
                         tgt_lang: str | None = None) -> list[str]:
         """The best translation of each line, in order (into ``tgt_lang``, see
-        :meth:`target_tag`)."""
+        :meth:`target_tag`). ``lines``: a list (any iterable) of str; a bare str or bytes is
+        a ``TypeError`` (:func:`text_lines`), as are a ``beam`` or ``batch_size`` that is not
+        an int (:func:`decode_options`)."""
         return [r[0].text for r in self.translate(lines, beam=beam, batch_size=batch_size,
                                                   tgt_lang=tgt_lang)]
 
@@ -321,7 +364,12 @@ class Translator(TextTranslator):
         ``token_scores``: each translation carries ``token_log_probs``. ``alignments``: each
         carries its ``alignment`` (source position, target position) from the attention.
         ``constraints``: per line, target phrases (texts) its translation must contain
-        (lexically constrained beam search, :mod:`nmtkit.decode.constraints`).
+        (lexically constrained beam search, :mod:`nmtkit.decode.constraints`), at most
+        :data:`~nmtkit.decode.limits.MAX_PHRASES` a line. Only the output cap can keep a
+        phrase out (a phrase longer than it is cut to it, with a warning): each translation
+        says whether it has them all (``constraints_met``), and in an n-best list those that
+        have them all come first. A prefix or phrase with a token the target vocabulary lacks
+        is refused (:meth:`target_ids`) rather than written as ``<unk>``.
         ``alignment_layer``/``alignment_head`` (``None``: ``decode.alignment_layer``/``_head``):
         the source attention that alignments and ``attention`` come from; other than -1, -1
         (the last layer, the heads' mean: what the search records) it costs one teacher-forced
@@ -334,20 +382,8 @@ class Translator(TextTranslator):
         if need_attention or alignments:  # before any decoding: a clear error
             check_model_alignment_choice(self.model, *chosen)
         self.target_tag(tgt_lang)  # before any work: a clear error for a missing/unknown language
-        encoded = [self.encode_source(line, tgt_lang) for line in lines]
-        forced: list[list[int]] | None = None
-        if prefixes is not None:
-            if len(prefixes) != len(encoded):
-                raise ValueError(f"{len(prefixes)} prefixes for {len(encoded)} lines: give one "
-                                 "per line (an empty one for none)")
-            forced = [self.text_ids(self.prefix_tokens(p, max_length)) for p in prefixes]
-        phrases: list[list[list[int]]] | None = None
-        if constraints is not None:
-            if len(constraints) != len(encoded):
-                raise ValueError(f"{len(constraints)} constraint lists for {len(encoded)} lines: "
-                                 "give one per line (an empty one for none)")
-            phrases = [[self.text_ids(self.tgt_tok.encode(p.strip())) for p in cs if p.strip()]
-                       for cs in constraints]
+        encoded = [self.encode_source(line, tgt_lang) for line in text_lines(lines)]
+        forced, phrases = self.target_ids(prefixes, constraints, len(encoded), max_length)
         attention = need_attention or alignments
         search_attention = attention and chosen == (-1, -1)  # else a teacher-forced pass
 
@@ -366,6 +402,63 @@ class Translator(TextTranslator):
                      for h in hs] for i, hs in zip(batch, hyps, strict=True)]
 
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
+
+    def target_ids(self, prefixes: Sequence[str] | None,
+                   constraints: Sequence[Sequence[str]] | None, n_lines: int,
+                   max_length: int | None = None
+                   ) -> tuple[list[list[int]] | None, list[list[list[int]]] | None]:
+        """(each line's forced prefix, each line's constraint phrases) as target ids, for
+        ``n_lines`` lines (``None`` where not given; blank phrases dropped), each text cut to
+        ``max_length`` tokens with a warning (:meth:`prefix_tokens`).
+
+        Checked before any search: one prefix, and one list of phrases, per line
+        (``ValueError``); text where text is expected (``TypeError``, :func:`text_lines`);
+        then, as a :class:`TargetTextError` naming the line, more than
+        :data:`~nmtkit.decode.limits.MAX_PHRASES` phrases, or a token the target
+        vocabulary lacks (:meth:`known_ids`). The server calls it to answer such requests
+        with a 422 before they queue."""
+        forced = None
+        if prefixes is not None:
+            texts = list(text_lines(prefixes, "prefixes"))
+            if len(texts) != n_lines:
+                raise ValueError(f"{len(texts)} prefixes for {n_lines} lines: give one per line "
+                                 "(an empty one for none)")
+            forced = [self.known_ids("prefixes", i, p, max_length) for i, p in enumerate(texts)]
+        phrases = None
+        if constraints is not None:
+            if isinstance(constraints, (str, bytes, bytearray)):
+                raise TypeError("constraints must be a list (one per line) of lists of str, got "
+                                f"{type(constraints).__name__}")
+            rows = [[p for p in text_lines(cs, f"constraints[{i}]") if p.strip()]
+                    for i, cs in enumerate(constraints)]
+            if len(rows) != n_lines:
+                raise ValueError(f"{len(rows)} constraint lists for {n_lines} lines: give one "
+                                 "per line (an empty one for none)")
+            for i, row in enumerate(rows):
+                if len(row) > MAX_PHRASES:
+                    raise TargetTextError("constraints", i, f"{len(row)} phrases, more than "
+                                          f"{MAX_PHRASES} a line (each one costs search work "
+                                          "for every hypothesis at every step)")
+            phrases = [[self.known_ids("constraints", i, p, max_length) for p in row]
+                       for i, row in enumerate(rows)]
+        return forced, phrases
+
+    def known_ids(self, field: str, index: int, text: str, max_length: int | None) -> list[int]:
+        """Target ids of a forced prefix (``field`` "prefixes") or a constraint phrase
+        ("constraints") of line ``index``, cut to ``max_length`` tokens (:meth:`prefix_tokens`).
+        A :class:`TargetTextError` if a token of it is not in the target vocabulary: the
+        search would write it as ``<unk>`` (or SentencePiece's ``⁇``) into the translation.
+        With a subword tokenizer that is a piece the vocabulary lacks (a character never
+        seen in training): a word it spells in known pieces is fine."""
+        what = "prefix" if field == "prefixes" else "constraint"
+        toks = self.prefix_tokens(text, max_length, what)
+        ids = self.text_ids(toks)
+        unknown = list(dict.fromkeys(t for t, i in zip(toks, ids, strict=True) if i == UNK))
+        if unknown:
+            raise TargetTextError(field, index, f"{what} {text.strip()!r}: the model's target "
+                                  f"vocabulary has no {', '.join(map(repr, unknown))} (it would "
+                                  "come out as <unk>); use words the model knows")
+        return ids
 
     def text_ids(self, tokens: list[str]) -> list[int]:
         """Target ids of a user's text (a forced prefix, a constraint): a literal ``<pad>``,
@@ -392,4 +485,5 @@ class Translator(TextTranslator):
         if alignments and attn is not None:
             align = alignment_from_attention(attn, len(src_tokens), len(toks))
         return self.translation(toks, src_tokens, h.score, attn if need_attention else None,
-                                token_log_probs=h.token_log_probs, alignment=align)
+                                token_log_probs=h.token_log_probs, alignment=align,
+                                constraints_met=h.constraints_met)

@@ -62,8 +62,8 @@ from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig,
 from ..data.multilingual import target_tags
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
-from ..decode.translator import TextTranslator, Translation, decode_options
-from ..io import atomic_dir, atomic_write_bytes, atomic_write_text
+from ..decode.translator import TextTranslator, Translation, decode_options, text_lines
+from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
 from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
 from ..models.transformer import PositionalEncoding
 from . import ExportError
@@ -403,7 +403,8 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization
         raise ExportError(f"unknown quantization {quantization!r} (known: {', '.join(QUANTIZATIONS)})")
     replace_old = _check_replaceable(out, force)  # before any work
     try:  # atomic_dir swaps out a non-empty out_dir only with replace_old, else refuses
-        with atomic_dir(out, replace=replace_old) as tmp:
+        # (a full disk in CTranslate2's own write of model.bin is named as out_dir)
+        with errors_naming(out), atomic_dir(out, replace=replace_old) as tmp:
             bundle = load_exportable_bundle(checkpoint)
             toks, files = _tokenizer_files(bundle)
             cfg = bundle.cfg
@@ -548,7 +549,7 @@ class CTranslate2Translator(TextTranslator):
         cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                             length_penalty=length_penalty, max_length=max_length)
         self.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
-        encoded = [self.encode_source(line, tgt_lang) for line in lines]
+        encoded = [self.encode_source(line, tgt_lang) for line in text_lines(lines)]
         # tokens before EOS that each sentence may produce (one length_cap per source length)
         caps: dict[int, int] = {}
         for toks, _ in encoded:

@@ -56,7 +56,13 @@ from .. import __version__
 from ..config import ModelConfig, dec_layers
 from ..decode.attention import AXES, SentenceAttention, layer_head, sentence_attention
 from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, translation_confidence
-from ..decode.translator import Translator, check_model_alignment_choice, decode_options, pharaoh
+from ..decode.translator import (
+    TargetTextError,
+    Translator,
+    check_model_alignment_choice,
+    decode_options,
+    pharaoh,
+)
 from .batcher import MicroBatcher, QueueFull
 from .limits import ServeLimits
 from .schemas import ErrorResponse, TranslateResponse, request_models
@@ -402,6 +408,20 @@ def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_len
                                      "a forced prefix counts against the output cap")
 
 
+def checked_target_texts(translator: Translator, n: int, prefixes: list[str] | None,
+                         constraints: list[list[str]] | None = None,
+                         field: str = "prefixes") -> None:
+    """Forced prefixes and constraint phrases of ``n`` texts, checked before any work as the
+    search will take them (:meth:`~nmtkit.decode.translator.Translator.target_ids`): a
+    token the model's target vocabulary lacks (it would come out as ``<unk>``) is a 422
+    naming the field (``field``: "prefix" for the attention request's one prefix)."""
+    try:
+        translator.target_ids(prefixes, constraints, n)
+    except TargetTextError as e:
+        where = field if field == "prefix" else f"{e.field}.{e.index}"
+        raise HTTPException(422, f"{where}: {e.problem}") from None
+
+
 def parameter_count(bundle: ServedBundle) -> int | None:
     if bundle.model is not None:
         return sum(p.numel() for p in bundle.model.parameters())
@@ -483,6 +503,8 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                                          "need the PyTorch engine")
             chosen_layer_head(conf, translator)
             checked_prefixes(translator, req.prefixes, req.max_length, limits)  # type: ignore[attr-defined]
+            checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
+                                 req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
                                req.max_length, *extras, conf, tgt_lang)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
@@ -508,6 +530,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
         if req.prefix is not None:  # type: ignore[attr-defined]
             checked_prefixes(translator, [req.prefix], req.max_length, limits,  # type: ignore[attr-defined]
                              field="prefix")
+            checked_target_texts(translator, 1, [req.prefix], field="prefix")  # type: ignore[attr-defined]
         work = batcher.run(attention_for, bundle, translator,
                            req.text, req.beam, req.max_length,  # type: ignore[attr-defined]
                            limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY
+from ..decode.limits import MAX_PHRASES  # per text in POST /v1/translate, as everywhere
 from .limits import ServeLimits
 
 Kind = Literal["encoder", "decoder_self", "decoder_src"]
@@ -29,8 +30,6 @@ def _integral(value: Any) -> Any:
 Integer = Annotated[int, BeforeValidator(_integral)]
 
 
-MAX_PHRASES = 4
-"""Constraint phrases per text in ``POST /v1/translate``."""
 MAX_LANG_CHARS = 32
 """Length of a request's ``tgt_lang`` (a language code)."""
 

@@ -62,12 +62,12 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
         raise ValueError(f"nothing to back-translate: the input's {len(mono)} line(s) are all "
                          "blank")
     translator.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
-    hyps = ([" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
-            if kept else [])
     src_file, tgt_file = synthetic_files(reverse, prefix)
-    if src_file == tgt_file:
+    if src_file == tgt_file:  # before any work, too
         raise ValueError(f"the reverse model translates {reverse.src_lang} into itself: "
                          "back-translation needs two languages")
+    hyps = ([" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
+            if kept else [])
     atomic_write_text(src_file, "".join(h + "\n" for h in hyps))
     atomic_write_text(tgt_file, "".join(line + "\n" for line in kept))
     result = BackTranslation(src_file, tgt_file, len(kept), len(mono) - len(kept),

@@ -47,15 +47,24 @@ def check_parent(parent_config: dict[str, Any], cfg: Config, parent: str | Path)
         pcfg = Config.from_dict(parent_config, str(parent))  # old checkpoints: defaults filled in
     except ConfigError as e:
         raise ConfigError(f"{parent}: stored config is invalid: {e}") from None
-    mine, theirs = cfg.to_dict()["model"], pcfg.to_dict()["model"]
-    differ = [k for k in mine if mine[k] != theirs[k]]
-    if differ:
-        shown = ", ".join(f"model.{k} = {theirs[k]!r} in the parent, {mine[k]!r} here"
-                          for k in differ)
+    shown = config_differences("model", pcfg.to_dict()["model"], cfg.to_dict()["model"],
+                               "the parent")
+    if shown:
         raise ConfigError(f"--init-from {parent}: the model section must match the parent's: "
                           f"{shown}")
     warn_tokenizer_differences(pcfg, cfg, "--init-from")
     return pcfg
+
+
+def config_differences(section: str, theirs: dict[str, Any], mine: dict[str, Any],
+                       whose: str) -> str:
+    """Each key of a config section whose value differs between a checkpoint's (``theirs``)
+    and this run's, with both values: ``model.d_model = 32 in the parent, 64 here`` (keys of
+    either side, comma-separated; "" when the sections are equal). What a refusal to build
+    on a checkpoint (``--init-from``, ``--resume``) shows, so that the key can be put back."""
+    keys = [*theirs, *(k for k in mine if k not in theirs)]
+    return ", ".join(f"{section}.{k} = {theirs.get(k)!r} in {whose}, {mine.get(k)!r} here"
+                     for k in keys if theirs.get(k) != mine.get(k))
 
 
 def check_vocab_source(source_config: dict[str, Any], cfg: Config, source: str | Path) -> None:

@@ -12,7 +12,8 @@ The real loop below adds gradient accumulation (``train.accum`` batches per upda
 normalised by their total target tokens), skipped non-finite steps, validation (loss,
 perplexity, greedy BLEU) every ``valid_every`` updates, early stopping, step/minute/epoch
 budgets, atomic checkpoints with the data position and RNG state (so ``--resume``
-continues exactly), and SIGINT handling (save, then exit cleanly).
+continues exactly), SIGINT handling (save, then exit cleanly), and a lock on the run
+directory (one run writes it at a time: :class:`RunDirLock`).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from .ema import WeightAverage
 from .finetune import forgetting_report, score_splits, write_forgetting_report
 from .loss import label_smoothed_cross_entropy, smoothed_loss_sums
 from .regularize import rdrop_loss, word_dropout
+from .run_dir import RunDirLock, check_run_dir_path
 from .schedule import BudgetPlan, Schedule, build_optimizer
 from .tensorboard import log_attention, log_samples
 
@@ -140,6 +142,22 @@ def effective_amp(amp: str, device: torch.device) -> str:
     return amp
 
 
+def check_start_flags(resume: bool, init_from: str | Path | None,
+                      vocab_from: str | Path | None) -> None:
+    """``--init-from``, ``--vocab-from`` and ``--resume`` each name where a run's weights or
+    vocabularies come from: at most one of them (``--init-from`` already takes the parent's
+    tokenizers and vocabularies; ``--resume`` takes the run's own from its ``last.pt``)."""
+    if init_from is not None and vocab_from is not None:
+        raise ConfigError("--init-from and --vocab-from cannot be combined (--init-from "
+                          "already takes the parent's tokenizers and vocabularies)")
+    for flag, path in (("--init-from", init_from), ("--vocab-from", vocab_from)):
+        if path is not None and resume:
+            raise ConfigError(f"{flag} and --resume cannot be combined: --resume continues the "
+                              "run from its own last.pt (weights, tokenizers and vocabularies): "
+                              f"drop {flag} to continue the run, or start a new run from {path} "
+                              "(another --run-dir, or --overwrite)")
+
+
 class Trainer:
     """Builds data, model and optimizer from a :class:`Config` and runs the loop."""
 
@@ -151,10 +169,16 @@ class Trainer:
 
         ``init_from``: a checkpoint to fine-tune (see :mod:`nmtkit.train.finetune`): its
         weights, tokenizers and vocabularies, a fresh optimizer and schedule. ``vocab_from``:
-        a checkpoint whose tokenizers and vocabularies only are used (fresh weights). Both
-        are ignored with ``resume`` (the run's own ``last.pt`` already holds all of it)."""
+        a checkpoint whose tokenizers and vocabularies only are used (fresh weights). Neither
+        can be combined with the other, nor with ``resume`` (whose ``last.pt`` holds the
+        run's own weights, tokenizers and vocabularies: the pair would name two starts).
+
+        The run directory is locked (:class:`RunDirLock`, rank 0) from before the data is
+        read until :meth:`run` ends."""
         check_trainable(cfg, f"config {cfg.name!r}")  # before the run directory is touched
+        check_start_flags(resume, init_from, vocab_from)
         self.cfg, self.run_dir = cfg, Path(run_dir)
+        check_run_dir_path(self.run_dir)
         self.on_validation = on_validation
         t = cfg.train
         if t.threads:
@@ -167,13 +191,33 @@ class Trainer:
             distributed.init(self.device)
             if self.rank != 0:  # rank 0 speaks for all
                 logging.getLogger("nmtkit").setLevel(logging.WARNING)
+        self._lock = RunDirLock(self.run_dir) if self.rank == 0 else None
+        try:
+            self._set_up(resume, overwrite, init_from, vocab_from)
+        except BaseException:
+            self._unlock(failed_set_up=True)
+            raise
+
+    _lock: RunDirLock | None = None  # rank 0's lock on the run directory while it is in use
+
+    def _unlock(self, failed_set_up: bool = False) -> None:
+        """Let go of the run directory's lock (see :class:`RunDirLock`)."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release(failed_set_up)
+
+    def _set_up(self, resume: bool, overwrite: bool, init_from: str | Path | None,
+                vocab_from: str | Path | None) -> None:
+        """:meth:`__init__`'s work once the run directory is locked: the checks of a fresh or
+        resumed run, then data, model, optimizer (the checkpoint's state on ``resume``)."""
+        cfg, t = self.cfg, self.cfg.train
         if self.rank == 0:
             self._warn_of_set_aside_runs()
         ckpt = None
         if resume:
             last = self.run_dir / "last.pt"
             if not last.exists():
-                raise FileNotFoundError(f"{last}: nothing to resume")
+                raise FileNotFoundError(self._nothing_to_resume(last))
             ckpt = load_checkpoint(last)
             missing = [k for k in ("optimizer", "schedule", "progress", "rng") if k not in ckpt]
             if missing:
@@ -182,25 +226,19 @@ class Trainer:
             self._check_resumable(ckpt)
         else:
             self._check_fresh(overwrite)
-        if init_from is not None and vocab_from is not None:
-            raise ConfigError("--init-from and --vocab-from cannot be combined (--init-from "
-                              "already takes the parent's tokenizers and vocabularies)")
         parent = vocab_source = None
-        for flag, path in (("--init-from", init_from), ("--vocab-from", vocab_from)):
-            if path is not None and resume:
-                log.info("%s %s ignored: resuming %s", flag, path, self.run_dir / "last.pt")
-        if init_from is not None and not resume:
+        if init_from is not None:
             parent = load_checkpoint(init_from)
             finetune.check_parent(parent["config"], cfg, init_from)
             log.info("fine-tuning %s: its weights, tokenizers and vocabularies", init_from)
-        if vocab_from is not None and not resume:
+        if vocab_from is not None:
             vocab_source = load_checkpoint(vocab_from)
             finetune.check_vocab_source(vocab_source["config"], cfg, vocab_from)
             log.info("tokenizers and vocabularies of %s (fresh weights)", vocab_from)
         # Where tokenizers and vocabularies come from (None: learnt from the training data).
         given = next((c for c in (ckpt, parent, vocab_source) if c is not None), None)
         self._seed(t.seed)
-        # The data first: a corpus error leaves no run directory behind.
+        # The data first: a corpus error leaves no run directory behind (the lock's goes again).
         self.sampler: SubwordSampler | None = None  # data.subword_alpha: one segmentation an epoch
         if cfg.data.mmap:
             self.vocabs, self.train_ids = self._prepared_ids(given)
@@ -268,6 +306,7 @@ class Trainer:
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.schedule.load_state_dict(ckpt["schedule"])
             self.progress = Progress(**ckpt["progress"])
+            self._replan_resumed_budget(ckpt["config"].get("train", {}).get("max_minutes", 0.0))
             if ckpt.get("scaler"):  # (absent in older checkpoints and when fp16 was off)
                 self.scaler.load_state_dict(ckpt["scaler"])
             torch.set_rng_state(ckpt["rng"]["torch"])
@@ -303,12 +342,36 @@ class Trainer:
                 *sorted(self.run_dir.glob("tensorboard/events.out.tfevents.*"))]
 
     def _check_fresh(self, overwrite: bool) -> None:
-        """A new run never silently mixes with an earlier run's checkpoints and metrics."""
-        if self.run_dir.exists() and not self.run_dir.is_dir():
-            raise ValueError(f"{self.run_dir}: run directory is a file")
-        if self.run_dir.is_dir() and not overwrite and self._run_files():
-            raise ValueError(f"{self.run_dir}: holds an earlier run ({self._run_files()[0].name}); "
-                             "continue it with --resume, or pass --overwrite to start afresh")
+        """A new run never silently mixes with an earlier run's checkpoints and metrics. The
+        way to continue the earlier run is named only where there is one: ``--resume`` reads
+        ``last.pt``; without it, the newest ``step_*.pt`` can take its place (as
+        :meth:`_nothing_to_resume` says)."""
+        files = self._run_files() if self.run_dir.is_dir() and not overwrite else []
+        if not files:
+            return
+        newest = self._newest_step_checkpoint()
+        if (self.run_dir / "last.pt").exists():
+            how = "continue it with --resume, or pass --overwrite to start afresh"
+        elif newest is not None:
+            how = (f"it has no last.pt: to continue it from {newest.name}, copy that to last.pt "
+                   "and pass --resume; or pass --overwrite to start afresh")
+        else:
+            how = "pass --overwrite to start afresh, or choose another --run-dir"
+        raise ValueError(f"{self.run_dir}: holds an earlier run ({files[0].name}); {how}")
+
+    def _newest_step_checkpoint(self) -> Path | None:
+        """The run's ``step_*.pt`` of the latest update (``train.keep_last``), if any."""
+        steps = sorted(self.run_dir.glob("step_*.pt"))
+        return steps[-1] if steps else None
+
+    def _nothing_to_resume(self, last: Path) -> str:
+        """``--resume`` without ``last.pt``: where a ``step_*.pt`` is left (the same full
+        state as the ``last.pt`` of its update), how to resume from it."""
+        newest = self._newest_step_checkpoint()
+        if newest is None:
+            return f"{last}: nothing to resume"
+        return (f"{last}: nothing to resume, but {newest} is a checkpoint of this run: copy it "
+                f"to {last} and --resume again to continue from its update")
 
     # --- --overwrite: the earlier run is set aside until this run's first checkpoint ----------
 
@@ -427,9 +490,12 @@ class Trainer:
             stored = ckpt["config"]
         now = self.cfg.to_dict()
         for section in ("data", "model"):
-            if stored[section] != now[section]:
-                raise ValueError(f"{last}: cannot resume: the {section} section "
-                                 "of the config differs from the checkpoint's")
+            shown = finetune.config_differences(section, stored[section], now[section],
+                                                "the checkpoint")
+            if shown:
+                raise ValueError(f"{last}: cannot resume: the {section} section of the config "
+                                 f"differs from the checkpoint's: {shown}")
+        self._check_budget_resumable(ckpt, stored.get("train", {}))
         graphs = stored.get("train", {}).get("cuda_graphs", False)
         if graphs != self.cfg.train.cuda_graphs and ckpt["progress"].get("batch_in_epoch", 0):
             # the epoch's batches differ (fixed shapes or not): its position would point elsewhere
@@ -442,6 +508,55 @@ class Trainer:
             raise ValueError(f"{last}: cannot resume: train.optimizer is {self.cfg.train.optimizer}, "
                              f"the checkpoint's optimizer state is {was}'s (start a new run, or "
                              "--init-from the checkpoint)")
+
+    def _check_budget_resumable(self, ckpt: dict[str, Any], was: dict[str, Any]) -> None:
+        """``train.budget_schedule``: a run that ended under its budget plan, at the plan's
+        last update or on its time budget (where the plan had brought the rate down to, or
+        nearly to, ``train.min_lr``), is not resumed with more room to train: a larger
+        ``train.max_minutes``, or a larger ``train.max_steps`` where that capped the plan. A
+        plan cannot be stretched past its end: a new one would throw the rate back up from
+        its floor, a restart in all but name. The way to train on is a new run from the
+        checkpoint with a schedule of its own (``--init-from``); the same recipe resumed only
+        reports the run's end (:meth:`_already_ended`). A run interrupted inside its plan
+        (Ctrl-C, a crash) is re-planned for the new budget instead
+        (:meth:`_replan_resumed_budget`), as a validation revises a plan."""
+        t, plan = self.cfg.train, (ckpt.get("schedule") or {}).get("budget_plan")
+        was_minutes, was_steps = was.get("max_minutes", 0.0), was.get("max_steps", t.max_steps)
+        step, elapsed_s = ckpt["progress"]["step"], ckpt["progress"]["elapsed_s"]
+        spent = bool(was_minutes) and elapsed_s >= was_minutes * 60
+        if not t.budget_schedule or not plan or (step < plan["steps"] and not spent):
+            return
+        more = []
+        if t.max_minutes > was_minutes:
+            more.append(f"train.max_minutes={t.max_minutes:g} (was {was_minutes:g})")
+        if t.max_steps > was_steps and plan["steps"] >= was_steps:
+            more.append(f"train.max_steps={t.max_steps} (was {was_steps})")
+        if more:
+            last = self.run_dir / "last.pt"
+            how = "on its time budget" if spent else "at the last update of its budget plan"
+            raise ValueError(f"{last}: cannot resume with {' and '.join(more)}: the run ended "
+                             f"at update {step}, {how}, and the schedule that "
+                             "train.budget_schedule fitted to that budget (its rate decaying to "
+                             "train.min_lr) cannot be stretched past its end; to train on, start "
+                             f"a new run from it with a schedule of its own: --init-from {last} "
+                             "--run-dir NEW_DIR (or resume with the run's own settings to see "
+                             "how it ended)")
+
+    def _replan_resumed_budget(self, was_minutes: float) -> None:
+        """``train.budget_schedule``, resumed inside its plan with another ``train.max_minutes``:
+        the plan is revised at once for the time now left, from the time per update it had
+        measured (as a validation revises it), rather than at the next validation: until
+        then the old plan's rates would apply, and its end could stop the run first. With an
+        unchanged budget the stored plan is followed as it is (resuming stays exact)."""
+        t, p, plan = self.cfg.train, self.progress, self.schedule.plan
+        if plan is None or t.max_minutes == was_minutes or p.step >= plan.steps:
+            return
+        remaining_s = t.max_minutes * 60 - p.elapsed_s
+        if remaining_s <= 0:  # the time is up: the run ends before an update (_already_ended)
+            return
+        revised = self.schedule.make_plan(p.step, plan.step_s, remaining_s)
+        log.info("train.max_minutes %g (was %g): %s", t.max_minutes, was_minutes,
+                 revised.describe())
 
     def _tensorboard_writer(self, resume: bool) -> Any:
         """``train.tensorboard``: a SummaryWriter on ``<run>/tensorboard`` (rank 0). On resume,
@@ -700,9 +815,15 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         """Train until a budget or early stopping ends the run; returns the last metrics.
         After --overwrite, a failure before the first checkpoint puts the earlier run back
-        (see :meth:`_set_aside_earlier_run`)."""
-        with self._put_back_on_failure():
-            return self._train()
+        (see :meth:`_set_aside_earlier_run`). The run directory's lock ends with it (and is
+        taken again by a second call)."""
+        if self._lock is None and self.rank == 0:
+            self._lock = RunDirLock(self.run_dir)
+        try:
+            with self._put_back_on_failure():
+                return self._train()
+        finally:
+            self._unlock()
 
     def _train(self) -> dict[str, Any]:
         """:meth:`run`'s loop."""
@@ -723,8 +844,8 @@ class Trainer:
         def elapsed() -> float:
             return elapsed_before + time.perf_counter() - session_start
 
-        if p.step >= t.max_steps:  # resuming a finished run: nothing left to do
-            stop_reason = f"max_steps={t.max_steps}"
+        stop_reason = self._already_ended()
+        if stop_reason is not None:  # resuming a finished run: nothing left to do
             last_metrics = dict(p.history[-1]) if p.history else {}
         try:
             while stop_reason is None:
@@ -822,6 +943,24 @@ class Trainer:
                  p.elapsed_s / 60)
         self._end_session(finished=True)
         return {**last_metrics, "step": p.step, "epoch": p.epoch, "stop_reason": stop_reason}
+
+    def _already_ended(self) -> str | None:
+        """Why the run has nothing left to do under its current settings, before an update
+        (None: it has). The loop's own stop conditions, so that resuming a run that ended,
+        whatever ended it (``max_steps``, ``patience``, ``max_minutes``, its budget plan),
+        with the same recipe trains nothing and reports how it ended; raising the limit
+        that ended it continues the run (except a budget plan's end: see
+        :meth:`_check_budget_resumable`)."""
+        t, p, plan = self.cfg.train, self.progress, self.schedule.plan
+        if p.step >= t.max_steps:
+            return f"max_steps={t.max_steps}"
+        if t.patience and p.bad_validations >= t.patience:
+            return f"no improvement in {t.patience} validations"
+        if t.max_minutes and p.elapsed_s >= t.max_minutes * 60:
+            return f"max_minutes={t.max_minutes}"
+        if plan is not None and p.step >= plan.steps:
+            return f"the budget plan's {plan.steps} updates"
+        return None
 
     _probe: tuple[int, float] | None = None  # (update, time) the budget's timing starts from
     _planned: tuple[int, float] | None = None  # (update, time) of this session's latest plan

@@ -88,7 +88,10 @@ class BudgetPlan:
     kernels for each batch shape, other runs starting beside it: a first plan timed there
     once fixed a warmup of 68 updates where about 540 were meant). Kept in the checkpoint:
     a resumed run follows the stored plan, so its rates are the ones the uninterrupted run
-    had, until its next revision with its own timing."""
+    had, until its next revision with its own timing. Resumed with another
+    ``train.max_minutes``, a plan still running is revised at once for the new budget; one
+    that has ended is not stretched (:class:`nmtkit.train.loop.Trainer` refuses a larger
+    budget there: a new run with ``--init-from`` trains on)."""
 
     steps: int  # the update at which the rate reaches min_lr and the run stops
     warmup: int  # updates of linear warmup (refitted by revisions made inside it)
@@ -240,4 +243,6 @@ class Schedule:
         self.best_loss = d["best_loss"]
         self.bad_validations = d["bad_validations"]
         plan = d.get("budget_plan")  # (absent in older checkpoints)
-        self.plan = BudgetPlan(**plan) if plan else None
+        # A run resumed with train.budget_schedule turned off follows the configured schedule:
+        # the stored plan neither sets its rates nor ends it (nor is it saved again).
+        self.plan = BudgetPlan(**plan) if plan and self.cfg.budget_schedule else None
