@@ -2,6 +2,7 @@
 and ``data.extra`` mixes them into training, weighted and tagged."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -60,6 +61,28 @@ def test_backtranslate_writes_aligned_pairs_without_blank_lines(tmp_path, revers
     assert report["sampling"] == ("--sampling" in flags)
     assert report["src"] == str(prefix) + ".en" and report["tgt"] == str(prefix) + ".de"
     assert not list(tmp_path.glob(".*.tmp"))  # written atomically: no temporary file left
+
+
+def test_a_full_disk_keeps_the_back_translations_and_names_where(tmp_path, reverse_model,
+                                                                   monkeypatch, capsys):
+    """Hours of back-translation are never lost to the last step: a file that cannot be
+    written (here a full disk) is kept in a temporary file, and the error says where."""
+    import errno
+
+    import nmtkit.io
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(nmtkit.io, "atomic_write_text", full)
+    mono = tmp_path / "mono.de"
+    mono.write_text("".join(line + "\n" for line in MONO))
+    assert cli_main(["backtranslate", "--model", str(reverse_model), "-i", str(mono),
+                     "-o", str(tmp_path / "synth")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'synth'}.en: cannot write the back-translations (No space left" in err
+    kept = err.rsplit("kept in ", 1)[1].strip()
+    assert len(lines(Path(kept))) == 3  # the three non-blank lines' translations
 
 
 def test_sampling_with_a_seed_is_reproducible(tmp_path, reverse_model):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .io import refuse_overwriting_inputs
+from .io import OutputError, refuse_overwriting_inputs, write_or_keep
 
 if TYPE_CHECKING:
     from .checkpoint import Bundle
@@ -27,28 +27,6 @@ if TYPE_CHECKING:
 
 class InputError(ValueError):
     """Input text that cannot be read (the message names where)."""
-
-
-def _write_output(path: str, text: str, what: str) -> None:
-    """Write a finished result to ``path``; if that fails, keep it in a temporary file and say
-    where, so that a long translation is never lost to a mistyped or unwritable path."""
-    from .io import atomic_write_text
-
-    try:
-        atomic_write_text(path, text)
-    except OSError as e:
-        import tempfile
-
-        fd, kept = tempfile.mkstemp(prefix="nmtkit-", suffix=".txt")
-        with open(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        reason = e.strerror or str(e)
-        raise OutputError(f"{path}: cannot write the {what} ({reason}); they were kept in "
-                          f"{kept}") from None
-
-
-class OutputError(OSError):
-    """An output that could not be written where asked (the message says where it went)."""
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -252,7 +230,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     n_best = tr.decode_cfg.n_best > 1
     out = "".join(_answer(i, hs, a, n_best) for i, hs in enumerate(results))
     if a.output:
-        _write_output(a.output, out, "translations")
+        write_or_keep(a.output, out, "translations")
     else:
         sys.stdout.write(out)
     return 0
@@ -301,7 +279,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         official = official_reference(a.split, data.tgt_lang)
     hyps = tr.translate_lines(src, tgt_lang=tgt_lang)
     if a.output:
-        _write_output(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
+        write_or_keep(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
     result = score(hyps, ref)
     if official is not None:
         from .evaluate import multi30k_tok_bleu
@@ -356,7 +334,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     print(json.dumps({"split": name, "metric": a.metric, "best": best.as_dict(),
                       "flags": best.flags(), "edge": edge}))
     if a.output:
-        _write_output(a.output, json.dumps(summary, indent=1) + "\n", "results")
+        write_or_keep(a.output, json.dumps(summary, indent=1) + "\n", "results")
     return 0
 
 

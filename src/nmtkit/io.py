@@ -159,6 +159,26 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         f.write(text)
 
 
+class OutputError(OSError):
+    """A finished result that could not be written where asked; the message says where it
+    was kept instead (:func:`write_or_keep`)."""
+
+
+def write_or_keep(path: str | Path, text: str, what: str) -> None:
+    """:func:`atomic_write_text` of a finished result (``what``: "translations",
+    "hypotheses" ...); if that fails (a full disk, a mistyped or unwritable path), ``text`` is
+    kept in a temporary file and :class:`OutputError` names both: hours of translation are
+    never lost to the last step."""
+    try:
+        atomic_write_text(path, text)
+    except OSError as e:
+        fd, kept = tempfile.mkstemp(prefix="nmtkit-", suffix=".txt")
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        raise OutputError(f"{path}: cannot write the {what} ({e.strerror or e}); they were "
+                          f"kept in {kept}") from None
+
+
 def atomic_save(path: str | Path, writer: Callable[[IO[Any]], None]) -> None:
     """Call ``writer(fileobj)`` on a temporary file, then rename it into place (or write
     straight through to a device or FIFO, as ``atomic_open`` does). A write error that the

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import DataConfig
 from ..decode.translator import TextTranslator
-from ..io import atomic_write_text, check_file_prefix
+from ..io import check_file_prefix, write_or_keep
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,8 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
                          "back-translation needs two languages")
     hyps = ([" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
             if kept else [])
-    atomic_write_text(src_file, "".join(h + "\n" for h in hyps))
-    atomic_write_text(tgt_file, "".join(line + "\n" for line in kept))
+    write_or_keep(src_file, "".join(h + "\n" for h in hyps), "back-translations")
+    write_or_keep(tgt_file, "".join(line + "\n" for line in kept), "monolingual lines")
     result = BackTranslation(src_file, tgt_file, len(kept), len(mono) - len(kept),
                              sum(1 for h in hyps if not h.strip()))
     log.info("back-translated %d lines (%d blank dropped, %d empty translations) into %s, %s",

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..config import DataConfig
 from ..data.corpora import load_parallel, split_files
 from ..decode.translator import TextTranslator
-from ..io import atomic_write_text, check_file_prefix, refuse_overwriting_inputs
+from ..io import check_file_prefix, refuse_overwriting_inputs, write_or_keep
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
     refuse_overwriting_inputs([src_file, tgt_file], read[:2] if read else (), "output prefix")
     sources = load_parallel(data, split).src
     hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(sources)]
-    atomic_write_text(src_file, "".join(s + "\n" for s in sources))
-    atomic_write_text(tgt_file, "".join(h + "\n" for h in hyps))
+    write_or_keep(src_file, "".join(s + "\n" for s in sources), "training sources")
+    write_or_keep(tgt_file, "".join(h + "\n" for h in hyps), "teacher's translations")
     result = Distillation(src_file, tgt_file, len(sources), sum(1 for h in hyps if not h.strip()))
     log.info("distilled %d pairs (%d empty translations) into %s, %s", result.pairs,
              result.empty_translations, src_file, tgt_file)
