@@ -138,6 +138,24 @@ def test_a_prefix_within_the_cap_is_kept_and_the_output_stays_under_it(capped):
     assert r.status_code == 200 and r.json()["forced_tokens"] == 2
 
 
+def test_the_servers_max_length_caps_a_request_that_sets_none(copy_bundle):  # noqa: F811
+    """``--max-length`` is the most output tokens of any answer: a request without
+    ``max_length`` is capped by it too, not by the model's length rule alone (which allows a
+    10-symbol copy 12 tokens), on both endpoints and with and without the batcher."""
+    src = "1 2 3 4 5 6 7 8 9 10"
+    with TestClient(create_app(copy_bundle, ServeLimits(max_length=3))) as c:
+        for body in ({"texts": [src], "beam": 1, "scores": True},  # a direct call
+                     {"texts": [src, src], "beam": 2}):  # through the micro-batcher
+            r = c.post("/v1/translate", json=body)
+            assert r.status_code == 200, r.text
+            assert all(len(t.split()) <= 3 for t in r.json()["translations"]), r.text
+        r = c.post("/v1/attention", json={"text": src, "beam": 1})
+        assert r.status_code == 200 and len(r.json()["translation"].split()) <= 3, r.text
+    with TestClient(create_app(copy_bundle, ServeLimits(max_length=256))) as c:
+        r = c.post("/v1/translate", json={"texts": [src], "beam": 1})
+        assert len(r.json()["translations"][0].split()) > 3  # what the cap cut short
+
+
 # --- the address is checked before the model is loaded ---------------------------------------------
 
 def test_a_port_in_use_is_refused_naming_host_and_port():

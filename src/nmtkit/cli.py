@@ -811,7 +811,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-chars", type=int, default=L.max_chars, help="characters per text")
     sv.add_argument("--max-beam", type=int, default=L.max_beam, help="largest beam a request may ask for")
     sv.add_argument("--max-length", type=int, default=L.max_length,
-                    help="largest max_length (output tokens) a request may ask for")
+                    help="the most output tokens of any answer (a request's max_length may "
+                    "ask for fewer)")
     sv.add_argument("--max-body-bytes", type=int, default=L.max_body_bytes,
                     help="largest request body accepted (413 above)")
     sv.add_argument("--timeout", type=float, default=L.timeout_s,

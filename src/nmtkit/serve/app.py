@@ -11,7 +11,8 @@
   gives alignments and coverage; -1: the last layer, the heads' mean)
   run as one direct call; a response has only the fields asked for. A forced prefix counts
   against the output cap: one of more tokens than ``max_length`` (default: the server's
-  ``--max-length``) is a 422, here and in ``/v1/attention``.
+  ``--max-length``) is a 422, here and in ``/v1/attention``. ``--max-length`` caps every
+  answer, a request without ``max_length`` too (on top of the model's own length rule).
 - ``POST /v1/attention`` ``{"text": "..."}`` -> source/target tokens and every attention
   map of the model for that sentence (kind -> layer -> head -> query x key); the PyTorch
   engine only (``nmtkit serve --engine ctranslate2`` answers 501: CTranslate2 returns no
@@ -489,6 +490,12 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     app.add_exception_handler(RequestValidationError, on_invalid)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http_error)  # type: ignore[arg-type]
 
+    def output_cap(asked: int | None) -> int:
+        """The most output tokens of an answer: the request's ``max_length`` (at most
+        ``--max-length``, by the schema), else ``--max-length`` itself: a hard cap, whatever
+        the model's length rule (``decode.max_len_a`` x source + ``max_len_b``) allows."""
+        return limits.max_length if asked is None else asked
+
     # The request models are classes built at run time (bounded by ``limits``): no static type.
     @app.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS,
               response_model_exclude_none=True, summary="Translate sentences (in order)")
@@ -506,10 +513,10 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
             checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
                                  req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
-                               req.max_length, *extras, conf, tgt_lang)  # type: ignore[attr-defined]
+                               output_cap(req.max_length), *extras, conf, tgt_lang)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
             return detail if isinstance(detail, Response) else TranslateResponse(**detail)
-        job = batcher.submit(req.texts, req.beam, req.max_length, tgt_lang)  # type: ignore[attr-defined]
+        job = batcher.submit(req.texts, req.beam, output_cap(req.max_length), tgt_lang)  # type: ignore[attr-defined]
         out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
 
@@ -532,7 +539,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                              field="prefix")
             checked_target_texts(translator, 1, [req.prefix], field="prefix")  # type: ignore[attr-defined]
         work = batcher.run(attention_for, bundle, translator,
-                           req.text, req.beam, req.max_length,  # type: ignore[attr-defined]
+                           req.text, req.beam, output_cap(req.max_length),  # type: ignore[attr-defined]
                            limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]
                            req.prefix, conf, tgt_lang)  # type: ignore[attr-defined]
         try:

@@ -34,8 +34,9 @@ class ServeLimits:
     """Characters per text."""
     max_beam: int = 10
     max_length: int = 256
-    """Largest ``max_length`` (output tokens) a request may ask for; also the most tokens a
-    forced target prefix may have."""
+    """The most output tokens of any answer (``--max-length``): the largest ``max_length`` a
+    request may ask for, and the cap of a request that asks for none (on top of the model's
+    length rule); also the most tokens a forced target prefix may have."""
     max_attention_tokens: int = 200
     """Source tokens of an attention request (its answer grows with the square)."""
     max_body_bytes: int = 1_000_000

@@ -102,7 +102,8 @@ def request_models(limits: ServeLimits, default_beam: int,
         return Field(default_beam, ge=1, le=limits.max_beam, description="beam size (1 = greedy)")
 
     def max_length_field() -> Any:
-        return Field(None, description="cap on output tokens (on top of the model's own length cap)")
+        return Field(None, description="cap on output tokens (on top of the model's own length "
+                     "rule; default and largest: the server's --max-length)")
 
     def tgt_lang_field() -> Any:
         return Field(None, max_length=MAX_LANG_CHARS, description="the language to translate "
