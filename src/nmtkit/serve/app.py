@@ -399,7 +399,7 @@ def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_len
     against the output cap (the request's ``max_length``, else the server's
     ``limits.max_length``); a longer one is a 422 (the search would otherwise stretch the
     output to fit it, past the cap)."""
-    cap = limits.max_length if max_length is None else max_length
+    cap = output_cap(max_length, limits)
     whose = "the request's max_length" if max_length is not None else "the server's max_length"
     for i, prefix in enumerate(prefixes or []):
         n = len(translator.prefix_tokens(prefix, None))
@@ -407,6 +407,13 @@ def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_len
             where = field if field == "prefix" else f"{field}.{i}"
             raise HTTPException(422, f"{where}: {n} target tokens, more than {whose} ({cap}): "
                                      "a forced prefix counts against the output cap")
+
+
+def output_cap(asked: int | None, limits: ServeLimits) -> int:
+    """The most output tokens of an answer: the request's ``max_length`` (at most
+    ``--max-length``, by the schema), else ``--max-length`` itself: a hard cap, whatever the
+    model's length rule (``decode.max_len_a`` x source + ``max_len_b``) allows."""
+    return limits.max_length if asked is None else asked
 
 
 def checked_target_texts(translator: Translator, n: int, prefixes: list[str] | None,
@@ -490,12 +497,6 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     app.add_exception_handler(RequestValidationError, on_invalid)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http_error)  # type: ignore[arg-type]
 
-    def output_cap(asked: int | None) -> int:
-        """The most output tokens of an answer: the request's ``max_length`` (at most
-        ``--max-length``, by the schema), else ``--max-length`` itself: a hard cap, whatever
-        the model's length rule (``decode.max_len_a`` x source + ``max_len_b``) allows."""
-        return limits.max_length if asked is None else asked
-
     # The request models are classes built at run time (bounded by ``limits``): no static type.
     @app.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS,
               response_model_exclude_none=True, summary="Translate sentences (in order)")
@@ -513,10 +514,10 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
             checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
                                  req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
-                               output_cap(req.max_length), *extras, conf, tgt_lang)  # type: ignore[attr-defined]
+                               output_cap(req.max_length, limits), *extras, conf, tgt_lang)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
             return detail if isinstance(detail, Response) else TranslateResponse(**detail)
-        job = batcher.submit(req.texts, req.beam, output_cap(req.max_length), tgt_lang)  # type: ignore[attr-defined]
+        job = batcher.submit(req.texts, req.beam, output_cap(req.max_length, limits), tgt_lang)  # type: ignore[attr-defined]
         out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
 
@@ -539,7 +540,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                              field="prefix")
             checked_target_texts(translator, 1, [req.prefix], field="prefix")  # type: ignore[attr-defined]
         work = batcher.run(attention_for, bundle, translator,
-                           req.text, req.beam, output_cap(req.max_length),  # type: ignore[attr-defined]
+                           req.text, req.beam, output_cap(req.max_length, limits),  # type: ignore[attr-defined]
                            limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]
                            req.prefix, conf, tgt_lang)  # type: ignore[attr-defined]
         try:

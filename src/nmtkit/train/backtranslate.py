@@ -66,8 +66,7 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
     if src_file == tgt_file:  # before any work, too
         raise ValueError(f"the reverse model translates {reverse.src_lang} into itself: "
                          "back-translation needs two languages")
-    hyps = ([" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
-            if kept else [])
+    hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
     write_or_keep(src_file, "".join(h + "\n" for h in hyps), "back-translations")
     write_or_keep(tgt_file, "".join(line + "\n" for line in kept), "monolingual lines")
     result = BackTranslation(src_file, tgt_file, len(kept), len(mono) - len(kept),
