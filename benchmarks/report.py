@@ -462,6 +462,45 @@ def decode_tuning_section() -> list[str]:
     return out
 
 
+def mbr_section() -> list[str]:
+    """Minimum Bayes risk decoding against beam search (benchmarks/mbr.py): every mbr file.
+    One row per setting with its val scores; test scores only for the baseline and the
+    setting chosen on val (scored after the choice, never used to make it)."""
+    out = []
+    for f in sorted(RESULTS.glob("mbr_*.json")):
+        r = json.loads(f.read_text(encoding="utf-8"))
+        official = any("bleu_official_tok" in row["val"] for row in r["rows"])
+        extra = " | val BLEU vs official lc.norm.tok" if official else ""
+        out += [f"### {clean(r['title'])}", "", clean(r["protocol"]), "",
+                f"| decoding | val sacreBLEU | val bleu_lc_tok{extra} | val length ratio "
+                "| seconds (val) | test sacreBLEU | test bleu_lc_tok"
+                + (" | test BLEU vs official lc.norm.tok |" if official else " |"),
+                "|---|---|---|---|---|---|---|" + ("---|---|" if official else "")]
+        for i, row in enumerate(r["rows"]):
+            v, t = row["val"], row.get("test")
+            name = clean(row["setting"]) + (" (baseline)" if i == 0 else "") \
+                + (" **(chosen on val)**" if i == r["chosen"] else "")
+            cells = [f"{v['bleu']:.2f}", f"{v['bleu_lc_tok']:.2f}"]
+            if official:
+                cells.append(f"{v['bleu_official_tok']:.2f}")
+            cells += [f"{v['length_ratio']:.3f}", f"{v['seconds']:.0f}"]
+            if t is None:
+                cells += ["-", "-"] + (["-"] if official else [])
+            else:
+                cells += [f"{t['bleu']:.2f}", f"{t['bleu_lc_tok']:.2f}"]
+                if official:
+                    cells.append(f"{t['bleu_official_tok']:.2f}")
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        rates = r["matmul_gflops"]
+        rate = ", ".join(f"{k} {v:.0f}" for k, v in rates.items()) \
+            if isinstance(rates, dict) else f"{rates:.0f}"
+        commands = r.get("commands") or [r["command"]]
+        out += ["", "Commands:", "", "```bash", *[clean(c) for c in commands], "```", "",
+                f"Machine: {r['machine']}, {r['threads']} threads, torch {r['torch']}, matmul "
+                f"{rate} GFLOP/s (`{f.name}`). {clean(r.get('note', ''))}", ""]
+    return out
+
+
 def _share_cell(r: dict) -> str:
     """The share of the matmul rate, and where measured (from 2026-11-26's oneDNN change on)
     the share of the faster of MKL's and oneDNN's GEMM rates."""
@@ -705,7 +744,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
            "on are shown repository-relative; `MIRROR` is the offline data mirror "
            "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
     out += quality_section() + budget_hour_section() + hour_seeds_section()
-    out += decode_tuning_section()
+    out += decode_tuning_section() + mbr_section()
     out += quickstart_section() + ablation_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]

@@ -231,6 +231,11 @@ EVERY_CHECK = [
     ({"decode": {"max_len_b": 2**63}}, "decode.max_len_b"),
     ({"decode": {"max_len_a": 0, "max_len_b": 0}}, "decode.max_len_a"),
     ({"decode": {"sampling_seed": 10**23}}, "decode.sampling_seed"),
+    ({"decode": {"mbr": -1}}, "decode.mbr"),
+    ({"decode": {"mbr_scale": -0.5}}, "decode.mbr_scale"),
+    ({"decode": {"mbr": 2000}}, "decode.mbr"),
+    ({"decode": {"mbr_utility": "meteor"}}, "decode.mbr_utility"),
+    ({"decode": {"mbr": 2, "beam": 5, "n_best": 3}}, "decode.mbr"),
     # across sections
     ({"data": {"joint_vocab": False}}, "model.tie_all"),
     ({"model": RNN, "decode": {"alignment_head": 0}}, "decode.alignment_layer"),

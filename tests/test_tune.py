@@ -36,11 +36,24 @@ class LengthFollowsPenalty(TextTranslator):
 
 
 def test_grid_tries_greedy_once_and_each_pair_once():
-    assert grid([1, 5, 5, 2], [0.6, 1.0, 0.6]) == [(1, None), (5, 0.6), (5, 1.0), (2, 0.6), (2, 1.0)]
+    assert grid([1, 5, 5, 2], [0.6, 1.0, 0.6]) == [
+        (1, None, 0), (5, 0.6, 0), (5, 1.0, 0), (2, 0.6, 0), (2, 1.0, 0)]
     for beams, penalties in (([], [1.0]), ([5], []), ([0], [1.0]), ([5], [-0.1]),
                              ([5], [float("nan")])):
         with pytest.raises(ValueError):
             grid(beams, penalties)
+
+
+def test_grid_tries_mbr_with_each_beam_search_setting_but_not_greedy():
+    assert grid([1, 5], [0.6, 1.0], [0, 12, 12]) == [
+        (1, None, 0), (5, 0.6, 0), (5, 0.6, 12), (5, 1.0, 0), (5, 1.0, 12)]
+    for mbr in ([], [-1]):
+        with pytest.raises(ValueError):
+            grid([5], [0.6], mbr)
+    assert Trial(5, 0.6, 1.0, 1.0, 1.0, 1.0, None, 12).flags() == "--beam 5 --length-penalty 0.6 --mbr 12"
+    # a tie: fewer candidates (faster) wins
+    tied = [Trial(5, 0.6, 40.0, 60.0, 1.0, 9.0, None, 12), Trial(5, 0.6, 40.0, 60.0, 1.0, 1.0)]
+    assert best_trial(tied) is tied[1]
 
 
 def test_tune_scores_every_setting_and_restores_the_options():
@@ -134,6 +147,22 @@ def test_cli_tune_prints_each_trial_and_writes_the_best(checkpoint, tmp_path, ca
         assert summary["edge"] == "largest" and "try values above" in capsys.readouterr().err
     else:
         assert summary["edge"] is None
+
+
+def test_cli_tune_tries_mbr_and_its_flags_decode_as_scored(checkpoint, tmp_path, capsys):
+    src, ref = tmp_path / "dev.src", tmp_path / "dev.ref"
+    src.write_text("1 2 3 4 5\n7 7 3 9\n10 2 2 5 6 1\n")
+    ref.write_text("1 2 3 4 5\n7 7 3\n10 2 5 6 1\n")
+    assert main(["tune", "--model", str(checkpoint), "--src", str(src), "--ref", str(ref),
+                 "--beam", "3", "--length-penalty", "0.6", "--mbr", "0", "4"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(p["beam"], p["mbr"]) for p in printed[:2]] == [(3, 0), (3, 4)]
+    out = tmp_path / "hyp.txt"
+    assert main(["translate", "--model", str(checkpoint), "-i", str(src), "-o", str(out),
+                 "--beam", "3", "--length-penalty", "0.6", "--mbr", "4"]) == 0
+    from nmtkit.evaluate import score
+    hyps = out.read_text().splitlines()
+    assert score(hyps, ref.read_text().splitlines())["bleu"] == printed[1]["bleu"]
 
 
 def test_cli_tune_chooses_by_the_metric_asked_for(checkpoint, tmp_path, capsys):

@@ -100,6 +100,7 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "early_stop": True if a.early_stop else None,
             "sampling": True if a.sampling else None, "sampling_temperature": a.temperature,
             "sampling_top_k": a.top_k, "sampling_top_p": a.top_p, "sampling_seed": a.seed,
+            "mbr": a.mbr, "mbr_utility": a.mbr_utility, "mbr_scale": a.mbr_scale,
             "alignment_layer": getattr(a, "alignment_layer", None),
             "alignment_head": getattr(a, "alignment_head", None)}
 
@@ -321,7 +322,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         print(json.dumps({"split": name, **t.as_dict()}), flush=True)
 
     trials = tune_search(tr, src, ref, a.beam, a.length_penalty, tgt_lang=tgt_lang,
-                         on_trial=report)
+                         on_trial=report, mbr=a.mbr)
     best = best_trial(trials, a.metric)
     edge = at_the_edge(best, a.length_penalty)
     if edge:  # the optimum may lie beyond the grid
@@ -557,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            help="one of the commands below; nmtkit COMMAND --help for its options")
 
-    from .config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
+    from .config import MBR_UTILITIES, TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
     from .data.recipes import RECIPES
     from .decode.limits import MAX_PHRASES
 
@@ -658,6 +659,16 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--seed", type=int, default=None,
                        help="sampling: random seed (default 0); the same seed, input and batch "
                        "size give the same samples")
+        q.add_argument("--mbr", type=int, default=None, metavar="N",
+                       help="minimum Bayes risk decoding: of N candidates (the N best of a beam "
+                       "at least N wide, or N samples with --sampling) output the one with the "
+                       "highest expected --mbr-utility against the others (default: the "
+                       "checkpoint's decode.mbr, 0 = off)")
+        q.add_argument("--mbr-utility", choices=MBR_UTILITIES, default=None,
+                       help="MBR: sentence BLEU+1 on words, or chrF on characters (default bleu)")
+        q.add_argument("--mbr-scale", type=float, default=None, metavar="S",
+                       help="MBR over a beam's N best: each candidate weighs its probability "
+                       "to the power S (0 = the same for each; default 1)")
 
     def port(text: str) -> int:
         value = int(text)
@@ -736,6 +747,10 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--length-penalty", type=float, nargs="+", default=list(TUNE_LENGTH_PENALTIES),
                     metavar="ALPHA", help="length penalties to try with each beam (default "
                     f"{' '.join(map(str, TUNE_LENGTH_PENALTIES))})")
+    tu.add_argument("--mbr", type=int, nargs="+", default=[0], metavar="N",
+                    help="minimum Bayes risk decoding over N candidates to try with each beam "
+                    "above 1 and penalty (default 0 = off; e.g. --mbr 0 20; see translate "
+                    "--mbr)")
     tu.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
                     help="the score that chooses (default bleu: cased sacreBLEU; bleu_lc_tok for "
                     "a model trained on lowercased text, data.lowercase)")

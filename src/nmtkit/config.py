@@ -639,6 +639,8 @@ overflows."""
 TEMPERATURE_RANGE = (1e-3, 1e3)
 """``decode.sampling_temperature`` bounds: beyond them the scaled log-probabilities overflow
 or all but one underflow (1e-3 samples as greedy search does, 1e3 uniformly)."""
+MBR_UTILITIES = ("bleu", "chrf")
+"""The values of ``decode.mbr_utility`` (:mod:`nmtkit.decode.mbr`)."""
 
 
 @dataclass
@@ -674,6 +676,16 @@ class DecodeConfig:
     sampling_seed: int = 0
     """Seed of the sampling's random generator: the same seed, input and batch size give the
     same samples."""
+    mbr: int = 0
+    """Minimum Bayes risk decoding over this many candidates (0 = off): the n best of a beam
+    at least this wide, or with ``sampling`` this many samples; the output is the candidate
+    with the highest expected ``mbr_utility`` against the others (:mod:`nmtkit.decode.mbr`)."""
+    mbr_utility: str = "bleu"
+    """MBR's similarity of two translations: bleu (sentence BLEU+1 on words) | chrf
+    (character n-gram F-score)."""
+    mbr_scale: float = 1.0
+    """MBR over a beam's n best: each candidate weighs P(y | x) ** mbr_scale, renormalised
+    (0 = all the same; samples always weigh the same)."""
     alignment_layer: int = -1
     """Alignments (and the confidence view's coverage) from this decoder layer's source
     attention, counted from 0; -1 = the last layer. Transformer only (the RNN has one)."""
@@ -685,22 +697,28 @@ class DecodeConfig:
         c.finite()
         c.at_least(1, "beam", "batch_size")
         c.at_least(-1, "alignment_layer", "alignment_head")
-        c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed")
-        c.at_most(MAX_BEAM, "beam", "n_best")
+        c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed",
+                   "mbr", "mbr_scale")
+        c.at_most(MAX_BEAM, "beam", "n_best", "mbr")
+        c.one_of("mbr_utility", MBR_UTILITIES)
         c.at_most(MAX_LEN_A, "max_len_a")
         c.at_most(MAX_POSITIONS, "max_len_b")
         c.at_most(MAX_SEED, "sampling_seed")
         c.require(self.max_len_a > 0 or self.max_len_b > 0, "decode.max_len_a and "
                   "decode.max_len_b cannot both be 0: the output cap A * source length + B "
                   "would leave room for no token")
-        c.require(1 <= self.n_best and (self.sampling or self.n_best <= self.beam),
+        c.require(1 <= self.n_best and (self.sampling or self.mbr > 0 or self.n_best <= self.beam),
                   f"decode.n_best must be in [1, decode.beam = {self.beam}] (any number >= 1 of "
-                  f"samples with decode.sampling), got {self.n_best}")
+                  f"samples with decode.sampling; up to decode.mbr candidates with MBR), got "
+                  f"{self.n_best}")
         low, high = TEMPERATURE_RANGE
         c.require(low <= self.sampling_temperature <= high, "decode.sampling_temperature must "
                   f"be in [{low:g}, {high:g}], got {self.sampling_temperature:g}")
         c.require(0.0 < self.sampling_top_p <= 1.0,
                   f"decode.sampling_top_p must be in (0, 1], got {self.sampling_top_p}")
+        c.require(self.mbr == 0 or self.n_best <= self.mbr,
+                  f"decode.mbr must be 0 (off) or at least decode.n_best ({self.n_best}): the "
+                  f"output is chosen among that many candidates, got {self.mbr}")
 
 
 @dataclass

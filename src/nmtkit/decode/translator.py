@@ -25,6 +25,7 @@ from ..data.vocab import BOS, EOS, PAD, UNK
 from ..models.seq2seq import Seq2Seq, pad_mask
 from .attention import layer_head, reading_order, teacher_forced_maps
 from .limits import MAX_PHRASES
+from .mbr import candidate_options, choose_all
 from .search import Hypothesis, search
 
 if TYPE_CHECKING:
@@ -54,6 +55,11 @@ class Translation:
     constraints_met: bool = True
     """Whether the translation contains every constraint phrase of its line (true when it
     has none); only the output cap makes a constrained search end without them."""
+    log_prob: float | None = None
+    """The translation's log-probability (``</s>`` included; ``score`` is it divided by the
+    length penalty), where the engine gives it."""
+    mbr_utility: float | None = None
+    """With ``decode.mbr``: the expected utility that ranked it (:mod:`nmtkit.decode.mbr`)."""
 
 
 class TargetTextError(ValueError):
@@ -147,7 +153,8 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
       which is a ``ValueError``, naming the option): an unknown one (the known ones listed),
       a wrong type (``beam="4"``, ``beam=2.5``, ``beam=True``);
     - the result is checked: ``ValueError`` for a beam below 1, an ``n_best`` outside
-      ``[1, beam]`` (with ``sampling``: below 1), a ``batch_size`` below 1, or any other value
+      ``[1, beam]`` (with ``sampling`` or ``mbr``: below 1; ``mbr`` itself bounds it), a
+      ``batch_size`` below 1, or any other value
       that :meth:`~nmtkit.config.DecodeConfig.validate` rejects (e.g. a ``sampling_top_p``).
     """
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -159,12 +166,13 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     if max_beam is not None:
         beam = max(1, min(beam, max_beam))
         given["beam"] = beam
-    if "n_best" not in given and cfg.n_best > beam and not given.get("sampling", cfg.sampling):
+    free = given.get("sampling", cfg.sampling) or given.get("mbr", cfg.mbr)  # n_best not <= beam
+    if "n_best" not in given and cfg.n_best > beam and not free:
         given["n_best"] = beam
     out = replace(cfg, **given)
     if out.beam < 1:
         raise ValueError(f"beam must be >= 1, got {out.beam}")
-    if out.n_best < 1 or (not out.sampling and out.n_best > out.beam):
+    if out.n_best < 1 or (not out.sampling and not out.mbr and out.n_best > out.beam):
         raise ValueError(f"n_best must be between 1 and the beam size ({out.beam}), got {out.n_best}")
     if out.batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {out.batch_size}")
@@ -270,10 +278,10 @@ class TextTranslator:
                     attention: torch.Tensor | None = None, *,
                     token_log_probs: list[float] | None = None,
                     alignment: list[tuple[int, int]] | None = None,
-                    constraints_met: bool = True) -> Translation:
+                    constraints_met: bool = True, log_prob: float | None = None) -> Translation:
         """A :class:`Translation` of output ``tokens`` (detokenized with the target tokenizer)."""
         return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention,
-                           token_log_probs, alignment, constraints_met)
+                           token_log_probs, alignment, constraints_met, log_prob)
 
     def prefix_tokens(self, prefix: str, max_length: int | None, what: str = "prefix") -> list[str]:
         """A forced prefix's (or another text of the output's, ``what``: a constraint) target
@@ -375,9 +383,10 @@ class Translator(TextTranslator):
         (the last layer, the heads' mean: what the search records) it costs one teacher-forced
         pass per translation (:func:`chosen_source_attention`).
         """
-        cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
-                                            max_length=max_length, alignment_layer=alignment_layer,
-                                            alignment_head=alignment_head)
+        asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
+                                              max_length=max_length, alignment_layer=alignment_layer,
+                                              alignment_head=alignment_head)
+        cfg = candidate_options(asked)  # MBR's candidates (decode.mbr), else the same
         chosen = (cfg.alignment_layer, cfg.alignment_head)
         if need_attention or alignments:  # before any decoding: a clear error
             check_model_alignment_choice(self.model, *chosen)
@@ -401,7 +410,8 @@ class Translator(TextTranslator):
                                   None if chosen == (-1, -1) else (encoded[i][1], chosen))
                      for h in hs] for i, hs in zip(batch, hyps, strict=True)]
 
-        return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
+        return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
+                                               batches, run), asked)
 
     def target_ids(self, prefixes: Sequence[str] | None,
                    constraints: Sequence[Sequence[str]] | None, n_lines: int,
@@ -486,4 +496,4 @@ class Translator(TextTranslator):
             align = alignment_from_attention(attn, len(src_tokens), len(toks))
         return self.translation(toks, src_tokens, h.score, attn if need_attention else None,
                                 token_log_probs=h.token_log_probs, alignment=align,
-                                constraints_met=h.constraints_met)
+                                constraints_met=h.constraints_met, log_prob=h.log_prob)

@@ -1,4 +1,5 @@
-"""Choose the beam size and the length penalty of beam search on a validation set.
+"""Choose the beam size and the length penalty of beam search (and whether minimum Bayes
+risk decoding pays, ``--mbr``) on a validation set.
 
 Beam search ranks finished hypotheses by log P(y|x) / lp(y) with the GNMT length penalty
 lp(y) = ((5 + |y|) / 6) ** alpha (Wu et al. 2016, Sec. 7, Eq. 14): alpha = 0 ranks by the
@@ -41,37 +42,46 @@ class Trial:
     seconds: float
     bleu_lc_tok: float | None = None
     """BLEU on lowercased tokenized text (``None`` in trials recorded before it was kept)."""
+    mbr: int = 0
+    """Minimum Bayes risk decoding over this many candidates (:mod:`nmtkit.decode.mbr`);
+    0 = the beam's own best."""
 
     def flags(self) -> str:
         """The command-line options that decode with this setting."""
-        if self.length_penalty is None:
-            return f"--beam {self.beam}"
-        return f"--beam {self.beam} --length-penalty {self.length_penalty:g}"
+        out = f"--beam {self.beam}"
+        if self.length_penalty is not None:
+            out += f" --length-penalty {self.length_penalty:g}"
+        return out + (f" --mbr {self.mbr}" if self.mbr else "")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def grid(beams: Sequence[int], penalties: Sequence[float]) -> list[tuple[int, float | None]]:
-    """Every (beam, length penalty) pair to try, in the order given; beam 1 once, without a
-    penalty. ``ValueError`` for an empty list, a beam below 1 or a negative penalty."""
-    if not beams or not penalties:
+def grid(beams: Sequence[int], penalties: Sequence[float],
+         mbr: Sequence[int] = (0,)) -> list[tuple[int, float | None, int]]:
+    """Every (beam, length penalty, MBR candidates) to try, in the order given; beam 1 once,
+    without a penalty or MBR (greedy search has one candidate). ``ValueError`` for an empty
+    list, a beam below 1, a negative penalty or a negative number of candidates."""
+    if not beams or not penalties or not mbr:
         raise ValueError("give at least one beam size and one length penalty")
     if any(b < 1 for b in beams):
         raise ValueError(f"beam sizes must be >= 1, got {list(beams)}")
     if any(not p >= 0 for p in penalties):  # `not >=` also catches NaN
         raise ValueError(f"length penalties must be >= 0, got {list(penalties)}")
-    out: list[tuple[int, float | None]] = []
+    if any(m < 0 for m in mbr):
+        raise ValueError(f"MBR candidates must be >= 0 (0 = off), got {list(mbr)}")
+    out: list[tuple[int, float | None, int]] = []
     for b in dict.fromkeys(beams):
         for p in ([None] if b == 1 else dict.fromkeys(penalties)):
-            out.append((b, p))
+            out.extend((b, p, m) for m in ([0] if b == 1 else dict.fromkeys(mbr)))
     return out
 
 
 def tune_search(translator: TextTranslator, sources: list[str], references: list[str],
                 beams: Sequence[int] = TUNE_BEAMS,
                 penalties: Sequence[float] = TUNE_LENGTH_PENALTIES, *, tgt_lang: str | None = None,
-                on_trial: Callable[[Trial], None] | None = None) -> list[Trial]:
+                on_trial: Callable[[Trial], None] | None = None,
+                mbr: Sequence[int] = (0,)) -> list[Trial]:
     """Translate ``sources`` with every setting of :func:`grid` and score each against
     ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). ``on_trial`` is called with
     each trial as soon as it is scored. The translator's own options are restored after."""
@@ -79,12 +89,12 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
         raise ValueError(f"{len(sources)} sources vs {len(references)} references")
     if not sources:
         raise ValueError("nothing to tune on: the validation set is empty")
-    settings = grid(beams, penalties)
+    settings = grid(beams, penalties, mbr)
     base = translator.decode_cfg
     trials = []
     try:
-        for beam, penalty in settings:
-            given: dict[str, Any] = {"beam": beam, "n_best": 1}
+        for beam, penalty, candidates in settings:
+            given: dict[str, Any] = {"beam": beam, "n_best": 1, "mbr": candidates}
             if penalty is not None:
                 given["length_penalty"] = penalty
             translator.decode_cfg = decode_options(base, **given)
@@ -93,7 +103,7 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
             seconds = time.perf_counter() - start
             s = score(hyps, references)
             trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"],
-                          round(seconds, 2), s["bleu_lc_tok"])
+                          round(seconds, 2), s["bleu_lc_tok"], candidates)
             trials.append(trial)
             if on_trial is not None:
                 on_trial(trial)
@@ -118,7 +128,8 @@ def at_the_edge(best: Trial, penalties: Sequence[float]) -> str | None:
 
 def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
     """The trial with the highest ``metric`` (one of :data:`nmtkit.config.TUNE_METRICS`);
-    among equal ones the smaller beam (faster), then the penalty that came first in the grid.
+    among equal ones the smaller beam (faster), then fewer MBR candidates, then the setting
+    that came first in the grid.
     ``ValueError`` for an unknown metric or a trial that lacks it."""
     if not trials:
         raise ValueError("no trials")
@@ -127,4 +138,4 @@ def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
     if any(getattr(t, metric) is None for t in trials):
         raise ValueError(f"a trial has no {metric} score (recorded before it was kept): "
                          "tune again")
-    return max(trials, key=lambda t: (getattr(t, metric), -t.beam))
+    return max(trials, key=lambda t: (getattr(t, metric), -t.beam, -t.mbr))

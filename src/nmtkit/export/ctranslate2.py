@@ -62,6 +62,7 @@ from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig,
 from ..data.multilingual import target_tags
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
+from ..decode.mbr import candidate_options, choose_all
 from ..decode.translator import TextTranslator, Translation, decode_options, text_lines
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
 from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
@@ -546,8 +547,9 @@ class CTranslate2Translator(TextTranslator):
         ``</s>``: ``len(tokens) ** length_penalty``); for greedy search the log-probability,
         as nmtkit's.
         """
-        cfg, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
-                                            length_penalty=length_penalty, max_length=max_length)
+        asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
+                                              length_penalty=length_penalty, max_length=max_length)
+        cfg = candidate_options(asked)  # MBR's candidates (decode.mbr), else the same
         self.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
         encoded = [self.encode_source(line, tgt_lang) for line in text_lines(lines)]
         # tokens before EOS that each sentence may produce (one length_cap per source length)
@@ -606,10 +608,22 @@ class CTranslate2Translator(TextTranslator):
                 for cap, js in by_cap.items():
                     for j, hyps in zip(js, search([idx[j] for j in js], cap), strict=True):
                         out[j] = hyps
-            return [[self.translation(h, encoded[i][0], float(s)) for h, s in hyps]
-                    for i, hyps in zip(idx, out, strict=True)]
+            return [[self.translation(h, encoded[i][0], float(s),
+                                      log_prob=self._log_prob(h, float(s), steps[i], cfg))
+                     for h, s in hyps] for i, hyps in zip(idx, out, strict=True)]
 
-        return self.in_length_order([toks for toks, _ in encoded], cfg.n_best, batches, run)
+        return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
+                                               batches, run), asked)
+
+    @staticmethod
+    def _log_prob(tokens: list[str], score: float, cap: int, cfg: DecodeConfig) -> float:
+        """The log-probability behind CTranslate2's ``score`` (see :meth:`translate`): the
+        score times ``n ** length_penalty``, ``n`` the tokens and ``</s>``, or the tokens
+        alone for a hypothesis that reached its sentence's ``cap`` (cut, no ``</s>``)."""
+        if cfg.beam == 1 or cfg.length_penalty == 0:
+            return score
+        n = len(tokens) if len(tokens) >= cap else len(tokens) + 1
+        return float(score * n ** cfg.length_penalty)
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
                         batch_size: int | None = None, exact_caps: bool = True, *,

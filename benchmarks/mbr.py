@@ -1,0 +1,159 @@
+"""Minimum Bayes risk decoding against beam search, chosen on val and then scored on test.
+
+One model (or an ensemble: ``--model`` repeated) translates the validation split once per
+decoding setting (``--setting``, each a comma-separated list of ``decode.*`` options, the
+first one the baseline: by default the recipe's beam search, then MBR over 10 and 20 beam
+candidates with BLEU+1 and the model's posterior, with equal weights, and with chrF). Every
+setting is scored with sacreBLEU, ``bleu_lc_tok`` and, on Multi30k, BLEU against the
+official lowercased tokenized references; the setting with the best validation ``--metric``
+is chosen. Only then is the test split translated, with the baseline and with the chosen
+setting, for the record: the test split never chooses anything.
+
+    NMTKIT_DATA=... python benchmarks/mbr.py --model runs/x/best.pt --metric bleu_lc_tok \\
+        --out benchmarks/results/mbr_X.json
+
+Prints one JSON object; ``--out`` keeps it (``benchmarks/report.py`` makes its table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import emit, gemm_peaks_gflops, machine
+
+from nmtkit.config import TUNE_METRICS, DecodeConfig, _build
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DEFAULT_SETTINGS = ["", "mbr=10", "mbr=20", "mbr=20,mbr_scale=0", "mbr=20,mbr_utility=chrf"]
+"""The baseline (the checkpoint's own decoding options), then MBR variants."""
+
+
+def parse_setting(text: str) -> dict[str, Any]:
+    """``"mbr=20,mbr_scale=0"`` -> ``{"mbr": 20, "mbr_scale": 0.0}``, typed and checked as a
+    config's ``decode`` section (``""``: no change)."""
+    given: dict[str, Any] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"setting {text!r}: {item!r} is not KEY=VALUE")
+        given[key.strip()] = value.strip()
+    typed = _build(DecodeConfig, {k: _yaml_value(v) for k, v in given.items()}, "--setting", "")
+    return {k: getattr(typed, k) for k in given}
+
+
+def _yaml_value(text: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def label(setting: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in setting.items()) or "the checkpoint's decoding"
+
+
+def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: list[str],
+              references: list[str], official: Any, tgt_lang: str | None) -> dict[str, Any]:
+    """Scores of one setting on one split (``official``: the reference file of
+    ``bleu_official_tok`` and its split and language, or ``None``)."""
+    from nmtkit.decode.translator import decode_options
+    from nmtkit.evaluate import multi30k_tok_bleu, score
+
+    tr.decode_cfg = decode_options(base, **setting)
+    start = time.perf_counter()
+    hyps = tr.translate_lines(sources, tgt_lang=tgt_lang)
+    seconds = time.perf_counter() - start
+    s = score(hyps, references)
+    out = {"bleu": s["bleu"], "chrf": s["chrf"], "bleu_lc_tok": s["bleu_lc_tok"],
+           "length_ratio": s["length_ratio"], "seconds": round(seconds, 2)}
+    if official is not None:
+        path, split, lang = official
+        out["bleu_official_tok"] = multi30k_tok_bleu(hyps, split, lang, path)[0]
+    return out
+
+
+def compare(models: list[str], settings: list[str], metric: str, valid: str | None = None,
+            test: str | None = None, batch_size: int | None = None) -> dict[str, Any]:
+    """Every setting on the validation split, the best by ``metric``, then the baseline and
+    it on the test split."""
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.data.corpora import load_parallel
+    from nmtkit.decode.ensemble import ensemble_translator
+    from nmtkit.evaluate import official_reference
+
+    if metric not in TUNE_METRICS:
+        raise ValueError(f"--metric must be one of {', '.join(TUNE_METRICS)}")
+    parsed = [parse_setting(s) for s in settings]
+    bundles = [load_bundle(m) for m in models]
+    tr = ensemble_translator(bundles, models, batch_size=batch_size)
+    data = bundles[0].cfg.data
+    base = tr.decode_cfg
+    valid, test = valid or data.valid, test or data.test
+
+    def split(name: str) -> tuple[list[str], list[str], Any]:
+        par = load_parallel(data, name)
+        official = None
+        if data.corpus == "multi30k":
+            path = official_reference(name, data.tgt_lang)
+            official = None if path is None else (path, name, data.tgt_lang)
+        return par.src, par.tgt, official
+
+    src, ref, official = split(valid)
+    rows = [{"setting": label(p), "options": p,
+             "val": run_split(tr, base, p, src, ref, official, None)} for p in parsed]
+    best = max(range(len(rows)), key=lambda i: (rows[i]["val"][metric], -i))
+    src, ref, official = split(test)
+    for i in sorted({0, best}):
+        rows[i]["test"] = run_split(tr, base, parsed[i], src, ref, official, None)
+    protocol = (f"{len(models)} model{'s as one ensemble' if len(models) > 1 else ''} "
+                f"({', '.join(models)}) translated {valid} once per decoding setting; the "
+                f"setting with the best val {metric} was chosen; {test} was then translated "
+                "with the baseline (the first row) and with the chosen setting only, after the "
+                "choice. MBR (nmtkit.decode.mbr): decode.mbr candidates (the n best of a beam "
+                "at least that wide), the expected sentence-level utility (mbr_utility: BLEU+1 "
+                "or chrF) against the candidates weighted by P(y|x)^mbr_scale renormalised.")
+    return {"models": models, "metric": metric, "valid": valid, "test": test,
+            "protocol": protocol,
+            "decode": {"beam": base.beam, "length_penalty": base.length_penalty},
+            "chosen": best, "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", action="append", required=True,
+                   help="a checkpoint (repeat for an ensemble)")
+    p.add_argument("--setting", action="append", default=None,
+                   help="decode.* options, comma-separated KEY=VALUE (repeat; the first is the "
+                   f"baseline; default: {' | '.join(repr(s) for s in DEFAULT_SETTINGS)})")
+    p.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
+                   help="the validation score that chooses (bleu_lc_tok for a lowercased model)")
+    p.add_argument("--valid", help="validation split (default: the checkpoint's data.valid)")
+    p.add_argument("--test", help="test split (default: the checkpoint's data.test)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--title", default="Minimum Bayes risk decoding against beam search")
+    p.add_argument("--note", default="")
+    p.add_argument("--out", help="also write the JSON here")
+    a = p.parse_args(argv)
+    import torch
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    rates = gemm_peaks_gflops(torch.get_num_threads())
+    result = compare(a.model, a.setting or DEFAULT_SETTINGS, a.metric, a.valid, a.test,
+                     a.batch_size)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                            capture_output=True).stdout.strip()
+    emit({"benchmark": "mbr", "machine": machine(), "torch": torch.__version__,
+          "nmtkit_commit": commit or None,
+          "threads": torch.get_num_threads(), "matmul_gflops": rates, "title": a.title,
+          "note": a.note,
+          **result}, a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""benchmarks/mbr.py: MBR settings scored on val, the best chosen there, test scored after."""
+
+import json
+
+import pytest
+
+from nmtkit.train.loop import Trainer
+
+from .conftest import load_benchmark
+from .test_checkpoint import make_cfg
+
+mbr_bench = load_benchmark("mbr")
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    run = tmp_path_factory.mktemp("mbr_bench")
+    Trainer(make_cfg(20), run).run()
+    return run / "last.pt"
+
+
+def test_settings_are_typed_as_a_decode_section():
+    assert mbr_bench.parse_setting("") == {}
+    assert mbr_bench.parse_setting("mbr=20, mbr_scale=0,mbr_utility=chrf") == {
+        "mbr": 20, "mbr_scale": 0.0, "mbr_utility": "chrf"}
+    for bad in ("mbr", "mbr=x", "nope=1"):
+        with pytest.raises(ValueError):
+            mbr_bench.parse_setting(bad)
+
+
+def test_the_choice_is_made_on_val_and_test_is_scored_for_baseline_and_choice(
+        model_path, tmp_path, capsys, monkeypatch):
+    seen = []
+    real = mbr_bench.run_split
+
+    def spy(tr, base, setting, sources, references, official, tgt_lang):
+        out = real(tr, base, setting, sources, references, official, tgt_lang)
+        seen.append((dict(setting), len(sources)))
+        return out
+
+    monkeypatch.setattr(mbr_bench, "run_split", spy)
+    out = tmp_path / "r.json"
+    mbr_bench.main(["--model", str(model_path), "--setting", "beam=2",
+                    "--setting", "beam=2,mbr=4", "--setting", "beam=2,mbr=4,mbr_utility=chrf",
+                    "--threads", "1", "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert r == json.loads(capsys.readouterr().out)
+    assert [row["options"] for row in r["rows"]] == [
+        {"beam": 2}, {"beam": 2, "mbr": 4}, {"beam": 2, "mbr": 4, "mbr_utility": "chrf"}]
+    vals = [row["val"]["bleu"] for row in r["rows"]]
+    assert r["chosen"] == max(range(3), key=lambda i: (vals[i], -i))
+    tested = {i for i, row in enumerate(r["rows"]) if "test" in row}
+    assert tested == {0, r["chosen"]}
+    # every val setting ran before the first test translation
+    assert [s for s, _ in seen[:3]] == [row["options"] for row in r["rows"]]
+    assert len(seen) == 3 + len(tested)
+    assert r["benchmark"] == "mbr" and r["valid"] == "val" and r["test"] == "test_2016_flickr"
