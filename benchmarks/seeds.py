@@ -204,13 +204,15 @@ def split_name(split: str) -> str:
 
 
 def evaluate(models: list[Path], split: str, beam: int, path: Path,
-             length_penalty: float | None = None, nmtkit=nmtkit_in_process) -> dict:
+             length_penalty: float | None = None, nmtkit=nmtkit_in_process, mbr: int = 0) -> dict:
     """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``; ``nmtkit``: the
-    runner of the command."""
+    runner of the command; ``mbr``: minimum Bayes risk decoding over that many candidates."""
     args = [x for m in models for x in ("--model", str(m))]
     args += ["--split", split, "--beam", str(beam)]
     if length_penalty is not None:
         args += ["--length-penalty", f"{length_penalty:g}"]
+    if mbr:
+        args += ["--mbr", str(mbr)]
     return json_file(path, ["evaluate", *args], lambda: nmtkit("evaluate", *args))
 
 
@@ -266,13 +268,16 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
     from nmtkit.decode.tune import Trial, at_the_edge, best_trial
 
     grid = sorted(set(a.length_penalty))
+    mbr = list(getattr(a, "mbr", [0]))
     step = grid[-1] - grid[-2] if len(grid) > 1 else 0.4
     trials: list[Trial] = []
     todo, round_ = grid, 0
     while True:
         args = [x for m in models for x in ("--model", str(m))]
-        args += ["--split", valid, "--beam", str(a.beam), "--length-penalty",
-                 *[f"{p:g}" for p in todo]]
+        args += ["--split", valid, "--beam", str(a.beam)]
+        if mbr != [0]:  # (the default: earlier runs' tune.json stay valid)
+            args += ["--mbr", *map(str, mbr)]
+        args += ["--length-penalty", *[f"{p:g}" for p in todo]]
         if a.metric != "bleu":  # (the default: earlier runs' tune.json stay valid)
             args += ["--metric", a.metric]
         path = a.work / ("tune.json" if round_ == 0 else f"tune_{round_}.json")
@@ -292,7 +297,8 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
         todo = [round(tried[-1] + step * i, 3) for i in (1, 2)]
     # nmtkit tune's own edge hint speaks of one round's grid only; this is the verdict on all.
     print(f"seeds.py: length penalties tried on {valid} in {round_ + 1} round(s): "
-          f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g} ({a.metric} "
+          f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g}"
+          + (f" with --mbr {best.mbr}" if best.mbr else "") + f" ({a.metric} "
           f"{getattr(best, a.metric):g}), " + {None: "inside the grid",
                                  "largest": f"the largest tried: --extend {a.extend} reached",
                                  "smallest": "the smallest tried: the grid grows upwards only, "
@@ -356,6 +362,9 @@ def main() -> None:
                    help="step checkpoints averaged into avg3.pt (default 3)")
     p.add_argument("--length-penalty", type=float, nargs="+", default=list(TUNE_LENGTH_PENALTIES),
                    help="the ensemble's length penalties tried on val")
+    p.add_argument("--mbr", type=int, nargs="+", default=[0], metavar="N",
+                   help="minimum Bayes risk decoding over N candidates, tried on val with "
+                        "each length penalty of the ensemble (e.g. --mbr 0 20; default 0 = off)")
     p.add_argument("--extend", type=int, default=2,
                    help="times the grid is extended upwards while its largest value wins")
     p.add_argument("--threads", type=int, default=0,
@@ -399,7 +408,7 @@ def main() -> None:
         "test": scores(evaluate(chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}.json")),
         "tuned": {**tuned, "test": scores(evaluate(
             chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}_tuned.json",
-            length_penalty=alpha))}}
+            length_penalty=alpha, mbr=tuned["chosen"].get("mbr", 0)))}}
 
     config = Path(a.config).resolve()
     shown = config.relative_to(ROOT) if config.is_relative_to(ROOT) else a.config  # no /home/...
@@ -428,7 +437,9 @@ def main() -> None:
                     f"{METRIC_NAMES[a.metric]}. The ensemble decodes with the mean of the "
                     "chosen checkpoints' next-token probabilities at every step; its length "
                     "penalty is chosen on val by the same score (nmtkit tune, grid "
-                    f"{tuned['grid']}). Every choice was made on val; "
+                    f"{tuned['grid']}"
+                    + (f", each with --mbr {' and '.join(map(str, a.mbr))}" if a.mbr != [0] else "")
+                    + f"). Every choice was made on val; "
                     f"{test} was scored once per system and never used to choose.",
         "machine": machine(), "torch": __import__("torch").__version__,
         "nmtkit_commit": commit(), "overrides": a.set, "metric": a.metric, "runs": runs,

@@ -214,6 +214,29 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
     assert got["edge"] == "largest"
     assert "chosen 0.9 (bleu 28.8), the largest tried: --extend 1 reached" in capsys.readouterr().err
 
+    # --mbr: nmtkit tune tries it with every penalty; the verdict names the choice
+    calls.clear()
+    a = Namespace(length_penalty=[0.0, 0.3, 0.6, 0.9], extend=0, beam=5, work=tmp_path / "mbr",
+                  metric="bleu", mbr=[0, 20])
+    a.work.mkdir()
+
+    def fake_mbr_tune(*args):
+        calls.append(args)
+        grid = [float(x) for x in args[args.index("--length-penalty") + 1:args.index("-o")]]
+        sizes = [int(x) for x in args[args.index("--mbr") + 1:args.index("--length-penalty")]]
+        trials = [{"beam": 5, "length_penalty": p, "bleu": 30 - abs(0.3 - p) + m / 100,
+                   "chrf": 50.0, "length_ratio": 1.0, "seconds": 1.0, "bleu_lc_tok": 31.0,
+                   "mbr": m} for p in grid for m in sizes]
+        with open(args[args.index("-o") + 1], "w", encoding="utf-8") as f:
+            json.dump({"trials": trials}, f)
+        return ""
+
+    monkeypatch.setattr(seeds, "nmtkit_in_process", fake_mbr_tune)
+    got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
+    assert len(calls) == 1 and got["chosen"]["mbr"] == 20 and got["chosen"]["length_penalty"] == 0.3
+    assert "chosen 0.3 with --mbr 20 (bleu 30.2)" in capsys.readouterr().err
+    monkeypatch.setattr(seeds, "nmtkit_in_process", fake_tune)
+
     # --metric bleu_lc_tok (a lowercased recipe): nmtkit tune is told, and it chooses 0.6
     # where cased BLEU would go on to 0.9.
     calls.clear()

@@ -354,7 +354,9 @@ class Translator(TextTranslator):
                   tgt_lang: str | None = None) -> list[list[Translation]]:
         """One list of ``n_best`` translations per input line, in input order (``None``:
         the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``; see
-        :func:`decode_options`).
+        :func:`decode_options`). With ``decode.mbr`` the search gives that many candidates
+        and the list holds them, the best expected utility first, cut to ``n_best``
+        (:mod:`nmtkit.decode.mbr`).
 
         ``tgt_lang``: the language to translate into, for a model of ``data.directions``
         (Johnson et al. 2017): its ``<2xx>`` token goes first in every source (the source
