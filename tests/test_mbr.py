@@ -224,3 +224,25 @@ def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
         w = mbr.weights([c.log_prob for c in cs], 4, 1.0)
         eu = mbr.expected_utilities([c.text for c in cs], w, "bleu")
         assert got[0].tokens == cs[max(range(4), key=lambda i: (eu[i], -i))].tokens
+
+
+def test_validation_stays_greedy_when_the_recipe_decodes_with_mbr(tmp_path, monkeypatch):
+    """decode.mbr in a recipe is for translate/evaluate: the greedy BLEU of validation (and
+    its sample translations) must not become a beam of decode.mbr."""
+    from nmtkit.decode import translator as translator_module
+
+    trainer = Trainer(make_cfg(4, ["decode.beam=4", "decode.mbr=4", "train.valid_bleu=true"]),
+                      tmp_path)
+    searched = []
+    real = translator_module.search
+
+    def spy(model, src, src_mask, cfg, **kw):
+        searched.append((cfg.beam, cfg.n_best, cfg.mbr))
+        return real(model, src, src_mask, cfg, **kw)
+
+    monkeypatch.setattr(translator_module, "search", spy)
+    assert "valid_bleu" in trainer.validate()
+    assert searched and set(searched) == {(1, 1, 0)}
+    searched.clear()
+    trainer.bundle().translator().translate(["1 2 3"])  # the recipe's own decoding: MBR
+    assert searched == [(4, 4, 4)]
