@@ -107,18 +107,22 @@ def copy_config(norm: str, bias: bool, tied: bool, reverse: bool,
         decode=DecodeConfig(beam=4, length_penalty=0.0, max_len_a=1.0, max_len_b=10))
 
 
-@pytest.fixture(scope="module", params=list(VARIANTS))
-def copy_export(request, tmp_path_factory):
-    """(checkpoint, float32 export directory) of a briefly trained copy model."""
-    tmp = tmp_path_factory.mktemp(f"export_{request.param}")
-    cfg = copy_config(*VARIANTS[request.param])
+def exported_copy_model(tmp: Path, variant: str) -> tuple[Path, Path]:
+    """(checkpoint, float32 export directory) of a copy model of ``variant`` (one of
+    :data:`VARIANTS`) trained briefly, written under ``tmp``."""
+    cfg = copy_config(*VARIANTS[variant])
     torch.manual_seed(0)
     model = build_model(cfg.model, len(VOCAB), len(VOCAB))
     train_copy(model, steps=60)
     tok = WhitespaceTokenizer()
     ckpt = save_tiny_checkpoint(tmp / "model.pt", cfg, tok, tok, VOCAB, VOCAB, model)
-    out = export_ctranslate2(ckpt, tmp / "ct2")
-    return ckpt, out
+    return ckpt, export_ctranslate2(ckpt, tmp / "ct2")
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def copy_export(request, tmp_path_factory):
+    """(checkpoint, float32 export directory) of a briefly trained copy model."""
+    return exported_copy_model(tmp_path_factory.mktemp(f"export_{request.param}"), request.param)
 
 
 def sentences(n: int = 24, seed: int = 0) -> list[str]:

@@ -194,21 +194,11 @@ def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
     """The exported engine recovers each candidate's log-probability from its
     length-normalised score (what MBR weighs), and chooses as nmtkit.decode.mbr does."""
     pytest.importorskip("ctranslate2")
-    import torch
+    from nmtkit.export.ctranslate2 import CTranslate2Translator
 
-    from nmtkit.data.tokenizers import WhitespaceTokenizer
-    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
-    from nmtkit.models import build_model
+    from .test_export import exported_copy_model, nmtkit_log_prob, sentences
 
-    from .test_export import VOCAB, copy_config, nmtkit_log_prob, save_tiny_checkpoint, sentences, train_copy
-
-    cfg = copy_config("pre", False, True, False)
-    torch.manual_seed(0)
-    model = build_model(cfg.model, len(VOCAB), len(VOCAB))
-    train_copy(model, steps=60)
-    tok = WhitespaceTokenizer()
-    ckpt = save_tiny_checkpoint(tmp_path / "model.pt", cfg, tok, tok, VOCAB, VOCAB, model)
-    out = export_ctranslate2(ckpt, tmp_path / "ct2")
+    ckpt, out = exported_copy_model(tmp_path, "pre-bias-tied")
     bundle = load_bundle(ckpt)
     lines = sentences(8, seed=4)
     tr = CTranslate2Translator(out, intra_threads=1)
