@@ -119,6 +119,20 @@ def test_translate_returns_prefixes_scores_and_alignments_on_request(client, cop
     assert "2" in cons["translations"][2].split()
 
 
+def test_translate_with_mbr_is_the_translators_mbr_choice(client, copy_bundle):
+    texts = ["1 2 3 4 5", "", "7 7 8", "9 1 2 3 4 5 6 7"]
+    want = [hs[0] for hs in copy_bundle.translator().translate(texts, beam=2, mbr=4,
+                                                               token_scores=True)]
+    r = client.post("/v1/translate", json={"texts": texts, "beam": 2, "mbr": 4})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"translations": [t.text for t in want]}
+    # the direct path (scores asked for) decodes the same way
+    scored = client.post("/v1/translate", json={"texts": texts, "beam": 2, "mbr": 4,
+                                                "scores": True}).json()
+    assert scored["translations"] == [t.text for t in want]
+    assert scored["scores"] == pytest.approx([t.score for t in want], abs=1e-6)
+
+
 def test_max_length_caps_the_output(client):
     r = client.post("/v1/translate", json={"texts": ["1 2 3 4 5 6 7 8 9"], "beam": 1,
                                            "max_length": 2})
@@ -169,6 +183,26 @@ def test_batcher_groups_by_options_and_keeps_order():
     assert sorted(calls, key=str) == sorted([(["a", "b", "d"], 1, None), (["c"], 2, None),
                                              (["e"], 1, 5)], key=str)
     assert stats.model_calls == 3 and stats.requests == 4 and stats.largest_batch == 3
+
+
+def test_batcher_keeps_mbr_requests_apart_and_passes_mbr_as_a_keyword():
+    calls = []
+
+    def fake(texts, beam, max_length, **kw):
+        calls.append((list(texts), kw))
+        return [f"{t}/{kw.get('mbr')}" for t in texts]
+
+    async def main():
+        b = MicroBatcher(fake, max_batch=100, max_wait_ms=50)
+        out = await asyncio.gather(b.submit(["a"], 2), b.submit(["b"], 2, mbr=8),
+                                   b.submit(["c"], 2, mbr=8), b.submit(["d"], 2, mbr=4))
+        await b.stop()
+        b.close()
+        return out
+
+    assert asyncio.run(main()) == [["a/None"], ["b/8"], ["c/8"], ["d/4"]]
+    assert sorted(calls, key=str) == sorted([(["a"], {}), (["b", "c"], {"mbr": 8}),
+                                             (["d"], {"mbr": 4})], key=str)
 
 
 def test_batcher_respects_max_batch_and_passes_errors_on():
@@ -369,6 +403,8 @@ BAD = [
     ({"texts": ["1"], "max_length": 0}, "max_length"),
     ({"texts": ["1"], "max_length": 10_000}, "less than or equal to 256"),
     ({"texts": ["1"], "tekst": 1}, "tekst: Extra inputs are not permitted"),
+    ({"texts": ["1"], "mbr": -1}, "mbr: Input should be greater than or equal to 0"),
+    ({"texts": ["1"], "mbr": 11}, "mbr: Input should be less than or equal to 10"),
 ]
 
 

@@ -295,8 +295,8 @@ class TextTranslator:
 
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, *, n_best: int | None = None,
-                  max_length: int | None = None,
-                  tgt_lang: str | None = None) -> list[list[Translation]]:
+                  max_length: int | None = None, tgt_lang: str | None = None,
+                  mbr: int | None = None) -> list[list[Translation]]:
         raise NotImplementedError
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
@@ -351,10 +351,10 @@ class Translator(TextTranslator):
                   constraints: Sequence[Sequence[str]] | None = None,
                   alignment_layer: int | None = None,
                   alignment_head: int | None = None,
-                  tgt_lang: str | None = None) -> list[list[Translation]]:
+                  tgt_lang: str | None = None, mbr: int | None = None) -> list[list[Translation]]:
         """One list of ``n_best`` translations per input line, in input order (``None``:
-        the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``; see
-        :func:`decode_options`). With ``decode.mbr`` the search gives that many candidates
+        the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``,
+        ``decode.mbr``; see :func:`decode_options`). With ``mbr`` the search gives that many candidates
         and the list holds them, the best expected utility first, cut to ``n_best``
         (:mod:`nmtkit.decode.mbr`).
 
@@ -387,7 +387,7 @@ class Translator(TextTranslator):
         """
         asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                               max_length=max_length, alignment_layer=alignment_layer,
-                                              alignment_head=alignment_head)
+                                              alignment_head=alignment_head, mbr=mbr)
         cfg = candidate_options(asked)  # MBR's candidates (decode.mbr), else the same
         chosen = (cfg.alignment_layer, cfg.alignment_head)
         if need_attention or alignments:  # before any decoding: a clear error

@@ -528,7 +528,8 @@ class CTranslate2Translator(TextTranslator):
     def translate(self, lines: Iterable[str], beam: int | None = None,
                   batch_size: int | None = None, n_best: int | None = None,
                   max_length: int | None = None, length_penalty: float | None = None,
-                  exact_caps: bool = True, tgt_lang: str | None = None) -> list[list[Translation]]:
+                  exact_caps: bool = True, tgt_lang: str | None = None,
+                  mbr: int | None = None) -> list[list[Translation]]:
         """One list of ``n_best`` :class:`Translation` per input line, in input order
         (``None``: the exported decoding options, as :meth:`Translator.translate`).
 
@@ -548,7 +549,8 @@ class CTranslate2Translator(TextTranslator):
         as nmtkit's.
         """
         asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
-                                              length_penalty=length_penalty, max_length=max_length)
+                                              length_penalty=length_penalty, max_length=max_length,
+                                              mbr=mbr)
         cfg = candidate_options(asked)  # MBR's candidates (decode.mbr), else the same
         self.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
         encoded = [self.encode_source(line, tgt_lang) for line in text_lines(lines)]

@@ -244,12 +244,12 @@ async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> A
 # --- model calls (run in the batcher's worker thread) -------------------------------------------
 
 def translate_fn(translator: "TextTranslator") -> Callable[..., list[str]]:
-    """The batcher's model call: (texts, beam, max_length[, tgt_lang]) -> the best translation
-    of each."""
+    """The batcher's model call: (texts, beam, max_length[, tgt_lang][, mbr=N]) -> the best
+    translation of each."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None,
-                        tgt_lang: str | None = None) -> list[str]:
+                        tgt_lang: str | None = None, *, mbr: int | None = None) -> list[str]:
         results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
-                                       max_length=max_length, tgt_lang=tgt_lang)
+                                       max_length=max_length, tgt_lang=tgt_lang, mbr=mbr)
         return [r[0].text for r in results]
 
     return translate_batch
@@ -292,7 +292,7 @@ class ConfidenceRequest:
 def translate_details(translator: Translator, texts: list[str], beam: int, max_length: int | None,
                       prefixes: list[str] | None, constraints: list[list[str]] | None, scores: bool,
                       alignments: bool, conf: ConfidenceRequest | None = None,
-                      tgt_lang: str | None = None) -> dict[str, Any]:
+                      tgt_lang: str | None = None, mbr: int | None = None) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
     scores, alignments, confidence): one direct call outside the micro-batches, the fields it
     asked for."""
@@ -302,7 +302,7 @@ def translate_details(translator: Translator, texts: list[str], beam: int, max_l
         texts, beam=beam, batch_size=max(1, len(texts)), max_length=max_length,
         prefixes=prefixes, constraints=constraints, token_scores=scores or conf.confidence,
         alignments=alignments, need_attention=conf.confidence, alignment_layer=layer,
-        alignment_head=head, tgt_lang=tgt_lang)]
+        alignment_head=head, tgt_lang=tgt_lang, mbr=mbr)]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
     if scores:
         out["scores"] = [r.score for r in results]
@@ -514,10 +514,12 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
             checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
                                  req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
-                               output_cap(req.max_length, limits), *extras, conf, tgt_lang)  # type: ignore[attr-defined]
+                               output_cap(req.max_length, limits), *extras, conf, tgt_lang,  # type: ignore[attr-defined]
+                               req.mbr)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
             return detail if isinstance(detail, Response) else TranslateResponse(**detail)
-        job = batcher.submit(req.texts, req.beam, output_cap(req.max_length, limits), tgt_lang)  # type: ignore[attr-defined]
+        job = batcher.submit(req.texts, req.beam, output_cap(req.max_length, limits), tgt_lang,  # type: ignore[attr-defined]
+                             req.mbr)  # type: ignore[attr-defined]
         out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
 

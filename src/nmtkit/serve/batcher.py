@@ -2,7 +2,7 @@
 
 Requests wait in an asyncio queue. A single worker task takes the first waiting request,
 keeps collecting for at most ``max_wait_ms`` (or until ``max_batch`` sentences are waiting),
-groups what it collected by decoding options (beam, max_length, target language), and runs
+groups what it collected by decoding options (beam, max_length, target language, MBR), and runs
 one translation per group in a worker thread, so the event loop keeps accepting requests
 meanwhile. While a batch runs, new requests pile up in the queue and form the next batch, so
 the batch size grows with the load by itself.
@@ -21,13 +21,18 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 TranslateFn = Callable[..., list[str]]
 """(texts, beam, max_length) -> one translation per text, in order; a request that names a
-target language (a multilingual model) adds it: (texts, beam, max_length, tgt_lang)."""
+target language (a multilingual model) adds it: (texts, beam, max_length, tgt_lang); one that
+asks for minimum Bayes risk decoding adds the keyword ``mbr=N``."""
+
+Key = tuple[int, int | None, str | None, int | None]
+"""A job's decoding options (beam, max_length, tgt_lang, mbr): jobs with equal keys are merged."""
 
 
 class QueueFull(RuntimeError):
@@ -37,7 +42,7 @@ class QueueFull(RuntimeError):
 @dataclass
 class _Job:
     texts: list[str]
-    key: tuple[int, int | None, str | None]  # (beam, max_length, tgt_lang): merged if equal
+    key: Key
     future: asyncio.Future[list[str]]
     enqueued: float = field(default_factory=time.perf_counter)
 
@@ -116,9 +121,10 @@ class MicroBatcher:
     # --- requests ------------------------------------------------------------------------------
 
     async def submit(self, texts: Sequence[str], beam: int, max_length: int | None = None,
-                     tgt_lang: str | None = None) -> list[str]:
+                     tgt_lang: str | None = None, mbr: int | None = None) -> list[str]:
         """Translate ``texts`` together with whatever else is waiting; results in order
-        (``tgt_lang``: the target language of a multilingual model, ``None``: not named)."""
+        (``tgt_lang``: the target language of a multilingual model, ``mbr``: MBR decoding's
+        candidates; ``None``: not named)."""
         queue = self._ensure_worker()
         if self._pending + len(texts) > self.max_pending:
             raise QueueFull(f"server busy: {self._pending} sentences already waiting "
@@ -126,7 +132,7 @@ class MicroBatcher:
         future = asyncio.get_running_loop().create_future()
         self._pending += len(texts)
         self.stats.requests += 1
-        await queue.put(_Job(list(texts), (beam, max_length, tgt_lang), future))
+        await queue.put(_Job(list(texts), (beam, max_length, tgt_lang, mbr), future))
         result: list[str] = await future
         return result
 
@@ -167,18 +173,18 @@ class MicroBatcher:
                     self.stats.dropped += 1
                 else:
                     live.append(job)
-            groups: dict[tuple[int, int | None, str | None], list[_Job]] = {}
+            groups: dict[Key, list[_Job]] = {}
             for job in live:
                 groups.setdefault(job.key, []).append(job)
-            for (beam, max_length, tgt_lang), group in groups.items():
+            for (beam, max_length, tgt_lang, mbr), group in groups.items():
                 texts = [t for job in group for t in job.texts]
                 self.stats.model_calls += 1
                 self.stats.sentences += len(texts)
                 self.stats.largest_batch = max(self.stats.largest_batch, len(texts))
                 try:
                     options = (beam, max_length) if tgt_lang is None else (beam, max_length, tgt_lang)
-                    out = await loop.run_in_executor(self.executor, self.translate_fn, texts,
-                                                     *options)
+                    call = self.translate_fn if mbr is None else partial(self.translate_fn, mbr=mbr)
+                    out = await loop.run_in_executor(self.executor, call, texts, *options)
                 except asyncio.CancelledError:
                     for job in group:
                         if not job.future.done():

@@ -97,6 +97,7 @@ def request_models(limits: ServeLimits, default_beam: int,
     Phrases = Annotated[list[Text], Field(max_length=MAX_PHRASES)]
     # The bounds go on the int itself: on ``int | None`` they would not reach the JSON schema.
     MaxLength = Annotated[int, Field(ge=1, le=limits.max_length), BeforeValidator(_integral)]
+    Candidates = Annotated[int, Field(ge=0, le=limits.max_beam), BeforeValidator(_integral)]
 
     def beam_field() -> Any:
         return Field(default_beam, ge=1, le=limits.max_beam, description="beam size (1 = greedy)")
@@ -155,6 +156,10 @@ def request_models(limits: ServeLimits, default_beam: int,
             description="per text, target phrases its translation must contain ([] for none)")
         scores: bool = Field(False, description="also return scores and per-token log-probabilities")
         alignments: bool = Field(False, description="also return source-target alignments")
+        mbr: Candidates | None = Field(
+            None, description="minimum Bayes risk decoding: of this many candidates (the n best "
+            "of a beam at least as wide) the one with the highest expected sentence BLEU against "
+            "the others (0 = off; default: the model's decode.mbr)")
 
         @model_validator(mode="after")
         def one_prefix_per_text(self) -> Any:
