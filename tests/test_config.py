@@ -223,6 +223,7 @@ EVERY_CHECK = [
     ({"decode": {"sampling_seed": -1}}, "decode.sampling_seed"),
     ({"decode": {"sampling_temperature": 0}}, "decode.sampling_temperature"),
     ({"decode": {"sampling_top_p": 0}}, "decode.sampling_top_p"),
+    ({"decode": {"sampling_epsilon": 1.0}}, "decode.sampling_epsilon"),
     ({"decode": {"alignment_layer": -2}}, "decode.alignment_layer"),
     ({"decode": {"alignment_head": -2}}, "decode.alignment_head"),
     ({"decode": {"beam": 100000}}, "decode.beam"),

@@ -458,3 +458,10 @@ def test_top_k_and_top_p_restrict_the_draws():
     assert set(tok.tolist()) == {0, 1, 2, 3}
     assert abs((tok == 0).float().mean().item() - 0.5) < 0.05
     torch.testing.assert_close(got, lp.gather(1, tok.unsqueeze(1)).view(-1))  # the model's log-prob
+    _, tok = sample_tokens(lp, opts(sampling=True, sampling_epsilon=0.1), gen)
+    assert set(tok.tolist()) == {0, 1, 2}  # 0.05 < 0.1: never drawn
+    _, tok = sample_tokens(lp, opts(sampling=True, sampling_epsilon=0.9), gen)
+    assert set(tok.tolist()) == {0}  # none reaches 0.9: the most probable stays
+    # on the tempered distribution: T = 3 flattens it, and every token passes 0.1
+    _, tok = sample_tokens(lp, opts(sampling=True, sampling_epsilon=0.1, sampling_temperature=3.0), gen)
+    assert set(tok.tolist()) == {0, 1, 2, 3}

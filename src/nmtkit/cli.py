@@ -100,6 +100,7 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "early_stop": True if a.early_stop else None,
             "sampling": True if a.sampling else None, "sampling_temperature": a.temperature,
             "sampling_top_k": a.top_k, "sampling_top_p": a.top_p, "sampling_seed": a.seed,
+            "sampling_epsilon": a.epsilon,
             "mbr": a.mbr, "mbr_utility": a.mbr_utility, "mbr_scale": a.mbr_scale,
             "alignment_layer": getattr(a, "alignment_layer", None),
             "alignment_head": getattr(a, "alignment_head", None)}
@@ -656,6 +657,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--top-p", type=float, default=None,
                        help="sampling: only among the most probable tokens whose mass reaches P "
                        "(nucleus; default 1 = all)")
+        q.add_argument("--epsilon", type=float, default=None,
+                       help="sampling: only among tokens of probability >= E (epsilon sampling; "
+                       "default 0 = all; e.g. 0.02 for MBR's candidates)")
         q.add_argument("--seed", type=int, default=None,
                        help="sampling: random seed (default 0); the same seed, input and batch "
                        "size give the same samples")

@@ -673,6 +673,9 @@ class DecodeConfig:
     sampling_top_p: float = 1.0
     """Sampling: only among the most probable tokens whose mass reaches p (nucleus sampling,
     Holtzman et al. 2020; 1.0 = all)."""
+    sampling_epsilon: float = 0.0
+    """Sampling: only among tokens of probability >= epsilon (epsilon sampling, Hewitt et al.
+    2022; the most probable always stays; 0 = all). Good candidates for MBR (``mbr``)."""
     sampling_seed: int = 0
     """Seed of the sampling's random generator: the same seed, input and batch size give the
     same samples."""
@@ -716,6 +719,8 @@ class DecodeConfig:
                   f"be in [{low:g}, {high:g}], got {self.sampling_temperature:g}")
         c.require(0.0 < self.sampling_top_p <= 1.0,
                   f"decode.sampling_top_p must be in (0, 1], got {self.sampling_top_p}")
+        c.require(0.0 <= self.sampling_epsilon < 1.0,
+                  f"decode.sampling_epsilon must be in [0, 1), got {self.sampling_epsilon}")
         c.require(self.mbr == 0 or self.n_best <= self.mbr,
                   f"decode.mbr must be 0 (off) or at least decode.n_best ({self.n_best}): the "
                   f"output is chosen among that many candidates, got {self.mbr}")

@@ -116,11 +116,17 @@ def sample_tokens(log_probs: Tensor, cfg: DecodeConfig,
     The distribution drawn from is ``softmax(log_probs / T)`` (``T`` =
     ``cfg.sampling_temperature``), restricted to the ``cfg.sampling_top_k`` most probable
     tokens (0: all) and then to the smallest set of most probable tokens whose mass reaches
-    ``cfg.sampling_top_p`` (nucleus sampling, Holtzman et al. 2020; 1.0: all). The log-prob
-    returned is the model's own (untempered, unrestricted), so a sample's score is its
-    log-probability under the model.
+    ``cfg.sampling_top_p`` (nucleus sampling, Holtzman et al. 2020; 1.0: all), and to the
+    tokens whose probability there is at least ``cfg.sampling_epsilon`` (epsilon sampling,
+    Hewitt et al. 2022; the most probable token always stays; 0: all). The log-prob returned
+    is the model's own (untempered, unrestricted), so a sample's score is its log-probability
+    under the model.
     """
     logits = log_probs / cfg.sampling_temperature  # (rows, V)
+    if cfg.sampling_epsilon > 0:
+        probs = logits.softmax(dim=1)
+        keep = (probs >= cfg.sampling_epsilon) | (probs == probs.amax(dim=1, keepdim=True))
+        logits = logits.masked_fill(~keep, float("-inf"))
     if 0 < cfg.sampling_top_k < logits.size(1):
         kth = logits.topk(cfg.sampling_top_k, dim=1).values[:, -1:]  # (rows, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
