@@ -3,8 +3,8 @@
 One model (or an ensemble: ``--model`` repeated) translates the validation split once per
 decoding setting (``--setting``, each a comma-separated list of ``decode.*`` options, the
 first one the baseline: by default the recipe's beam search, then MBR over 10 and 20 beam
-candidates with BLEU+1 and the model's posterior, with equal weights, with chrF, and over 20
-epsilon samples). Every
+candidates with BLEU+1 and equal weights, with the model's posterior as weights, with chrF,
+and over 20 epsilon samples). Every
 setting is scored with sacreBLEU, ``bleu_lc_tok`` and, on Multi30k, BLEU against the
 official lowercased tokenized references; the setting with the best validation ``--metric``
 is chosen. Only then is the test split translated, with the baseline and with the chosen
@@ -30,11 +30,11 @@ from nmtkit.config import TUNE_METRICS, DecodeConfig, _build
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DEFAULT_SETTINGS = ["", "mbr=10", "mbr=20", "mbr=20,mbr_scale=0", "mbr=20,mbr_utility=chrf",
+DEFAULT_SETTINGS = ["", "mbr=10", "mbr=20", "mbr=20,mbr_scale=1", "mbr=20,mbr_utility=chrf",
                     "mbr=20,sampling=true,sampling_epsilon=0.02"]
 """The baseline (the checkpoint's own decoding options), then MBR variants: over a beam's n
-best (weighted by the model's posterior, or all the same), with chrF, and over epsilon
-samples (Freitag et al. 2023)."""
+best (all weighing the same, the default, or weighted by the model's posterior), with chrF,
+and over epsilon samples (Freitag et al. 2023)."""
 
 
 def parse_setting(text: str) -> dict[str, Any]:

@@ -208,7 +208,7 @@ def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
             per_token = nmtkit_log_prob(bundle, line, c.tokens)
             assert c.log_prob == pytest.approx(float(per_token.sum()), abs=1e-3) or \
                 c.log_prob == pytest.approx(float(per_token[:-1].sum()), abs=1e-3)
-    tr.decode_cfg = decode_options(tr.decode_cfg, mbr=4, length_penalty=0.6, beam=4)
+    tr.decode_cfg = decode_options(tr.decode_cfg, mbr=4, mbr_scale=1.0, length_penalty=0.6, beam=4)
     chosen = tr.translate(lines)
     for cs, got in zip(cands, chosen, strict=True):
         w = mbr.weights([c.log_prob for c in cs], 4, 1.0)

@@ -672,7 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="MBR: sentence BLEU+1 on words, or chrF on characters (default bleu)")
         q.add_argument("--mbr-scale", type=float, default=None, metavar="S",
                        help="MBR over a beam's N best: each candidate weighs its probability "
-                       "to the power S (0 = the same for each; default 1)")
+                       "to the power S (default 0: the same for each; 1: the model's posterior)")
 
     def port(text: str) -> int:
         value = int(text)
