@@ -689,8 +689,8 @@ class DecodeConfig:
     mbr_scale: float = 0.0
     """MBR over a beam's n best: each candidate weighs P(y | x) ** mbr_scale, renormalised
     (0 = all the same, 1 = the model's posterior over the list; samples always weigh the
-    same). 0 chosen on val: en->de, the hour recipe, 20 candidates: 0 +0.93 BLEU over beam
-    search, 0.3 +0.57, 1 -0.42 (benchmarks/results/mbr_*.json)."""
+    same). 0 chosen on val (bleu_lc_tok; en->de, the hour recipe, 20 candidates): 0 +0.93
+    over beam search, 0.3 +0.57, 1 -0.42 (benchmarks/results/mbr_*.json)."""
     alignment_layer: int = -1
     """Alignments (and the confidence view's coverage) from this decoder layer's source
     attention, counted from 0; -1 = the last layer. Transformer only (the RNN has one)."""

@@ -63,7 +63,7 @@ def grid(beams: Sequence[int], penalties: Sequence[float],
     without a penalty or MBR (greedy search has one candidate). ``ValueError`` for an empty
     list, a beam below 1, a negative penalty or a negative number of candidates."""
     if not beams or not penalties or not mbr:
-        raise ValueError("give at least one beam size and one length penalty")
+        raise ValueError("give at least one beam size, one length penalty and one MBR size")
     if any(b < 1 for b in beams):
         raise ValueError(f"beam sizes must be >= 1, got {list(beams)}")
     if any(not p >= 0 for p in penalties):  # `not >=` also catches NaN

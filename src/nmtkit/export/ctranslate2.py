@@ -546,7 +546,9 @@ class CTranslate2Translator(TextTranslator):
         ``score`` is CTranslate2's: the log-probability (``</s>`` included) divided by
         ``(len(tokens) + 1) ** length_penalty`` (a hypothesis cut at the length cap has no
         ``</s>``: ``len(tokens) ** length_penalty``); for greedy search the log-probability,
-        as nmtkit's.
+        as nmtkit's. ``mbr``: minimum Bayes risk decoding over that many candidates, as
+        :meth:`Translator.translate` (each candidate's log-probability recovered from its
+        score, :meth:`_log_prob`).
         """
         asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                               length_penalty=length_penalty, max_length=max_length,
