@@ -33,7 +33,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..config import MBR_UTILITIES as UTILITIES
-from ..evaluate import word_punct_tokens
 
 if TYPE_CHECKING:
     from ..config import DecodeConfig
@@ -98,6 +97,8 @@ def chrf(hyp: _Grams, ref: _Grams) -> float:
 
 def _grams(text: str, utility: str) -> _Grams:
     if utility == "bleu":
+        from ..evaluate import word_punct_tokens  # here: sacreBLEU's import only when MBR runs
+
         return _Grams(word_punct_tokens(text), BLEU_ORDER)
     return _Grams(list("".join(text.split())), CHRF_ORDER)
 
