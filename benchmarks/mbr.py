@@ -19,16 +19,13 @@ Prints one JSON object; ``--out`` keeps it (``benchmarks/report.py`` makes its t
 from __future__ import annotations
 
 import argparse
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from _common import emit, gemm_peaks_gflops, machine
+from seeds import commit
 
-from nmtkit.config import TUNE_METRICS, DecodeConfig, _build
-
-ROOT = Path(__file__).resolve().parents[1]
+from nmtkit.config import TUNE_METRICS, DecodeConfig, _build, parse_override
 
 DEFAULT_SETTINGS = ["", "mbr=10", "mbr=20", "mbr=20,mbr_scale=1", "mbr=20,mbr_utility=chrf",
                     "mbr=20,sampling=true,sampling_epsilon=0.02"]
@@ -38,22 +35,15 @@ and over epsilon samples (Freitag et al. 2023)."""
 
 
 def parse_setting(text: str) -> dict[str, Any]:
-    """``"mbr=20,mbr_scale=0"`` -> ``{"mbr": 20, "mbr_scale": 0.0}``, typed and checked as a
+    """``"mbr=20,mbr_scale=0"`` -> ``{"mbr": 20, "mbr_scale": 0.0}``: each item read as a
+    ``--set`` value is (:func:`nmtkit.config.parse_override`), then typed and checked as a
     config's ``decode`` section (``""``: no change)."""
     given: dict[str, Any] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"setting {text!r}: {item!r} is not KEY=VALUE")
-        given[key.strip()] = value.strip()
-    typed = _build(DecodeConfig, {k: _yaml_value(v) for k, v in given.items()}, "--setting", "")
+        path, value = parse_override(item)
+        given[".".join(path)] = value
+    typed = _build(DecodeConfig, given, "--setting", "")
     return {k: getattr(typed, k) for k in given}
-
-
-def _yaml_value(text: str) -> Any:
-    import yaml
-
-    return yaml.safe_load(text)
 
 
 def label(setting: dict[str, Any]) -> str:
@@ -150,10 +140,8 @@ def main(argv: list[str] | None = None) -> None:
     rates = gemm_peaks_gflops(torch.get_num_threads())
     result = compare(a.model, a.setting or DEFAULT_SETTINGS, a.metric, a.valid, a.test,
                      a.batch_size)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                            capture_output=True).stdout.strip()
     emit({"benchmark": "mbr", "machine": machine(), "torch": torch.__version__,
-          "nmtkit_commit": commit or None,
+          "nmtkit_commit": commit(),
           "threads": torch.get_num_threads(), "matmul_gflops": rates, "title": a.title,
           "note": a.note,
           **result}, a.out)
