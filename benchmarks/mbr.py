@@ -1,11 +1,13 @@
-"""Minimum Bayes risk decoding against beam search, chosen on val and then scored on test.
+"""Minimum Bayes risk decoding or reranking against beam search, chosen on val and then
+scored on test.
 
 One model (or an ensemble: ``--model`` repeated) translates the validation split once per
 decoding setting (``--setting``, each a comma-separated list of ``decode.*`` options, the
 first one the baseline: by default the recipe's beam search, then MBR over 10 and 20 beam
 candidates with BLEU+1 and equal weights, with the model's posterior as weights, with chrF,
-and over 20 epsilon samples). Every
-setting is scored with sacreBLEU, ``bleu_lc_tok`` and, on Multi30k, BLEU against the
+and over 20 epsilon samples; with ``--reverse-model``, settings such as
+``rerank=20,reverse_weight=1`` rerank a beam's n best with that model of the reverse
+direction). Every setting is scored with sacreBLEU, ``bleu_lc_tok`` and, on Multi30k, BLEU against the
 official lowercased tokenized references; the setting with the best validation ``--metric``
 is chosen. Only then is the test split translated, with the baseline and with the chosen
 setting, for the record: the test split never chooses anything.
@@ -71,9 +73,11 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
 
 
 def compare(models: list[str], settings: list[str], metric: str, valid: str | None = None,
-            test: str | None = None, batch_size: int | None = None) -> dict[str, Any]:
+            test: str | None = None, batch_size: int | None = None,
+            reverse_models: list[str] | None = None) -> dict[str, Any]:
     """Every setting on the validation split, the best by ``metric``, then the baseline and
-    it on the test split."""
+    it on the test split. ``reverse_models``: checkpoints of the reverse direction, for the
+    settings that rerank (``rerank=N,reverse_weight=W``)."""
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
     from nmtkit.decode.ensemble import ensemble_translator
@@ -85,6 +89,11 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
     bundles = [load_bundle(m) for m in models]
     tr = ensemble_translator(bundles, models, batch_size=batch_size)
     data = bundles[0].cfg.data
+    if reverse_models:
+        from nmtkit.decode.rerank import reverse_scorer
+
+        tr.reverse = reverse_scorer([load_bundle(m) for m in reverse_models], data,
+                                    reverse_models)
     base = tr.decode_cfg
     valid, test = valid or data.valid, test or data.test
 
@@ -110,7 +119,14 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
                 "choice. MBR (nmtkit.decode.mbr): decode.mbr candidates (the n best of a beam "
                 "at least that wide), the expected sentence-level utility (mbr_utility: BLEU+1 "
                 "or chrF) against the candidates weighted by P(y|x)^mbr_scale renormalised.")
+    if reverse_models:
+        protocol += (" Reranking (nmtkit.decode.rerank): decode.rerank candidates (the n best of "
+                     "a beam at least that wide) ordered by their beam score plus reverse_weight "
+                     "times the reverse model's log P(source | candidate) per source token "
+                     f"(reverse model{'s, their mean' if len(reverse_models) > 1 else ''}: "
+                     f"{', '.join(reverse_models)}).")
     return {"models": models, "metric": metric, "valid": valid, "test": test,
+            "reverse_models": reverse_models or [],
             "protocol": protocol,
             "decode": {"beam": base.beam, "length_penalty": base.length_penalty},
             "chosen": best, "rows": rows}
@@ -120,6 +136,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", action="append", required=True,
                    help="a checkpoint (repeat for an ensemble)")
+    p.add_argument("--reverse-model", action="append", default=None,
+                   help="a checkpoint of the reverse direction for settings with rerank=N "
+                   "(repeat to average several)")
     p.add_argument("--setting", action="append", default=None,
                    help="decode.* options, comma-separated KEY=VALUE (repeat; the first is the "
                    f"baseline; default: {' | '.join(repr(s) for s in DEFAULT_SETTINGS)})")
@@ -139,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     rates = gemm_peaks_gflops(torch.get_num_threads())
     result = compare(a.model, a.setting or DEFAULT_SETTINGS, a.metric, a.valid, a.test,
-                     a.batch_size)
+                     a.batch_size, a.reverse_model)
     emit({"benchmark": "mbr", "machine": machine(), "torch": torch.__version__,
           "nmtkit_commit": commit(),
           "threads": torch.get_num_threads(), "matmul_gflops": rates, "title": a.title,

@@ -55,3 +55,16 @@ def test_the_choice_is_made_on_val_and_test_is_scored_for_baseline_and_choice(
     assert [s for s, _ in seen[:3]] == [row["options"] for row in r["rows"]]
     assert len(seen) == 3 + len(tested)
     assert r["benchmark"] == "mbr" and r["valid"] == "val" and r["test"] == "test_2016_flickr"
+
+
+def test_reranking_settings_use_the_reverse_model_given(model_path, tmp_path):
+    reverse = tmp_path / "rev"
+    Trainer(make_cfg(20, ["data.src_lang=en", "data.tgt_lang=de"]), reverse).run()
+    r = mbr_bench.compare([str(model_path)], ["beam=2", "beam=2,rerank=4,reverse_weight=0",
+                                              "beam=4"], "bleu",
+                          reverse_models=[str(reverse / "last.pt")])
+    assert r["reverse_models"] == [str(reverse / "last.pt")] and "Reranking" in r["protocol"]
+    # weight 0 keeps the order of the beam of 4 that gave the candidates
+    assert r["rows"][1]["val"]["bleu"] == r["rows"][2]["val"]["bleu"]
+    with pytest.raises(ValueError, match="decode.rerank needs a model of the reverse direction"):
+        mbr_bench.compare([str(model_path)], ["beam=2", "rerank=4"], "bleu")

@@ -237,6 +237,11 @@ EVERY_CHECK = [
     ({"decode": {"mbr": 2000}}, "decode.mbr"),
     ({"decode": {"mbr_utility": "meteor"}}, "decode.mbr_utility"),
     ({"decode": {"mbr": 2, "beam": 5, "n_best": 3}}, "decode.mbr"),
+    ({"decode": {"rerank": -1}}, "decode.rerank"),
+    ({"decode": {"rerank": 2000}}, "decode.rerank"),
+    ({"decode": {"reverse_weight": -0.5}}, "decode.reverse_weight"),
+    ({"decode": {"rerank": 2, "beam": 5, "n_best": 3}}, "decode.rerank"),
+    ({"decode": {"rerank": 10, "mbr": 10}}, "decode.mbr"),
     # across sections
     ({"data": {"joint_vocab": False}}, "model.tie_all"),
     ({"model": RNN, "decode": {"alignment_head": 0}}, "decode.alignment_layer"),

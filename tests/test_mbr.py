@@ -114,17 +114,6 @@ def test_choose_orders_by_expected_utility_and_keeps_constraint_keepers_first():
     assert mbr.choose(empty, DecodeConfig(mbr=4)) == empty[:1]
 
 
-def test_candidate_options_widen_the_beam_or_draw_that_many_samples():
-    cfg = DecodeConfig(beam=5, n_best=1, mbr=12)
-    assert (mbr.candidate_options(cfg).beam, mbr.candidate_options(cfg).n_best) == (12, 12)
-    wide = DecodeConfig(beam=16, n_best=2, mbr=8)
-    assert (mbr.candidate_options(wide).beam, mbr.candidate_options(wide).n_best) == (16, 8)
-    samples = DecodeConfig(sampling=True, n_best=1, mbr=30)
-    assert mbr.candidate_options(samples).n_best == 30 and mbr.candidate_options(samples).beam == 5
-    off = DecodeConfig()
-    assert mbr.candidate_options(off) is off
-
-
 def test_decode_options_and_configs_check_mbr():
     with pytest.raises(ConfigError, match=r"decode\.mbr must be 0 \(off\) or at least decode\.n_best"):
         Config.from_dict({"decode": {"mbr": 2, "beam": 4, "n_best": 3}}, "r.yaml")

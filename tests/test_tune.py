@@ -37,7 +37,7 @@ class LengthFollowsPenalty(TextTranslator):
 
 def test_grid_tries_greedy_once_and_each_pair_once():
     assert grid([1, 5, 5, 2], [0.6, 1.0, 0.6]) == [
-        (1, None, 0), (5, 0.6, 0), (5, 1.0, 0), (2, 0.6, 0), (2, 1.0, 0)]
+        (1, None, 0, 0), (5, 0.6, 0, 0), (5, 1.0, 0, 0), (2, 0.6, 0, 0), (2, 1.0, 0, 0)]
     for beams, penalties in (([], [1.0]), ([5], []), ([0], [1.0]), ([5], [-0.1]),
                              ([5], [float("nan")])):
         with pytest.raises(ValueError):
@@ -46,7 +46,7 @@ def test_grid_tries_greedy_once_and_each_pair_once():
 
 def test_grid_tries_mbr_with_each_beam_search_setting_but_not_greedy():
     assert grid([1, 5], [0.6, 1.0], [0, 12, 12]) == [
-        (1, None, 0), (5, 0.6, 0), (5, 0.6, 12), (5, 1.0, 0), (5, 1.0, 12)]
+        (1, None, 0, 0), (5, 0.6, 0, 0), (5, 0.6, 12, 0), (5, 1.0, 0, 0), (5, 1.0, 12, 0)]
     for mbr in ([], [-1]):
         with pytest.raises(ValueError):
             grid([5], [0.6], mbr)

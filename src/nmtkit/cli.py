@@ -102,6 +102,8 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "sampling_top_k": a.top_k, "sampling_top_p": a.top_p, "sampling_seed": a.seed,
             "sampling_epsilon": a.epsilon,
             "mbr": a.mbr, "mbr_utility": a.mbr_utility, "mbr_scale": a.mbr_scale,
+            "rerank": getattr(a, "rerank", None),
+            "reverse_weight": getattr(a, "reverse_weight", None),
             "alignment_layer": getattr(a, "alignment_layer", None),
             "alignment_head": getattr(a, "alignment_head", None)}
 
@@ -127,7 +129,18 @@ def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
         overrides = _decode_overrides(a)
     _set_threads(a.threads)
     bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
-    return bundles[0], ensemble_translator(bundles, a.model, **overrides)
+    tr = ensemble_translator(bundles, a.model, **overrides)
+    reverse_models = getattr(a, "reverse_model", None)
+    if reverse_models:
+        from .decode.rerank import reverse_scorer
+
+        if not tr.decode_cfg.rerank and a.command != "tune":  # tune tries --rerank sizes
+            raise ValueError("--reverse-model scores the candidates of decode.rerank: add "
+                             "--rerank N (e.g. --rerank 10)")
+        tr.reverse = reverse_scorer([load_bundle(m, a.device, verify=not a.no_verify)
+                                     for m in reverse_models], bundles[0].cfg.data,
+                                    reverse_models)
+    return bundles[0], tr
 
 
 def _output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
@@ -322,8 +335,12 @@ def cmd_tune(a: argparse.Namespace) -> int:
     def report(t: Trial) -> None:
         print(json.dumps({"split": name, **t.as_dict()}), flush=True)
 
+    if any(a.rerank) and not a.reverse_model:
+        raise ValueError("--rerank scores candidates with a model of the reverse direction: "
+                         "give one (--reverse-model)")
     trials = tune_search(tr, src, ref, a.beam, a.length_penalty, tgt_lang=tgt_lang,
-                         on_trial=report, mbr=a.mbr)
+                         on_trial=report, mbr=a.mbr, rerank=a.rerank,
+                         reverse_weights=a.reverse_weight)
     best = best_trial(trials, a.metric)
     edge = at_the_edge(best, a.length_penalty)
     if edge:  # the optimum may lie beyond the grid
@@ -559,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            help="one of the commands below; nmtkit COMMAND --help for its options")
 
-    from .config import MBR_UTILITIES, TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
+    from .config import MBR_UTILITIES, TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_REVERSE_WEIGHTS
     from .data.recipes import RECIPES
     from .decode.limits import MAX_PHRASES
 
@@ -633,6 +650,11 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--no-fast", action="store_true", help=no_fast)
         q.add_argument("--threads", type=thread_count, default=0, help=threads_help)
 
+    def reverse_model_arg(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--reverse-model", action="append", default=None, metavar="CKPT",
+                       help="a checkpoint of the reverse direction (target -> source) that "
+                       "reranks the candidates (--rerank); repeat it to average several")
+
     def decode_args(q: argparse.ArgumentParser) -> None:
         model_args(q)
         q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
@@ -673,6 +695,15 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--mbr-scale", type=float, default=None, metavar="S",
                        help="MBR over a beam's N best: each candidate weighs its probability "
                        "to the power S (default 0: the same for each; 1: the model's posterior)")
+        reverse_model_arg(q)
+        q.add_argument("--rerank", type=int, default=None, metavar="N",
+                       help="rerank N candidates (the N best of a beam at least N wide) by their "
+                       "beam score plus --reverse-weight times the --reverse-model's log P(source "
+                       "| candidate) per source token (default: the checkpoint's decode.rerank, "
+                       "0 = off)")
+        q.add_argument("--reverse-weight", type=float, default=None, metavar="W",
+                       help="reranking: the weight of the reverse model's score (default: the "
+                       "checkpoint's decode.reverse_weight; `nmtkit tune` chooses it on val)")
 
     def port(text: str) -> int:
         value = int(text)
@@ -755,6 +786,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="minimum Bayes risk decoding over N candidates to try with each beam "
                     "above 1 and penalty (default 0 = off; e.g. --mbr 0 20; see translate "
                     "--mbr)")
+    reverse_model_arg(tu)
+    tu.add_argument("--rerank", type=int, nargs="+", default=[0], metavar="N",
+                    help="reranking of N candidates with --reverse-model to try with each beam "
+                    "above 1 and penalty (default 0 = off; e.g. --rerank 0 10; see translate "
+                    "--rerank)")
+    tu.add_argument("--reverse-weight", type=float, nargs="+", default=list(TUNE_REVERSE_WEIGHTS),
+                    metavar="W", help="reranking: the reverse model's weights to try (one search "
+                    "for them all)")
     tu.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
                     help="the score that chooses (default bleu: cased sacreBLEU; bleu_lc_tok for "
                     "a model trained on lowercased text, data.lowercase)")

@@ -616,6 +616,9 @@ TUNE_BEAMS = (5,)
 TUNE_LENGTH_PENALTIES = (0.0, 0.3, 0.6, 1.0, 1.4)
 """``nmtkit tune``: the length penalties tried when none are given, from the raw
 log-probability (0) to a strong preference for longer outputs."""
+TUNE_REVERSE_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
+"""``nmtkit tune``: the reverse model's weights tried with ``--rerank`` when none are given
+(0: the beam's own order, the baseline every weight is measured against)."""
 TUNE_METRICS = ("bleu", "chrf", "bleu_lc_tok")
 """``nmtkit tune --metric``: the scores a setting can be chosen by: cased sacreBLEU (the
 default), chrF, and BLEU on lowercased tokenized text (:func:`nmtkit.evaluate.tokenized_bleu`;
@@ -691,6 +694,15 @@ class DecodeConfig:
     (0 = all the same, 1 = the model's posterior over the list; samples always weigh the
     same). 0 chosen on val (bleu_lc_tok; en->de, the hour recipe, 20 candidates): 0 +0.93
     over beam search, 0.3 +0.57, 1 -0.42 (benchmarks/results/mbr_*.json)."""
+    rerank: int = 0
+    """Reranking with a reverse model over this many candidates (0 = off): the n best of a
+    beam at least this wide (or this many samples); each is scored by its beam score plus
+    ``reverse_weight`` times the reverse model's log P(source | candidate) per source token,
+    and the best is the output (:mod:`nmtkit.decode.rerank`). Needs a model of the other
+    direction (``--reverse-model``); not with ``mbr``."""
+    reverse_weight: float = 1.0
+    """Reranking: the weight of the reverse model's score against the beam's own (0: the
+    beam's order). Choose it on val: ``nmtkit tune --reverse-model ... --reverse-weight``."""
     alignment_layer: int = -1
     """Alignments (and the confidence view's coverage) from this decoder layer's source
     attention, counted from 0; -1 = the last layer. Transformer only (the RNN has one)."""
@@ -703,8 +715,8 @@ class DecodeConfig:
         c.at_least(1, "beam", "batch_size")
         c.at_least(-1, "alignment_layer", "alignment_head")
         c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed",
-                   "mbr", "mbr_scale")
-        c.at_most(MAX_BEAM, "beam", "n_best", "mbr")
+                   "mbr", "mbr_scale", "rerank", "reverse_weight")
+        c.at_most(MAX_BEAM, "beam", "n_best", "mbr", "rerank")
         c.one_of("mbr_utility", MBR_UTILITIES)
         c.at_most(MAX_LEN_A, "max_len_a")
         c.at_most(MAX_POSITIONS, "max_len_b")
@@ -712,10 +724,11 @@ class DecodeConfig:
         c.require(self.max_len_a > 0 or self.max_len_b > 0, "decode.max_len_a and "
                   "decode.max_len_b cannot both be 0: the output cap A * source length + B "
                   "would leave room for no token")
-        c.require(1 <= self.n_best and (self.sampling or self.mbr > 0 or self.n_best <= self.beam),
+        c.require(1 <= self.n_best and (self.sampling or self.mbr > 0 or self.rerank > 0
+                                        or self.n_best <= self.beam),
                   f"decode.n_best must be in [1, decode.beam = {self.beam}] (any number >= 1 of "
-                  f"samples with decode.sampling; up to decode.mbr candidates with MBR), got "
-                  f"{self.n_best}")
+                  f"samples with decode.sampling; up to decode.mbr or decode.rerank candidates "
+                  f"with MBR or reranking), got {self.n_best}")
         low, high = TEMPERATURE_RANGE
         c.require(low <= self.sampling_temperature <= high, "decode.sampling_temperature must "
                   f"be in [{low:g}, {high:g}], got {self.sampling_temperature:g}")
@@ -726,6 +739,12 @@ class DecodeConfig:
         c.require(self.mbr == 0 or self.n_best <= self.mbr,
                   f"decode.mbr must be 0 (off) or at least decode.n_best ({self.n_best}): the "
                   f"output is chosen among that many candidates, got {self.mbr}")
+        c.require(self.rerank == 0 or self.n_best <= self.rerank,
+                  f"decode.rerank must be 0 (off) or at least decode.n_best ({self.n_best}): the "
+                  f"output is chosen among that many candidates, got {self.rerank}")
+        c.require(self.mbr == 0 or self.rerank == 0,
+                  "decode.mbr and decode.rerank are two ways to choose among candidates: set "
+                  f"one of them to 0, got mbr {self.mbr} and rerank {self.rerank}")
 
 
 @dataclass

@@ -142,16 +142,6 @@ def expected_utilities(texts: Sequence[str], w: Sequence[float],
     return [by_text[t] for t in texts]
 
 
-def candidate_options(cfg: DecodeConfig) -> DecodeConfig:
-    """The search that gives MBR its candidates: ``cfg.mbr`` samples with ``cfg.sampling``,
-    else the ``cfg.mbr`` best of a beam at least that wide; ``cfg`` itself when MBR is off."""
-    if not cfg.mbr:
-        return cfg
-    if cfg.sampling:
-        return replace(cfg, n_best=cfg.mbr)
-    return replace(cfg, beam=max(cfg.beam, cfg.mbr), n_best=cfg.mbr)
-
-
 def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation]:
     """One line's candidates reordered by expected utility (best first; those missing a
     constraint phrase after those that have them all; ties in the search's order), each

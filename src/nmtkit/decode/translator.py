@@ -24,14 +24,16 @@ from ..data.multilingual import target_tags
 from ..data.vocab import BOS, EOS, PAD, UNK
 from ..models.seq2seq import Seq2Seq, pad_mask
 from .attention import layer_head, reading_order, teacher_forced_maps
+from .choice import candidate_options, choose_all
 from .limits import MAX_PHRASES
-from .mbr import candidate_options, choose_all
+from .rerank import require_reverse
 from .search import Hypothesis, search
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
     from ..data.tokenizers import Tokenizer
     from ..data.vocab import Vocab
+    from .rerank import ReverseScorer
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,11 @@ class Translation:
     length penalty), where the engine gives it."""
     mbr_utility: float | None = None
     """With ``decode.mbr``: the expected utility that ranked it (:mod:`nmtkit.decode.mbr`)."""
+    reverse_log_prob: float | None = None
+    """With ``decode.rerank``: the reverse model's log P(source | this), per source token."""
+    rerank_score: float | None = None
+    """With ``decode.rerank``: the score that ranked it, ``score + reverse_weight *
+    reverse_log_prob`` (:mod:`nmtkit.decode.rerank`)."""
 
 
 class TargetTextError(ValueError):
@@ -153,7 +160,7 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
       which is a ``ValueError``, naming the option): an unknown one (the known ones listed),
       a wrong type (``beam="4"``, ``beam=2.5``, ``beam=True``);
     - the result is checked: ``ValueError`` for a beam below 1, an ``n_best`` outside
-      ``[1, beam]`` (with ``sampling`` or ``mbr``: below 1; ``mbr`` itself bounds it), a
+      ``[1, beam]`` (with ``sampling``, ``mbr`` or ``rerank``: below 1; they bound it), a
       ``batch_size`` below 1, or any other value
       that :meth:`~nmtkit.config.DecodeConfig.validate` rejects (e.g. a ``sampling_top_p``).
     """
@@ -166,13 +173,14 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     if max_beam is not None:
         beam = max(1, min(beam, max_beam))
         given["beam"] = beam
-    free = given.get("sampling", cfg.sampling) or given.get("mbr", cfg.mbr)  # n_best not <= beam
+    free = (given.get("sampling", cfg.sampling) or given.get("mbr", cfg.mbr)
+            or given.get("rerank", cfg.rerank))  # n_best not bounded by the beam
     if "n_best" not in given and cfg.n_best > beam and not free:
         given["n_best"] = beam
     out = replace(cfg, **given)
     if out.beam < 1:
         raise ValueError(f"beam must be >= 1, got {out.beam}")
-    if out.n_best < 1 or (not out.sampling and not out.mbr and out.n_best > out.beam):
+    if out.n_best < 1 or (not (out.sampling or out.mbr or out.rerank) and out.n_best > out.beam):
         raise ValueError(f"n_best must be between 1 and the beam size ({out.beam}), got {out.n_best}")
     if out.batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {out.batch_size}")
@@ -203,6 +211,9 @@ class TextTranslator:
         (:func:`nmtkit.data.multilingual.target_tags`): ``<2xx>`` for a model of
         ``data.directions``, ``""`` for the one target of a model of one direction; empty:
         not known (any ``tgt_lang`` is taken, no token added)."""
+        self.reverse: ReverseScorer | None = None
+        """The model(s) of the reverse direction that ``decode.rerank`` scores candidates
+        with (:mod:`nmtkit.decode.rerank`); ``None``: reranking is refused."""
 
     def target_tag(self, tgt_lang: str | None) -> str:
         """The token that asks the model for ``tgt_lang`` (``""``: none). ``None`` is the
@@ -388,12 +399,14 @@ class Translator(TextTranslator):
         asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                               max_length=max_length, alignment_layer=alignment_layer,
                                               alignment_head=alignment_head, mbr=mbr)
-        cfg = candidate_options(asked)  # MBR's candidates (decode.mbr), else the same
+        cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
         chosen = (cfg.alignment_layer, cfg.alignment_head)
         if need_attention or alignments:  # before any decoding: a clear error
             check_model_alignment_choice(self.model, *chosen)
         self.target_tag(tgt_lang)  # before any work: a clear error for a missing/unknown language
-        encoded = [self.encode_source(line, tgt_lang) for line in text_lines(lines)]
+        require_reverse(asked, self.reverse)
+        texts = list(text_lines(lines))
+        encoded = [self.encode_source(line, tgt_lang) for line in texts]
         forced, phrases = self.target_ids(prefixes, constraints, len(encoded), max_length)
         attention = need_attention or alignments
         search_attention = attention and chosen == (-1, -1)  # else a teacher-forced pass
@@ -413,7 +426,7 @@ class Translator(TextTranslator):
                      for h in hs] for i, hs in zip(batch, hyps, strict=True)]
 
         return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
-                                               batches, run), asked)
+                                               batches, run), texts, asked, self.reverse)
 
     def target_ids(self, prefixes: Sequence[str] | None,
                    constraints: Sequence[Sequence[str]] | None, n_lines: int,

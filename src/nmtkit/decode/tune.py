@@ -1,5 +1,6 @@
 """Choose the beam size and the length penalty of beam search (and whether minimum Bayes
-risk decoding pays, ``--mbr``) on a validation set.
+risk decoding, ``--mbr``, or reranking with a reverse model, ``--rerank``, pays) on a
+validation set.
 
 Beam search ranks finished hypotheses by log P(y|x) / lp(y) with the GNMT length penalty
 lp(y) = ((5 + |y|) / 6) ** alpha (Wu et al. 2016, Sec. 7, Eq. 14): alpha = 0 ranks by the
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
 from ..evaluate import score
+from .rerank import choose as rerank_choose
 from .translator import TextTranslator, decode_options
 
 
@@ -45,35 +47,49 @@ class Trial:
     mbr: int = 0
     """Minimum Bayes risk decoding over this many candidates (:mod:`nmtkit.decode.mbr`);
     0 = the beam's own best."""
+    rerank: int = 0
+    """Reranking of this many candidates with a reverse model (:mod:`nmtkit.decode.rerank`);
+    0 = off."""
+    reverse_weight: float | None = None
+    """Reranking: the reverse model's weight (``None`` without reranking)."""
 
     def flags(self) -> str:
-        """The command-line options that decode with this setting."""
+        """The command-line options that decode with this setting (reranking also needs its
+        ``--reverse-model``)."""
         out = f"--beam {self.beam}"
         if self.length_penalty is not None:
             out += f" --length-penalty {self.length_penalty:g}"
+        if self.rerank:
+            out += f" --rerank {self.rerank} --reverse-weight {self.reverse_weight:g}"
         return out + (f" --mbr {self.mbr}" if self.mbr else "")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def grid(beams: Sequence[int], penalties: Sequence[float],
-         mbr: Sequence[int] = (0,)) -> list[tuple[int, float | None, int]]:
-    """Every (beam, length penalty, MBR candidates) to try, in the order given; beam 1 once,
-    without a penalty or MBR (greedy search has one candidate). ``ValueError`` for an empty
-    list, a beam below 1, a negative penalty or a negative number of candidates."""
-    if not beams or not penalties or not mbr:
-        raise ValueError("give at least one beam size, one length penalty and one MBR size")
+def grid(beams: Sequence[int], penalties: Sequence[float], mbr: Sequence[int] = (0,),
+         rerank: Sequence[int] = (0,)) -> list[tuple[int, float | None, int, int]]:
+    """Every (beam, length penalty, MBR candidates, reranked candidates) to try, in the order
+    given; MBR and reranking not both at once (each chooses the output); beam 1 once,
+    without a penalty, MBR or reranking (greedy search has one candidate). ``ValueError``
+    for an empty list, a beam below 1, a negative penalty or a negative number of
+    candidates."""
+    if not beams or not penalties or not mbr or not rerank:
+        raise ValueError("give at least one beam size, one length penalty, one MBR size and "
+                         "one reranking size")
     if any(b < 1 for b in beams):
         raise ValueError(f"beam sizes must be >= 1, got {list(beams)}")
     if any(not p >= 0 for p in penalties):  # `not >=` also catches NaN
         raise ValueError(f"length penalties must be >= 0, got {list(penalties)}")
-    if any(m < 0 for m in mbr):
-        raise ValueError(f"MBR candidates must be >= 0 (0 = off), got {list(mbr)}")
-    out: list[tuple[int, float | None, int]] = []
+    for what, sizes in (("MBR", mbr), ("reranked", rerank)):
+        if any(m < 0 for m in sizes):
+            raise ValueError(f"{what} candidates must be >= 0 (0 = off), got {list(sizes)}")
+    choices = [(m, 0) for m in dict.fromkeys(mbr)]
+    choices += [(0, r) for r in dict.fromkeys(rerank) if r and (0, r) not in choices]
+    out: list[tuple[int, float | None, int, int]] = []
     for b in dict.fromkeys(beams):
         for p in ([None] if b == 1 else dict.fromkeys(penalties)):
-            out.extend((b, p, m) for m in ([0] if b == 1 else dict.fromkeys(mbr)))
+            out.extend((b, p, m, r) for m, r in ([(0, 0)] if b == 1 else choices))
     return out
 
 
@@ -81,32 +97,52 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 beams: Sequence[int] = TUNE_BEAMS,
                 penalties: Sequence[float] = TUNE_LENGTH_PENALTIES, *, tgt_lang: str | None = None,
                 on_trial: Callable[[Trial], None] | None = None,
-                mbr: Sequence[int] = (0,)) -> list[Trial]:
+                mbr: Sequence[int] = (0,), rerank: Sequence[int] = (0,),
+                reverse_weights: Sequence[float] = (1.0,)) -> list[Trial]:
     """Translate ``sources`` with every setting of :func:`grid` and score each against
-    ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). ``on_trial`` is called with
-    each trial as soon as it is scored. The translator's own options are restored after."""
+    ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). A setting with reranking is
+    searched and scored by the reverse model (``translator.reverse``) once, then chosen from
+    with each of ``reverse_weights`` (one trial each, sharing the search's seconds).
+    ``on_trial`` is called with each trial as soon as it is scored. The translator's own
+    options are restored after."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources vs {len(references)} references")
     if not sources:
         raise ValueError("nothing to tune on: the validation set is empty")
-    settings = grid(beams, penalties, mbr)
+    settings = grid(beams, penalties, mbr, rerank)
+    if any(r for *_, r in settings) and (
+            not reverse_weights or any(not w >= 0 for w in reverse_weights)):
+        raise ValueError(f"reverse weights must be >= 0, got {list(reverse_weights)}")
     base = translator.decode_cfg
     trials = []
+
+    def scored(hyps: list[str], seconds: float, *setting: Any) -> None:
+        s = score(hyps, references)
+        beam, penalty, *choice = setting
+        trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"], round(seconds, 2),
+                      s["bleu_lc_tok"], *choice)
+        trials.append(trial)
+        if on_trial is not None:
+            on_trial(trial)
+
     try:
-        for beam, penalty, candidates in settings:
-            given: dict[str, Any] = {"beam": beam, "n_best": 1, "mbr": candidates}
+        for beam, penalty, candidates, reranked in settings:
+            given: dict[str, Any] = {"beam": beam, "n_best": reranked or 1, "mbr": candidates,
+                                     "rerank": reranked, "reverse_weight": 0.0}
             if penalty is not None:
                 given["length_penalty"] = penalty
             translator.decode_cfg = decode_options(base, **given)
             start = time.perf_counter()
-            hyps = translator.translate_lines(sources, tgt_lang=tgt_lang)
+            if not reranked:
+                hyps = translator.translate_lines(sources, tgt_lang=tgt_lang)
+                scored(hyps, time.perf_counter() - start, beam, penalty, candidates)
+                continue
+            results = translator.translate(sources, tgt_lang=tgt_lang)  # all, with their scores
             seconds = time.perf_counter() - start
-            s = score(hyps, references)
-            trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"],
-                          round(seconds, 2), s["bleu_lc_tok"], candidates)
-            trials.append(trial)
-            if on_trial is not None:
-                on_trial(trial)
+            for w in dict.fromkeys(reverse_weights):
+                cfg = replace(translator.decode_cfg, n_best=1, reverse_weight=w)
+                hyps = [rerank_choose(r, cfg)[0].text for r in results]
+                scored(hyps, seconds, beam, penalty, 0, reranked, w)
     finally:
         translator.decode_cfg = base
     return trials
@@ -128,8 +164,8 @@ def at_the_edge(best: Trial, penalties: Sequence[float]) -> str | None:
 
 def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
     """The trial with the highest ``metric`` (one of :data:`nmtkit.config.TUNE_METRICS`);
-    among equal ones the smaller beam (faster), then fewer MBR candidates, then the setting
-    that came first in the grid.
+    among equal ones the smaller beam (faster), then fewer MBR or reranked candidates, then
+    the setting that came first in the grid.
     ``ValueError`` for an unknown metric or a trial that lacks it."""
     if not trials:
         raise ValueError("no trials")
@@ -138,4 +174,4 @@ def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
     if any(getattr(t, metric) is None for t in trials):
         raise ValueError(f"a trial has no {metric} score (recorded before it was kept): "
                          "tune again")
-    return max(trials, key=lambda t: (getattr(t, metric), -t.beam, -t.mbr))
+    return max(trials, key=lambda t: (getattr(t, metric), -t.beam, -t.mbr, -t.rerank))

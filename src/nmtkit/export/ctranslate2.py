@@ -62,7 +62,8 @@ from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig,
 from ..data.multilingual import target_tags
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
-from ..decode.mbr import candidate_options, choose_all
+from ..decode.choice import candidate_options, choose_all
+from ..decode.rerank import require_reverse
 from ..decode.translator import TextTranslator, Translation, decode_options, text_lines
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
 from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
@@ -548,14 +549,17 @@ class CTranslate2Translator(TextTranslator):
         ``</s>``: ``len(tokens) ** length_penalty``); for greedy search the log-probability,
         as nmtkit's. ``mbr``: minimum Bayes risk decoding over that many candidates, as
         :meth:`Translator.translate` (each candidate's log-probability recovered from its
-        score, :meth:`_log_prob`).
+        score, :meth:`_log_prob`). ``decode.rerank``: the candidates reranked with
+        :attr:`reverse` (nmtkit models of the reverse direction), as :meth:`Translator.translate`.
         """
         asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
                                               length_penalty=length_penalty, max_length=max_length,
                                               mbr=mbr)
-        cfg = candidate_options(asked)  # MBR's candidates (decode.mbr), else the same
+        cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
         self.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
-        encoded = [self.encode_source(line, tgt_lang) for line in text_lines(lines)]
+        require_reverse(asked, self.reverse)
+        texts = list(text_lines(lines))
+        encoded = [self.encode_source(line, tgt_lang) for line in texts]
         # tokens before EOS that each sentence may produce (one length_cap per source length)
         caps: dict[int, int] = {}
         for toks, _ in encoded:
@@ -617,7 +621,7 @@ class CTranslate2Translator(TextTranslator):
                      for h, s in hyps] for i, hyps in zip(idx, out, strict=True)]
 
         return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
-                                               batches, run), asked)
+                                               batches, run), texts, asked, self.reverse)
 
     @staticmethod
     def _log_prob(tokens: list[str], score: float, cap: int, cfg: DecodeConfig) -> float:

@@ -717,7 +717,7 @@ class Trainer:
         self.model.eval()
         try:
             with fast.inference(self.model, enabled=self.cfg.decode.fast):
-                translator = self.bundle().translator(fast=False, mbr=0)  # greedy, as said
+                translator = self.bundle().translator(fast=False, mbr=0, rerank=0)  # greedy, as said
                 hyps = [translator.translate_lines(src, beam=1, tgt_lang=lang)
                         for _, lang, src, _ in shown]
         finally:
@@ -777,7 +777,7 @@ class Trainer:
             metric = "bleu_lc_tok" if self.cfg.data.lowercase else "bleu"
             # Packed weights for the decoding only (nmtkit.fast), unpacked before training goes on.
             with fast.inference(model, enabled=self.cfg.decode.fast):
-                translator = self.bundle().translator(fast=False, mbr=0)  # greedy: no MBR
+                translator = self.bundle().translator(fast=False, mbr=0, rerank=0)  # greedy: no MBR
                 for vs in self.valid_sets:
                     n = t.valid_max_sents or len(vs.text.src)
                     hyps = translator.translate_lines(vs.text.src[:n], beam=1, tgt_lang=vs.tgt_lang)

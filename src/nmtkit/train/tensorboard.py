@@ -70,7 +70,7 @@ def attention_image(bundle: Bundle, text: str, tgt_lang: str | None = None) -> t
 def _grey_map(bundle: Bundle, text: str, tgt_lang: str | None = None) -> torch.Tensor:
     from ..decode.attention import sentence_attention
 
-    att = sentence_attention(bundle.translator(mbr=0), text, model=bundle.model, beam=1,
+    att = sentence_attention(bundle.translator(mbr=0, rerank=0), text, model=bundle.model, beam=1,
                              need_attention=True, tgt_lang=tgt_lang)
     w = att.maps["decoder_src"][-1].mean(0)  # (T, S): last layer, heads averaged
     w = w / w.max().clamp_min(1e-9)

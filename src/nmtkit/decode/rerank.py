@@ -1,0 +1,165 @@
+"""Reranking a beam's n best with a model of the reverse direction.
+
+A translation model scores how likely an output is given the source, P(y | x). It does
+not check the other way: whether the source could be read back from the output. A model
+trained in the reverse direction does, P(x | y): it is low for a candidate that leaves part of
+the source untranslated or adds what the source does not say. Reranking the n best of a
+beam search by both (the direct and the *channel* model of the noisy-channel view; Yu et
+al. 2017, Yee et al. 2019; the "right-to-left and target-to-source" rescoring of WMT systems,
+e.g. Sennrich et al. 2016) picks the candidate they agree on:
+
+    y* = argmax_{y in C}  s(y | x) + w * (1 / |x|) * log P_rev(x | y)
+
+- ``C``: the candidates (``decode.rerank`` of them): the n best of a beam at least that wide
+  (or that many samples with ``decode.sampling``);
+- ``s(y | x)``: the beam's own score, log P(y | x) divided by the length penalty (so with
+  ``w = 0`` the order is the beam's);
+- ``log P_rev(x | y)``: the log-probability of the source line (``</s>`` included) under the
+  reverse model reading the candidate, teacher-forced, divided by the number of source
+  tokens it counts (the source is the same for every candidate: this only puts ``w`` on a
+  per-token scale). Several reverse models: the mean of their scores.
+- ``w``: ``decode.reverse_weight``, chosen on val (``nmtkit tune --reverse-model ...
+  --reverse-weight 0 0.5 1 2``).
+
+The output is always one of the candidates; the list comes back in reranked order, each
+with its ``reverse_log_prob`` and ``rerank_score``; a line with constraints keeps those that
+contain every phrase first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..data.batching import pad_batch
+from ..data.vocab import BOS, PAD
+from ..models.seq2seq import pad_mask, target_mask
+
+if TYPE_CHECKING:
+    from ..checkpoint import Bundle
+    from ..config import DataConfig, DecodeConfig
+    from .translator import Translation, Translator
+
+
+class ReverseScorer:
+    """log P(x | y) of source lines given candidate translations, with one or more models
+    trained in the reverse direction (each an nmtkit :class:`~.translator.Translator`, whose
+    tokenizers and vocabularies read the candidate as its source and the source line as its
+    target). ``tgt_lang``: the language to ask a reverse model of several directions for
+    (the forward model's source language)."""
+
+    def __init__(self, translators: Sequence[Translator], tgt_lang: str | None = None,
+                 batch_size: int = 128) -> None:
+        if not translators:
+            raise ValueError("reranking needs at least one reverse model")
+        self.translators = list(translators)
+        self.tgt_lang = tgt_lang
+        self.batch_size = batch_size
+        """Pairs per teacher-forced pass."""
+
+    def _target_ids(self, tr: Translator, line: str) -> np.ndarray:
+        """The reverse model's target ids of a source line: its tokens, cut to the position
+        table, then ``</s>``."""
+        toks = tr.tgt_tok.encode(line.strip())
+        if tr.max_positions is not None:
+            toks = toks[:tr.max_positions - 1]
+        return np.asarray(tr.tgt_vocab.encode(toks, add_eos=True), dtype=np.int64)
+
+    @torch.no_grad()
+    def _one_model(self, tr: Translator, candidates: Sequence[str],
+                   sources: Sequence[str]) -> list[float]:
+        srcs = [tr.encode_source(c, self.tgt_lang)[1] for c in candidates]
+        tgts = [self._target_ids(tr, s) for s in sources]
+        out = [0.0] * len(srcs)
+        order = sorted(range(len(srcs)), key=lambda i: (len(srcs[i]), len(tgts[i])))
+        for at in range(0, len(order), self.batch_size):
+            rows = order[at:at + self.batch_size]
+            src = pad_batch([srcs[i] for i in rows]).to(tr.device)  # (batch, S)
+            tgt_out = pad_batch([tgts[i] for i in rows]).to(tr.device)  # (batch, T): y </s>
+            tgt_in = torch.cat([torch.full_like(tgt_out[:, :1], BOS), tgt_out[:, :-1]], dim=1)  # <s> y
+            log_probs = tr.model(src, pad_mask(src), tgt_in, target_mask(tgt_in))  # (batch, T, V)
+            picked = log_probs.float().gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)  # (batch, T)
+            real = tgt_out != PAD
+            per_token = (picked * real).sum(dim=1) / real.sum(dim=1)  # (batch,)
+            for i, value in zip(rows, per_token.tolist(), strict=True):
+                out[i] = value
+        return out
+
+    def score(self, candidates: Sequence[str], sources: Sequence[str]) -> list[float]:
+        """``(1 / |x|) log P(x | y)`` for each (candidate ``y``, source line ``x``) pair: the
+        mean log-probability of the source's tokens and ``</s>`` (the reverse models' mean)."""
+        if len(candidates) != len(sources):
+            raise ValueError(f"{len(candidates)} candidates vs {len(sources)} sources")
+        if not candidates:
+            return []
+        per_model = [self._one_model(tr, candidates, sources) for tr in self.translators]
+        return [sum(col) / len(col) for col in zip(*per_model, strict=True)]
+
+
+def reverse_scorer(bundles: Sequence[Bundle], forward: DataConfig,
+                   names: Sequence[str] | None = None) -> ReverseScorer:
+    """A :class:`ReverseScorer` of loaded checkpoints (``names``: their files, for errors)
+    for a forward model trained on ``forward``. ``ValueError`` naming the file for a model of
+    one direction that is not the forward model's reversed (src_lang -> tgt_lang read as
+    tgt_lang -> src_lang); a model of several directions is asked for the forward model's
+    source language."""
+    shown = list(names) if names is not None else [str(b.path) for b in bundles]
+    several = False
+    for b, name in zip(bundles, shown, strict=True):
+        data = b.cfg.data
+        several = several or bool(data.directions)
+        if not data.directions and not forward.directions and (
+                (data.src_lang, data.tgt_lang) != (forward.tgt_lang, forward.src_lang)):
+            raise ValueError(f"{name} translates {data.src_lang}->{data.tgt_lang}: a reverse "
+                             f"model for a {forward.src_lang}->{forward.tgt_lang} model must "
+                             f"translate {forward.tgt_lang}->{forward.src_lang}")
+    tgt_lang = forward.src_lang if several and not forward.directions else None
+    return ReverseScorer([b.translator() for b in bundles], tgt_lang)
+
+
+def require_reverse(cfg: DecodeConfig, reverse: ReverseScorer | None) -> None:
+    """``ValueError`` if ``cfg`` asks for reranking and there is no reverse model."""
+    if cfg.rerank and reverse is None:
+        raise ValueError("decode.rerank needs a model of the reverse direction to score the "
+                         "candidates: give one (--reverse-model), or set decode.rerank to 0")
+
+
+def rerank_score(t: Translation, weight: float) -> float:
+    """The beam's score plus ``weight`` times the reverse model's per-token log-probability."""
+    assert t.reverse_log_prob is not None
+    return t.score + weight * t.reverse_log_prob
+
+
+def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation]:
+    """One line's candidates (each with its ``reverse_log_prob``) reordered by
+    :func:`rerank_score` (best first; those missing a constraint phrase after those that
+    have them all; ties in the search's order), each with its ``rerank_score``, cut to
+    ``cfg.n_best``."""
+    if not candidates or not any(c.tokens for c in candidates):  # an empty line stays empty
+        return candidates[:cfg.n_best]
+    scores = [rerank_score(c, cfg.reverse_weight) for c in candidates]
+    order = sorted(range(len(candidates)),
+                   key=lambda i: (not candidates[i].constraints_met, -scores[i], i))
+    return [replace(candidates[i], rerank_score=scores[i]) for i in order[:cfg.n_best]]
+
+
+def choose_all(results: list[list[Translation]], sources: Sequence[str], cfg: DecodeConfig,
+               reverse: ReverseScorer | None) -> list[list[Translation]]:
+    """Every line's candidates scored by the reverse model (``sources``: the input lines)
+    and reranked (:func:`choose`); ``results`` as they are when ``decode.rerank`` is 0.
+    ``ValueError`` when reranking is asked for without a reverse model."""
+    if not cfg.rerank:
+        return results
+    require_reverse(cfg, reverse)
+    assert reverse is not None
+    flat = [(i, j) for i, cs in enumerate(results) if any(c.tokens for c in cs)
+            for j in range(len(cs))]  # an empty line (no candidate has a token) stays as it is
+    values = reverse.score([results[i][j].text for i, j in flat], [sources[i] for i, _ in flat])
+    scored = [list(cs) for cs in results]
+    for (i, j), v in zip(flat, values, strict=True):
+        scored[i][j] = replace(scored[i][j], reverse_log_prob=v)
+    return [choose(cs, cfg) for cs in scored]

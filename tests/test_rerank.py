@@ -1,0 +1,205 @@
+"""Reranking with a reverse model (nmtkit.decode.rerank): the reverse score against a
+step-by-step computation, the choice, and reranking inside the translator, the command
+line, `nmtkit tune` and validation."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from nmtkit.checkpoint import load_bundle
+from nmtkit.cli import main as cli_main
+from nmtkit.config import DecodeConfig
+from nmtkit.data.vocab import BOS
+from nmtkit.decode import rerank
+from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
+from nmtkit.decode.translator import Translation, decode_options
+from nmtkit.models.seq2seq import pad_mask
+from nmtkit.train.loop import Trainer
+
+from .test_checkpoint import make_cfg
+
+WEIGHT = 20.0  # enough for the reverse score to change some choices of these barely trained models
+LINES = ["1 2 3 4 5", "7 7 8", "", "3 9 1 4 4 2", "5"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """(a de->en copy model, an en->de one: its reverse), briefly trained, different seeds."""
+    run = tmp_path_factory.mktemp("rerank")
+    Trainer(make_cfg(20), run / "fwd").run()
+    Trainer(make_cfg(20, ["data.src_lang=en", "data.tgt_lang=de", "train.seed=7"]),
+            run / "rev").run()
+    return run / "fwd" / "last.pt", run / "rev" / "last.pt"
+
+
+def step_by_step(bundle, candidate: str, source: str) -> float:
+    """(1 / (|x| + 1)) log P(x </s> | y) by the model's incremental decoder, one position at
+    a time: another path than the scorer's batched, padded, teacher-forced pass."""
+    src = torch.tensor([bundle.src_vocab.encode(bundle.src_tok.encode(candidate), add_eos=True)])
+    tgt = bundle.tgt_vocab.encode(bundle.tgt_tok.encode(source), add_eos=True)
+    model = bundle.model.eval()
+    with torch.no_grad():
+        state = model.start(model.encode(src, pad_mask(src)), pad_mask(src))
+        prev, total = torch.tensor([BOS]), 0.0
+        for t in tgt:
+            log_probs, state, _ = model.step(state, prev)
+            total += float(log_probs[0, t])
+            prev = torch.tensor([t])
+    return total / len(tgt)
+
+
+def test_the_reverse_score_is_the_mean_log_probability_of_the_source(models):
+    rev = load_bundle(models[1])
+    pairs = [("1 2 3", "1 2 3"), ("", "4 4"), ("9 8 7 6 5 4 3 2 1", "1"), ("2", "3 3 3 3 3 3")]
+    got = ReverseScorer([rev.translator()], batch_size=3).score(*zip(*pairs, strict=True))
+    want = [step_by_step(rev, y, x) for y, x in pairs]
+    assert got == pytest.approx(want, abs=1e-4)
+    other = load_bundle(models[0])  # a second reverse model: the mean of the two
+    both = ReverseScorer([rev.translator(), other.translator()]).score(*zip(*pairs, strict=True))
+    want2 = [step_by_step(other, y, x) for y, x in pairs]
+    assert both == pytest.approx([(a + b) / 2 for a, b in zip(want, want2, strict=True)], abs=1e-4)
+    assert ReverseScorer([rev.translator()]).score([], []) == []
+    with pytest.raises(ValueError, match="2 candidates vs 1 sources"):
+        ReverseScorer([rev.translator()]).score(["1", "2"], ["1"])
+    with pytest.raises(ValueError, match="at least one reverse model"):
+        ReverseScorer([])
+
+
+def cand(text, score, reverse, met=True):
+    return Translation(text, text.split(), [], score, constraints_met=met, reverse_log_prob=reverse)
+
+
+def test_choose_adds_the_weighted_reverse_score_to_the_beams():
+    cands = [cand("a b", -1.0, -3.0), cand("a b c", -1.2, -1.0), cand("a", -2.0, -0.5)]
+    beam_order = rerank.choose(cands, DecodeConfig(rerank=3, n_best=3, reverse_weight=0.0))
+    assert [c.text for c in beam_order] == ["a b", "a b c", "a"]  # weight 0: the beam's order
+    got = rerank.choose(cands, DecodeConfig(rerank=3, n_best=2, reverse_weight=1.0))
+    assert [c.text for c in got] == ["a b c", "a"]  # -2.2, -2.5, -4.0
+    assert [c.rerank_score for c in got] == pytest.approx([-2.2, -2.5])
+    lacking = [cand("x", 0.0, 0.0, met=False), cand("y", -5.0, -5.0)]
+    assert rerank.choose(lacking, DecodeConfig(rerank=2))[0].text == "y"  # constraints first
+    empty = [Translation("", [], [], 0.0)] * 3
+    assert rerank.choose(empty, DecodeConfig(rerank=3)) == empty[:1]
+
+
+def test_the_translator_reranks_its_n_best_with_the_reverse_model(models):
+    fwd, rev = load_bundle(models[0]), load_bundle(models[1])
+    scorer = ReverseScorer([rev.translator()])
+    cands = fwd.translator().translate(LINES, beam=6, n_best=6)
+    tr = fwd.translator(rerank=6, reverse_weight=WEIGHT)
+    with pytest.raises(ValueError, match="decode.rerank needs a model of the reverse direction"):
+        tr.translate(LINES)
+    tr.reverse = scorer
+    got = tr.translate(LINES, n_best=2)
+    for line, cs, out in zip(LINES, cands, got, strict=True):
+        if not line:
+            assert [t.text for t in out] == ["", ""]
+            continue
+        rev_lp = scorer.score([c.text for c in cs], [line] * len(cs))
+        total = [c.score + WEIGHT * r for c, r in zip(cs, rev_lp, strict=True)]
+        order = sorted(range(len(cs)), key=lambda i: (-total[i], i))[:2]
+        assert [t.tokens for t in out] == [cs[i].tokens for i in order]
+        assert [t.rerank_score for t in out] == pytest.approx([total[i] for i in order], abs=1e-5)
+    assert any(out[0].tokens != cs[0].tokens for cs, out in zip(cands, got, strict=True) if cs[0].tokens)
+    plain = fwd.translator(rerank=6, reverse_weight=0.0)
+    plain.reverse = scorer
+    assert [r[0].tokens for r in plain.translate(LINES)] == [
+        r[0].tokens for r in fwd.translator().translate(LINES, beam=6)]  # weight 0: the beam's
+
+
+def test_a_reverse_model_must_translate_the_other_way(models):
+    fwd = load_bundle(models[0])
+    with pytest.raises(ValueError, match="same.pt translates de->en: a reverse model for a "
+                       "de->en model must translate en->de"):
+        reverse_scorer([fwd], fwd.cfg.data, ["same.pt"])
+    multi = replace(fwd.cfg.data, directions=["de-en", "en-de"])
+    assert reverse_scorer([fwd], multi).tgt_lang is None  # a multilingual forward: not checked
+
+
+def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):
+    fwd, rev = map(str, models)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(LINES) + "\n")
+    args = ["translate", "--model", fwd, "-i", str(src), "--beam", "4"]
+    assert cli_main([*args, "--rerank", "6", "--reverse-model", rev, "--reverse-weight", "3"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    tr = load_bundle(models[0]).translator(beam=4, rerank=6, reverse_weight=3.0)
+    tr.reverse = ReverseScorer([load_bundle(models[1]).translator()])
+    assert printed == tr.translate_lines(LINES)
+    assert cli_main([*args, "--reverse-model", rev]) == 2
+    assert "--reverse-model scores the candidates of decode.rerank: add --rerank N" in \
+        capsys.readouterr().err
+    assert cli_main([*args, "--rerank", "6"]) == 2
+    assert "decode.rerank needs a model of the reverse direction" in capsys.readouterr().err
+    assert cli_main([*args, "--rerank", "6", "--reverse-model", fwd]) == 2
+    assert "must translate en->de" in capsys.readouterr().err
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(LINES) + "\n")
+    assert cli_main(["evaluate", "--model", fwd, "--src", str(src), "--ref", str(ref), "--beam",
+                     "4", "--rerank", "6", "--reverse-model", rev, "--reverse-weight", "3"]) == 0
+    from nmtkit.evaluate import score
+    assert json.loads(capsys.readouterr().out)["bleu"] == score(printed, LINES)["bleu"]
+
+
+def test_cli_tune_tries_reverse_weights_on_one_search_and_its_flags_decode_as_scored(
+        models, tmp_path, capsys):
+    fwd, rev = map(str, models)
+    src, ref = tmp_path / "dev.src", tmp_path / "dev.ref"
+    src.write_text("1 2 3 4 5\n7 7 3 9\n10 2 2 5 6 1\n")
+    ref.write_text("1 2 3 4 5\n7 7 3\n10 2 5 6 1\n")
+    tune = ["tune", "--model", fwd, "--src", str(src), "--ref", str(ref), "--beam", "5",
+            "--length-penalty", "0.6"]
+    assert cli_main([*tune, "--rerank", "0", "5", "--reverse-model", rev,
+                     "--reverse-weight", "0", "4"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(p["rerank"], p["reverse_weight"]) for p in printed[:3]] == [(0, None), (5, 0.0), (5, 4.0)]
+    assert printed[1]["bleu"] == printed[0]["bleu"]  # weight 0: the beam's own best (beam 5 both)
+    assert printed[1]["seconds"] == printed[2]["seconds"]  # one search for both weights
+    out = tmp_path / "hyp.txt"
+    flags = "--beam 5 --length-penalty 0.6 --rerank 5 --reverse-weight 4".split()
+    assert cli_main(["translate", "--model", fwd, "-i", str(src), "-o", str(out), *flags,
+                     "--reverse-model", rev]) == 0
+    from nmtkit.evaluate import score
+    assert score(out.read_text().splitlines(), ref.read_text().splitlines())["bleu"] == \
+        printed[2]["bleu"]
+    assert cli_main([*tune, "--rerank", "5"]) == 2
+    assert "--rerank scores candidates with a model of the reverse direction" in \
+        capsys.readouterr().err
+
+
+def test_validation_does_not_rerank_when_the_recipe_does(tmp_path):
+    """decode.rerank in a recipe is for translate/evaluate with a reverse model: validation
+    (greedy BLEU, sample translations) has none and must not ask for one."""
+    trainer = Trainer(make_cfg(4, ["decode.beam=4", "decode.rerank=4",
+                                   "train.valid_bleu=true"]), tmp_path)
+    assert "valid_bleu" in trainer.validate()
+    with pytest.raises(ValueError, match="decode.rerank needs a model"):
+        trainer.bundle().translator().translate(["1 2 3"])
+
+
+def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
+    """The exported engine's n best, scored by the same reverse model, are reranked by the
+    same rule (its scores are CTranslate2's own: log P / (len + 1) ** length_penalty)."""
+    pytest.importorskip("ctranslate2")
+    from nmtkit.export.ctranslate2 import CTranslate2Translator
+
+    from .test_export import exported_copy_model, sentences
+
+    ckpt, out = exported_copy_model(tmp_path, "pre-bias-tied")
+    scorer = ReverseScorer([load_bundle(ckpt).translator()])  # the copy model reads both ways
+    lines = sentences(8, seed=4)
+    tr = CTranslate2Translator(out, intra_threads=1)
+    cands = tr.translate(lines, beam=4, n_best=4, length_penalty=0.6)
+    tr.decode_cfg = decode_options(tr.decode_cfg, rerank=4, reverse_weight=5.0,
+                                   length_penalty=0.6, beam=4)
+    with pytest.raises(ValueError, match="decode.rerank needs a model of the reverse direction"):
+        tr.translate(lines)
+    tr.reverse = scorer
+    chosen = tr.translate(lines)
+    for line, cs, got in zip(lines, cands, chosen, strict=True):
+        rev_lp = scorer.score([c.text for c in cs], [line] * 4)
+        total = [c.score + 5.0 * r for c, r in zip(cs, rev_lp, strict=True)]
+        assert got[0].tokens == cs[max(range(4), key=lambda i: (total[i], -i))].tokens
+    assert any(got[0].tokens != cs[0].tokens for cs, got in zip(cands, chosen, strict=True))
