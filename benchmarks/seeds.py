@@ -54,7 +54,7 @@ from typing import Any
 
 from _common import emit, gemm_peaks_gflops, machine
 
-from nmtkit.config import TUNE_LENGTH_PENALTIES, TUNE_METRICS, ConfigError, load
+from nmtkit.config import TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_REVERSE_WEIGHTS, ConfigError, load
 from nmtkit.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,15 +204,21 @@ def split_name(split: str) -> str:
 
 
 def evaluate(models: list[Path], split: str, beam: int, path: Path,
-             length_penalty: float | None = None, nmtkit=nmtkit_in_process, mbr: int = 0) -> dict:
+             length_penalty: float | None = None, nmtkit=nmtkit_in_process, mbr: int = 0,
+             rerank: int = 0, reverse_weight: float | None = None,
+             reverse_models: list[str] | None = None) -> dict:
     """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``; ``nmtkit``: the
-    runner of the command; ``mbr``: minimum Bayes risk decoding over that many candidates."""
+    runner of the command; ``mbr``: minimum Bayes risk decoding over that many candidates;
+    ``rerank``: that many candidates reranked with ``reverse_models`` at ``reverse_weight``."""
     args = [x for m in models for x in ("--model", str(m))]
     args += ["--split", split, "--beam", str(beam)]
     if length_penalty is not None:
         args += ["--length-penalty", f"{length_penalty:g}"]
     if mbr:
         args += ["--mbr", str(mbr)]
+    if rerank:
+        args += ["--rerank", str(rerank), "--reverse-weight", f"{reverse_weight:g}"]
+        args += [x for m in reverse_models or [] for x in ("--reverse-model", m)]
     return json_file(path, ["evaluate", *args], lambda: nmtkit("evaluate", *args))
 
 
@@ -269,6 +275,7 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
 
     grid = sorted(set(a.length_penalty))
     mbr = list(getattr(a, "mbr", [0]))
+    rerank = list(getattr(a, "rerank", [0]))
     step = grid[-1] - grid[-2] if len(grid) > 1 else 0.4
     trials: list[Trial] = []
     todo, round_ = grid, 0
@@ -277,6 +284,10 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
         args += ["--split", valid, "--beam", str(a.beam)]
         if mbr != [0]:  # (the default: earlier runs' tune.json stay valid)
             args += ["--mbr", *map(str, mbr)]
+        if rerank != [0]:  # (likewise)
+            args += ["--rerank", *map(str, rerank), "--reverse-weight",
+                     *[f"{w:g}" for w in a.reverse_weight]]
+            args += [x for m in a.reverse_model for x in ("--reverse-model", m)]
         args += ["--length-penalty", *[f"{p:g}" for p in todo]]
         if a.metric != "bleu":  # (the default: earlier runs' tune.json stay valid)
             args += ["--metric", a.metric]
@@ -298,7 +309,9 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
     # nmtkit tune's own edge hint speaks of one round's grid only; this is the verdict on all.
     print(f"seeds.py: length penalties tried on {valid} in {round_ + 1} round(s): "
           f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g}"
-          + (f" with --mbr {best.mbr}" if best.mbr else "") + f" ({a.metric} "
+          + (f" with --mbr {best.mbr}" if best.mbr else "")
+          + (f" with --rerank {best.rerank} --reverse-weight {best.reverse_weight:g}"
+             if best.rerank else "") + f" ({a.metric} "
           f"{getattr(best, a.metric):g}), " + {None: "inside the grid",
                                  "largest": f"the largest tried: --extend {a.extend} reached",
                                  "smallest": "the smallest tried: the grid grows upwards only, "
@@ -365,6 +378,14 @@ def main() -> None:
     p.add_argument("--mbr", type=int, nargs="+", default=[0], metavar="N",
                    help="minimum Bayes risk decoding over N candidates, tried on val with "
                         "each length penalty of the ensemble (e.g. --mbr 0 20; default 0 = off)")
+    p.add_argument("--rerank", type=int, nargs="+", default=[0], metavar="N",
+                   help="reranking of N candidates with --reverse-model, tried on val with each "
+                        "length penalty of the ensemble (e.g. --rerank 0 10; default 0 = off)")
+    p.add_argument("--reverse-model", action="append", default=[], metavar="CKPT",
+                   help="a checkpoint of the reverse direction for --rerank (repeat: their mean)")
+    p.add_argument("--reverse-weight", type=float, nargs="+",
+                   default=list(TUNE_REVERSE_WEIGHTS), metavar="W",
+                   help="reranking: the reverse model's weights tried on val")
     p.add_argument("--extend", type=int, default=2,
                    help="times the grid is extended upwards while its largest value wins")
     p.add_argument("--threads", type=int, default=0,
@@ -383,6 +404,8 @@ def main() -> None:
     if a.parallel < 1:
         p.error(f"--parallel {a.parallel}: give 1 or more")
 
+    if a.rerank != [0] and not a.reverse_model:
+        p.error("--rerank needs --reverse-model (a checkpoint of the reverse direction)")
     a.seed_set = seed_overrides(p, a.seed_set, a.seeds)
     cfg = load(a.config, a.set)
     for seed, sets in a.seed_set.items():  # a bad key fails here, before hours of training
@@ -408,7 +431,10 @@ def main() -> None:
         "test": scores(evaluate(chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}.json")),
         "tuned": {**tuned, "test": scores(evaluate(
             chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}_tuned.json",
-            length_penalty=alpha, mbr=tuned["chosen"].get("mbr", 0)))}}
+            length_penalty=alpha, mbr=tuned["chosen"].get("mbr", 0),
+            rerank=tuned["chosen"].get("rerank", 0),
+            reverse_weight=tuned["chosen"].get("reverse_weight"),
+            reverse_models=a.reverse_model))}}
 
     config = Path(a.config).resolve()
     shown = config.relative_to(ROOT) if config.is_relative_to(ROOT) else a.config  # no /home/...
@@ -439,6 +465,10 @@ def main() -> None:
                     "penalty is chosen on val by the same score (nmtkit tune, grid "
                     f"{tuned['grid']}"
                     + (f", each with --mbr {' and '.join(map(str, a.mbr))}" if a.mbr != [0] else "")
+                    + (f", each with --rerank {' and '.join(map(str, a.rerank))} at reverse "
+                       f"weights {', '.join(f'{w:g}' for w in a.reverse_weight)} (reverse "
+                       f"model{'s' if len(a.reverse_model) > 1 else ''}: "
+                       f"{', '.join(a.reverse_model)})" if a.rerank != [0] else "")
                     + f"). Every choice was made on val; "
                     f"{test} was scored once per system and never used to choose.",
         "machine": machine(), "torch": __import__("torch").__version__,

@@ -248,6 +248,35 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
     assert got["chosen"]["length_penalty"] == 0.6 and got["edge"] is None
     assert "chosen 0.6 (bleu_lc_tok 31)" in capsys.readouterr().err
 
+    # --rerank with its reverse models and weights: passed to nmtkit tune, the choice named
+    calls.clear()
+    a = Namespace(length_penalty=[0.3, 0.6], extend=0, beam=5, work=tmp_path / "rr",
+                  metric="bleu", rerank=[0, 10], reverse_weight=[0.0, 2.0],
+                  reverse_model=["r1.pt", "r2.pt"])
+    a.work.mkdir()
+
+    def fake_rerank_tune(*args):
+        calls.append(args)
+        trials = [{"beam": 5, "length_penalty": p, "bleu": 30 + w - p, "chrf": 50.0,
+                   "length_ratio": 1.0, "seconds": 1.0, "bleu_lc_tok": 31.0,
+                   "mbr": 0, "rerank": r, "reverse_weight": w if r else None}
+                  for p in (0.3, 0.6) for r in (0, 10) for w in ((0.0, 2.0) if r else (0.0,))]
+        with open(args[args.index("-o") + 1], "w", encoding="utf-8") as f:
+            json.dump({"trials": trials}, f)
+        return ""
+
+    monkeypatch.setattr(seeds, "nmtkit_in_process", fake_rerank_tune)
+    got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
+    flags = " ".join(calls[0])
+    assert "--rerank 0 10 --reverse-weight 0 2 --reverse-model r1.pt --reverse-model r2.pt" in flags
+    assert (got["chosen"]["rerank"], got["chosen"]["reverse_weight"]) == (10, 2.0)
+    assert "chosen 0.3 with --rerank 10 --reverse-weight 2 (bleu 31.7)" in capsys.readouterr().err
+    seen = []
+    monkeypatch.setattr(seeds, "json_file", lambda path, command, make: seen.append(command))
+    seeds.evaluate([tmp_path / "a.pt"], "test", 5, tmp_path / "e.json", length_penalty=0.3,
+                   rerank=10, reverse_weight=2.0, reverse_models=["r1.pt"])
+    assert seen[0][-6:] == ["--rerank", "10", "--reverse-weight", "2", "--reverse-model", "r1.pt"]
+
 
 def test_an_ablation_compared_on_another_score_names_it(tmp_path, monkeypatch):
     report = load_benchmark("report")
