@@ -203,3 +203,26 @@ def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
         total = [c.score + 5.0 * r for c, r in zip(cs, rev_lp, strict=True)]
         assert got[0].tokens == cs[max(range(4), key=lambda i: (total[i], -i))].tokens
     assert any(got[0].tokens != cs[0].tokens for cs, got in zip(cands, chosen, strict=True))
+
+
+def test_readers_without_a_reverse_model_answer_with_the_beams_best(tmp_path, caplog):
+    """A checkpoint whose recipe reranks (decode.rerank) is still served, plotted and scored
+    during fine-tuning: those readers load no reverse model, so they use the beam's best
+    (the server says so once) instead of failing on every request."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.serve.app import create_app
+    from nmtkit.train.finetune import score_splits
+    from nmtkit.viz.attention import attention_for_text
+
+    trainer = Trainer(make_cfg(10, ["decode.beam=4", "decode.rerank=4"]), tmp_path)
+    trainer.run()
+    bundle = load_bundle(tmp_path / "last.pt")
+    want = bundle.translator(rerank=0).translate_lines(["1 2 3", "4 5"])
+    with caplog.at_level("WARNING"), TestClient(create_app(bundle)) as c:
+        r = c.post("/v1/translate", json={"texts": ["1 2 3", "4 5"]})
+    assert r.status_code == 200 and r.json()["translations"] == want
+    assert "decode.rerank (4) is not used" in caplog.text
+    assert attention_for_text(bundle, "1 2 3").translation == want[0]
+    assert set(score_splits(bundle, bundle.cfg.data, ("val",))) == {"val"}

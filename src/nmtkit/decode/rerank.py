@@ -18,8 +18,9 @@ e.g. Sennrich et al. 2016) picks the candidate they agree on:
   reverse model reading the candidate, teacher-forced, divided by the number of source
   tokens it counts (the source is the same for every candidate: this only puts ``w`` on a
   per-token scale). Several reverse models: the mean of their scores.
-- ``w``: ``decode.reverse_weight``, chosen on val (``nmtkit tune --reverse-model ...
-  --reverse-weight 0 0.5 1 2``).
+- ``w``: ``decode.reverse_weight`` (3, chosen on val for Multi30k in both directions),
+  or chosen on val with ``nmtkit tune --reverse-model ... --rerank 20``, which scores
+  every weight of its grid from one search.
 
 The output is always one of the candidates; the list comes back in reranked order, each
 with its ``reverse_log_prob`` and ``rerank_score``; a line with constraints keeps those that

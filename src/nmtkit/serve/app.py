@@ -479,6 +479,11 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     """
     limits = limits or ServeLimits()
     translator = translator or bundle.translator()
+    if translator.decode_cfg.rerank and translator.reverse is None:
+        log.warning("the model's decode.rerank (%d) is not used: the server loads no reverse "
+                    "model to rerank with; it answers with the beam's best",
+                    translator.decode_cfg.rerank)
+        translator.decode_cfg = decode_options(translator.decode_cfg, rerank=0)
     cfg = bundle.cfg
     default_beam = decode_options(cfg.decode, max_beam=limits.max_beam).beam
     batcher = MicroBatcher(translate_fn(translator), limits.max_batch, limits.max_wait_ms,

@@ -151,13 +151,13 @@ def split_direction(name: str, data: DataConfig) -> tuple[DataConfig, str, str |
 
 def score_splits(bundle: Bundle, data: DataConfig, splits: tuple[str, ...]) -> dict[str, Any]:
     """BLEU and chrF (sacreBLEU) of the bundle's model on each split, with the config's
-    search, under the names as written; a ``SRC-TGT:SPLIT`` entry is read in that direction
-    (:func:`split_direction`)."""
+    search (no reranking: there is no reverse model here), under the names as written; a
+    ``SRC-TGT:SPLIT`` entry is read in that direction (:func:`split_direction`)."""
     out: dict[str, Any] = {}
     was_training = bundle.model.training
     bundle.model.eval()
     try:
-        translator = bundle.translator(fast=False)
+        translator = bundle.translator(fast=False, rerank=0)  # (no reverse model here)
         for name in splits:
             split_data, split, tgt_lang = split_direction(name, data)
             par = load_parallel(split_data, split)
