@@ -524,7 +524,9 @@ EXAMPLES: dict[str, str] = {
              "  nmtkit train NEW.yaml --init-from runs/NAME/best.pt --report-splits val test_2016_flickr",
     "translate": '  echo "Ein Hund läuft." | nmtkit translate --model runs/NAME/best.pt\n'
                  "  nmtkit translate --model runs/NAME/best.pt --beam 5 -i in.de -o out.en\n"
-                 "  nmtkit translate --model runs/DE_EN_DE/best.pt --tgt-lang de -i in.en -o out.de",
+                 "  nmtkit translate --model runs/DE_EN_DE/best.pt --tgt-lang de -i in.en -o out.de\n"
+                 "  nmtkit translate --model runs/EN_DE/best.pt --rerank 20 "
+                 "--reverse-model runs/DE_EN/best.pt -i in.en -o out.de",
     "evaluate": "  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flickr\n"
                 "  nmtkit evaluate --model runs/NAME/best.pt --src test.de --ref test.en --beam 4\n"
                 "  nmtkit evaluate --model runs/DE_EN_DE/best.pt --split test_2016_flickr --tgt-lang de",
@@ -540,6 +542,8 @@ EXAMPLES: dict[str, str] = {
     "tune": "  nmtkit tune --model runs/NAME/best.pt\n"
             "  nmtkit tune --model runs/A/best.pt --model runs/B/best.pt --beam 4 5 8 "
             "--length-penalty 0.6 1.0 -o tune.json\n"
+            "  nmtkit tune --model runs/EN_DE/best.pt --reverse-model runs/DE_EN/best.pt "
+            "--rerank 0 20\n"
             "  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flickr --beam 5 "
             "--length-penalty 1.0",
     "serve": "  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
