@@ -462,6 +462,28 @@ def decode_tuning_section() -> list[str]:
     return out
 
 
+def val_grid_table(grid: dict, metric: str) -> list[str]:
+    """``nmtkit tune``'s trials on val (``grid``: its ``trials`` and the ``command`` that
+    wrote them) as one row per length penalty: beam search alone, then each reranking
+    (candidates, reverse weight) tried; the best cell bold."""
+    trials = grid["trials"]
+    cols = sorted({(t.get("rerank", 0), t.get("reverse_weight")) for t in trials},
+                  key=lambda c: (c[0], c[1] if c[1] is not None else -1.0))
+    best = max(t[metric] for t in trials)
+    head = ["length penalty"] + ["beam alone" if not n else f"rerank {n}, w {w:g}" for n, w in cols]
+    out = [f"Val {metric} of every setting `nmtkit tune` tried (`{clean(grid['command'])}`):", "",
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for alpha in sorted({t["length_penalty"] for t in trials}):
+        cells = []
+        for n, w in cols:
+            found = [t[metric] for t in trials if t["length_penalty"] == alpha
+                     and t.get("rerank", 0) == n and t.get("reverse_weight") == w]
+            cells.append("-" if not found else
+                         (f"**{found[0]:.2f}**" if found[0] == best else f"{found[0]:.2f}"))
+        out.append(f"| {alpha:g} | " + " | ".join(cells) + " |")
+    return out
+
+
 def mbr_section() -> list[str]:
     """Minimum Bayes risk decoding against beam search (benchmarks/mbr.py): every mbr file.
     One row per setting with its val scores; test scores only for the baseline and the
@@ -491,6 +513,8 @@ def mbr_section() -> list[str]:
                 if official:
                     cells.append(f"{t['bleu_official_tok']:.2f}")
             out.append(f"| {name} | " + " | ".join(cells) + " |")
+        if "val_grid" in r:
+            out += ["", *val_grid_table(r["val_grid"], r["metric"])]
         rates = r["matmul_gflops"]
         rate = ", ".join(f"{k} {v:.0f}" for k, v in rates.items()) \
             if isinstance(rates, dict) else f"{rates:.0f}"

@@ -68,3 +68,14 @@ def test_reranking_settings_use_the_reverse_model_given(model_path, tmp_path):
     assert r["rows"][1]["val"]["bleu"] == r["rows"][2]["val"]["bleu"]
     with pytest.raises(ValueError, match="decode.rerank needs a model of the reverse direction"):
         mbr_bench.compare([str(model_path)], ["beam=2", "rerank=4"], "bleu")
+
+
+def test_the_report_shows_tunes_val_grid_one_row_per_length_penalty():
+    report = load_benchmark("report")
+    trials = [{"length_penalty": 0.6, "rerank": 0, "reverse_weight": None, "bleu": 30.0},
+              {"length_penalty": 0.6, "rerank": 20, "reverse_weight": 1.0, "bleu": 31.0},
+              {"length_penalty": 0.6, "rerank": 20, "reverse_weight": 3.0, "bleu": 31.5},
+              {"length_penalty": 1.0, "rerank": 0, "reverse_weight": None, "bleu": 30.5}]
+    lines = report.val_grid_table({"trials": trials, "command": "nmtkit tune ..."}, "bleu")
+    assert lines[2] == "| length penalty | beam alone | rerank 20, w 1 | rerank 20, w 3 |"
+    assert lines[4:] == ["| 0.6 | 30.00 | 31.00 | **31.50** |", "| 1 | 30.50 | - | - |"]

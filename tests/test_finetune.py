@@ -272,7 +272,7 @@ def test_forgetting_scores_a_split_in_the_parents_direction(tmp_path):
             return list(lines)
 
     model = torch.nn.Linear(1, 1)
-    bundle = SimpleNamespace(model=model, translator=lambda fast=True: Copy())
+    bundle = SimpleNamespace(model=model, translator=lambda fast=True, **decode_overrides: Copy())
     data = make_cfg(5, ["data.corpus=parallel", "data.src_lang=aa", "data.tgt_lang=bb"]).data
     prefix = str(tmp_path / "val")
     out = score_splits(bundle, data, (prefix, f"aa-cc:{prefix}"))  # type: ignore[arg-type]
