@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +145,7 @@ def train_seed(a: argparse.Namespace, seed: int, run: Path, measure: bool = True
     kept = run.parent / f"{run.name}.cmd"
     sets = [*a.set, *a.seed_set.get(seed, [])]  # the recipe's overrides, then this seed's
     args = ["train", a.config, "--run-dir", str(run), "--overwrite",
-            "--set", f"train.seed={seed}", *[x for o in sets for x in ("--set", o)]]
+            "--set", f"train.seed={seed}", *repeated("--set", sets)]
     done = finished(run)
     if done is not None:
         said = kept.read_text(encoding="utf-8").strip() if kept.exists() else None
@@ -198,6 +199,11 @@ def average(run: Path, n: int, nmtkit=nmtkit_in_process) -> Path | None:
     return out
 
 
+def repeated(flag: str, values: Sequence[Any]) -> list[str]:
+    """``flag`` before each value: ``--model a --model b``."""
+    return [x for v in values for x in (flag, str(v))]
+
+
 def split_name(split: str) -> str:
     """A split's name in file names (a path's last part)."""
     return Path(split).name
@@ -210,15 +216,14 @@ def evaluate(models: list[Path], split: str, beam: int, path: Path,
     """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``; ``nmtkit``: the
     runner of the command; ``mbr``: minimum Bayes risk decoding over that many candidates;
     ``rerank``: that many candidates reranked with ``reverse_models`` at ``reverse_weight``."""
-    args = [x for m in models for x in ("--model", str(m))]
-    args += ["--split", split, "--beam", str(beam)]
+    args = [*repeated("--model", models), "--split", split, "--beam", str(beam)]
     if length_penalty is not None:
         args += ["--length-penalty", f"{length_penalty:g}"]
     if mbr:
         args += ["--mbr", str(mbr)]
     if rerank:
         args += ["--rerank", str(rerank), "--reverse-weight", f"{reverse_weight:g}"]
-        args += [x for m in reverse_models or [] for x in ("--reverse-model", m)]
+        args += repeated("--reverse-model", reverse_models or [])
     return json_file(path, ["evaluate", *args], lambda: nmtkit("evaluate", *args))
 
 
@@ -280,14 +285,13 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
     trials: list[Trial] = []
     todo, round_ = grid, 0
     while True:
-        args = [x for m in models for x in ("--model", str(m))]
-        args += ["--split", valid, "--beam", str(a.beam)]
+        args = [*repeated("--model", models), "--split", valid, "--beam", str(a.beam)]
         if mbr != [0]:  # (the default: earlier runs' tune.json stay valid)
             args += ["--mbr", *map(str, mbr)]
         if rerank != [0]:  # (likewise)
             args += ["--rerank", *map(str, rerank), "--reverse-weight",
                      *[f"{w:g}" for w in a.reverse_weight]]
-            args += [x for m in a.reverse_model for x in ("--reverse-model", m)]
+            args += repeated("--reverse-model", a.reverse_model)
         args += ["--length-penalty", *[f"{p:g}" for p in todo]]
         if a.metric != "bleu":  # (the default: earlier runs' tune.json stay valid)
             args += ["--metric", a.metric]
