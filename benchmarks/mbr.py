@@ -74,12 +74,16 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
 
 def compare(models: list[str], settings: list[str], metric: str, valid: str | None = None,
             test: str | None = None, batch_size: int | None = None,
-            reverse_models: list[str] | None = None) -> dict[str, Any]:
+            reverse_models: list[str] | None = None, src_lang: str | None = None,
+            tgt_lang: str | None = None) -> dict[str, Any]:
     """Every setting on the validation split, the best by ``metric``, then the baseline and
     it on the test split. ``reverse_models``: checkpoints of the reverse direction, for the
-    settings that rerank (``rerank=N,reverse_weight=W``)."""
+    settings that rerank (``rerank=N,reverse_weight=W``): a model of several directions may be
+    one, the forward model itself included. ``src_lang``/``tgt_lang``: the direction a
+    model of several directions translates (as ``nmtkit evaluate``'s)."""
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
+    from nmtkit.data.multilingual import evaluation_direction
     from nmtkit.decode.ensemble import ensemble_translator
     from nmtkit.evaluate import official_reference
 
@@ -88,11 +92,12 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
     parsed = [parse_setting(s) for s in settings]
     bundles = [load_bundle(m) for m in models]
     tr = ensemble_translator(bundles, models, batch_size=batch_size)
-    data = bundles[0].cfg.data
+    data, direction = evaluation_direction(bundles[0].cfg.data, src_lang, tgt_lang)
+    ask = direction.tgt if bundles[0].cfg.data.directions else None  # a model of several
     if reverse_models:
         from nmtkit.decode.rerank import reverse_scorer
 
-        tr.reverse = reverse_scorer([load_bundle(m) for m in reverse_models], data,
+        tr.reverse = reverse_scorer([load_bundle(m) for m in reverse_models], direction,
                                     reverse_models)
     base = tr.decode_cfg
     valid, test = valid or data.valid, test or data.test
@@ -107,11 +112,11 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
 
     src, ref, official = split(valid)
     rows = [{"setting": label(p), "options": p,
-             "val": run_split(tr, base, p, src, ref, official, None)} for p in parsed]
+             "val": run_split(tr, base, p, src, ref, official, ask)} for p in parsed]
     best = max(range(len(rows)), key=lambda i: (rows[i]["val"][metric], -i))
     src, ref, official = split(test)
     for i in sorted({0, best}):
-        rows[i]["test"] = run_split(tr, base, parsed[i], src, ref, official, None)
+        rows[i]["test"] = run_split(tr, base, parsed[i], src, ref, official, ask)
     protocol = (f"{len(models)} model{'s as one ensemble' if len(models) > 1 else ''} "
                 f"({', '.join(models)}) translated {valid} once per decoding setting; the "
                 f"setting with the best val {metric} was chosen; {test} was then translated "
@@ -125,7 +130,8 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
                      "times the reverse model's log P(source | candidate) per source token "
                      f"(reverse model{'s, their mean' if len(reverse_models) > 1 else ''}: "
                      f"{', '.join(reverse_models)}).")
-    return {"models": models, "metric": metric, "valid": valid, "test": test,
+    return {"models": models, "direction": direction.name, "metric": metric, "valid": valid,
+            "test": test,
             "reverse_models": reverse_models or [],
             "protocol": protocol,
             "decode": {"beam": base.beam, "length_penalty": base.length_penalty},
@@ -146,6 +152,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="the validation score that chooses (bleu_lc_tok for a lowercased model)")
     p.add_argument("--valid", help="validation split (default: the checkpoint's data.valid)")
     p.add_argument("--test", help="test split (default: the checkpoint's data.test)")
+    p.add_argument("--tgt-lang", help="a model of several directions (data.directions): the "
+                   "language to translate into")
+    p.add_argument("--src-lang", help="... and the source language, where several directions "
+                   "go into --tgt-lang")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--title", default="Minimum Bayes risk decoding against beam search")
@@ -158,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     rates = gemm_peaks_gflops(torch.get_num_threads())
     result = compare(a.model, a.setting or DEFAULT_SETTINGS, a.metric, a.valid, a.test,
-                     a.batch_size, a.reverse_model)
+                     a.batch_size, a.reverse_model, a.src_lang, a.tgt_lang)
     emit({"benchmark": "mbr", "machine": machine(), "torch": torch.__version__,
           "nmtkit_commit": commit(),
           "threads": torch.get_num_threads(), "matmul_gflops": rates, "title": a.title,

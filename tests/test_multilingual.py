@@ -31,7 +31,7 @@ from nmtkit.data.tokenizers import WhitespaceTokenizer
 from nmtkit.decode.translator import TextTranslator
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, severe_browser_errors
+from .conftest import ROOT, load_benchmark, severe_browser_errors
 
 SYMBOLS = "abcdef"
 
@@ -332,6 +332,73 @@ def test_a_ctranslate2_export_asks_for_the_language_too(trained, tmp_path):
     assert tr.translate_lines(sources, beam=1, tgt_lang="y") == val_lines(root, "y")
     with pytest.raises(ValueError, match="translates into y, z"):
         tr.translate_lines(sources)
+
+
+# --- reranking with the model's own other direction -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def both_ways(tmp_path_factory):
+    """(corpus directory, run directory) of one model trained x -> z and z -> x (z is x
+    reversed): a model that is its own reverse model."""
+    root = write_corpus(tmp_path_factory.mktemp("corpus_both_ways"))
+    run = tmp_path_factory.mktemp("both_ways") / "run"
+    Trainer(tiny_cfg(root, steps=1000, extra=["data.directions=[x-z, z-x]"]), run).run()
+    return root, run
+
+
+def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trained, tmp_path,
+                                                                 capsys):
+    from nmtkit.data.multilingual import Direction
+    from nmtkit.decode.rerank import reverse_scorer
+
+    from .test_rerank import step_by_step
+
+    root, run = both_ways
+    model = str(run / "last.pt")
+    bundle = load_bundle(model)
+    scorer = reverse_scorer([bundle], Direction("x", "z"))
+    assert scorer.tgt_langs == ["x"]  # read back into the forward source language
+    pairs = [("c b a", "a b c"), ("a b c", "a b c"), ("f e d a", "a d e f")]
+    got = scorer.score(*zip(*pairs, strict=True))
+    assert got == pytest.approx([step_by_step(bundle, y, x, tag="<2x>") for y, x in pairs],
+                                abs=1e-4)
+    assert got[0] > got[1] + 1  # the right translation reads back better than a copy
+
+    sources, refs = val_lines(root, "x"), val_lines(root, "z")
+    src = tmp_path / "in.x"
+    src.write_text("\n".join(sources) + "\n")
+    rerank = ["--beam", "4", "--rerank", "4", "--reverse-model", model, "--reverse-weight", "3"]
+    assert cli_main(["translate", "--model", model, "-i", str(src), "--tgt-lang", "z",
+                     *rerank]) == 0
+    tr = bundle.translator(beam=4, rerank=4, reverse_weight=3.0)
+    tr.reverse = scorer
+    assert capsys.readouterr().out.splitlines() == tr.translate_lines(sources, tgt_lang="z")
+    assert cli_main(["evaluate", "--model", model, "--split", str(root / "val"),
+                     "--tgt-lang", "x", *rerank]) == 0  # z -> x, read back as x -> z
+    result = json.loads(capsys.readouterr().out)
+    assert (result["src_lang"], result["tgt_lang"], result["bleu"]) == ("z", "x", 100.0)
+    assert cli_main(["tune", "--model", model, "--split", str(root / "val"), "--tgt-lang", "z",
+                     "--beam", "4", "--length-penalty", "0.6", "--rerank", "0", "4",
+                     "--reverse-model", model, "--reverse-weight", "0", "3"]) == 0
+    trials = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(t["rerank"], t["bleu"]) for t in trials[:3]] == [(0, 100.0), (4, 100.0), (4, 100.0)]
+    assert refs == tr.translate_lines(sources, tgt_lang="z")
+
+    bench = load_benchmark("mbr").compare(  # benchmarks/mbr.py: the direction asked for
+        [model], ["", "rerank=4,reverse_weight=3"], "bleu", valid=str(root / "val"),
+        test=str(root / "val"), reverse_models=[model], tgt_lang="z")
+    assert bench["direction"] == "x-z"
+    assert [r["val"]["bleu"] for r in bench["rows"]] == [100.0, 100.0]
+
+    other = str(trained[1] / "last.pt")  # x-y and x-z: no z -> x to read back with
+    assert cli_main(["translate", "--model", model, "-i", str(src), "--tgt-lang", "z",
+                     *rerank[:4], "--reverse-model", other]) == 2
+    assert (f"{other} translates x-y, x-z: a reverse model for a x->z model must translate "
+            "z->x") in capsys.readouterr().err
+    assert cli_main(["translate", "--model", model, "-i", str(src), "--tgt-lang", "z",
+                     "--src-lang", "q"]) == 2
+    assert "source language 'q': this model knows x, z only" in capsys.readouterr().err
 
 
 # --- back-translation, attention figures, TensorBoard ----------------------------------------

@@ -3,7 +3,6 @@ step-by-step computation, the choice, and reranking inside the translator, the c
 line, `nmtkit tune` and validation."""
 
 import json
-from dataclasses import replace
 
 import pytest
 import torch
@@ -11,6 +10,7 @@ import torch
 from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
+from nmtkit.data.multilingual import Direction
 from nmtkit.data.vocab import BOS
 from nmtkit.decode import rerank
 from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
@@ -34,10 +34,12 @@ def models(tmp_path_factory):
     return run / "fwd" / "last.pt", run / "rev" / "last.pt"
 
 
-def step_by_step(bundle, candidate: str, source: str) -> float:
+def step_by_step(bundle, candidate: str, source: str, tag: str | None = None) -> float:
     """(1 / (|x| + 1)) log P(x </s> | y) by the model's incremental decoder, one position at
-    a time: another path than the scorer's batched, padded, teacher-forced pass."""
-    src = torch.tensor([bundle.src_vocab.encode(bundle.src_tok.encode(candidate), add_eos=True)])
+    a time: another path than the scorer's batched, padded, teacher-forced pass. ``tag``: a
+    target-language token put before the candidate (a model of several directions)."""
+    toks = ([tag] if tag else []) + bundle.src_tok.encode(candidate)
+    src = torch.tensor([bundle.src_vocab.encode(toks, add_eos=True)])
     tgt = bundle.tgt_vocab.encode(bundle.tgt_tok.encode(source), add_eos=True)
     model = bundle.model.eval()
     with torch.no_grad():
@@ -110,12 +112,18 @@ def test_the_translator_reranks_its_n_best_with_the_reverse_model(models):
 
 
 def test_a_reverse_model_must_translate_the_other_way(models):
-    fwd = load_bundle(models[0])
+    fwd, rev = load_bundle(models[0]), load_bundle(models[1])
     with pytest.raises(ValueError, match="same.pt translates de->en: a reverse model for a "
                        "de->en model must translate en->de"):
-        reverse_scorer([fwd], fwd.cfg.data, ["same.pt"])
-    multi = replace(fwd.cfg.data, directions=["de-en", "en-de"])
-    assert reverse_scorer([fwd], multi).tgt_lang is None  # a multilingual forward: not checked
+        reverse_scorer([fwd], Direction("de", "en"), ["same.pt"])
+    # the direction asked for, not the forward checkpoint's own: a multilingual forward model
+    # translating into de needs an en <- de model, i.e. a de->en one
+    assert reverse_scorer([fwd], Direction("en", "de")).tgt_langs == [None]
+    with pytest.raises(ValueError, match="must translate de->en"):
+        reverse_scorer([rev], Direction("en", "de"), ["rev.pt"])
+    assert reverse_scorer([rev, rev], Direction("de", "en")).tgt_langs == [None, None]
+    with pytest.raises(ValueError, match="2 target languages for 1 reverse models"):
+        ReverseScorer([rev.translator()], [None, None])
 
 
 def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):

@@ -137,9 +137,12 @@ def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
         if not tr.decode_cfg.rerank and a.command != "tune":  # tune tries --rerank sizes
             raise ValueError("--reverse-model scores the candidates of decode.rerank: add "
                              "--rerank N (e.g. --rerank 10)")
+        from .data.multilingual import evaluation_direction
+
+        _, forward = evaluation_direction(bundles[0].cfg.data, getattr(a, "src_lang", None),
+                                          getattr(a, "tgt_lang", None))
         tr.reverse = reverse_scorer([load_bundle(m, a.device, verify=not a.no_verify)
-                                     for m in reverse_models], bundles[0].cfg.data,
-                                    reverse_models)
+                                     for m in reverse_models], forward, reverse_models)
     return bundles[0], tr
 
 
@@ -231,8 +234,12 @@ def cmd_translate(a: argparse.Namespace) -> int:
                          "--alignments reads: add --alignments")
     refuse_overwriting_inputs([a.output], [a.input, a.prefix_file, a.constraints_file, *a.model],
                               "-o")
-    _, tr = _translator(a)
+    bundle, tr = _translator(a)
     tr.target_tag(a.tgt_lang)  # a multilingual model needs --tgt-lang: say so before reading input
+    if a.src_lang:  # read for reranking only, but a language the model does not know is a mistake
+        from .data.multilingual import evaluation_direction
+
+        evaluation_direction(bundle.cfg.data, a.src_lang, a.tgt_lang)
     prefixes, constraints = _per_line_files(a)
     if a.stream or (a.stream is None and not a.input and not a.output and sys.stdin.isatty()):
         if a.input or a.output:
@@ -657,7 +664,9 @@ def build_parser() -> argparse.ArgumentParser:
     def reverse_model_arg(q: argparse.ArgumentParser) -> None:
         q.add_argument("--reverse-model", action="append", default=None, metavar="CKPT",
                        help="a checkpoint of the reverse direction (target -> source) that "
-                       "reranks the candidates (--rerank); repeat it to average several")
+                       "reranks the candidates (--rerank), or a model of several directions "
+                       "that has it (a model trained both ways can be its own); repeat it to "
+                       "average several")
 
     def decode_args(q: argparse.ArgumentParser) -> None:
         model_args(q)
@@ -722,6 +731,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--tgt-lang", metavar="LANG",
                     help="the language to translate into, for a model of several directions "
                     "(data.directions; required when it has several target languages)")
+    tr.add_argument("--src-lang", metavar="LANG",
+                    help="a model of several directions reranking with --reverse-model: the "
+                    "language of the input (needed when several directions go into --tgt-lang)")
     tr.add_argument("--n-best", type=int, default=None,
                     help="print N best as 'i<TAB>score<TAB>text' (default: the checkpoint's "
                     "decode.n_best, 1 unless set)")

@@ -17,7 +17,10 @@ e.g. Sennrich et al. 2016) picks the candidate they agree on:
 - ``log P_rev(x | y)``: the log-probability of the source line (``</s>`` included) under the
   reverse model reading the candidate, teacher-forced, divided by the number of source
   tokens it counts (the source is the same for every candidate: this only puts ``w`` on a
-  per-token scale). Several reverse models: the mean of their scores.
+  per-token scale). Several reverse models: the mean of their scores. A model of several
+  directions (``data.directions``) that has the reverse one is asked for the forward source
+  language: one model trained both ways (``configs/multi30k_transformer_bidirectional.yaml``)
+  reranks its own translations, with no second model to train.
 - ``w``: ``decode.reverse_weight`` (3, chosen on val for Multi30k in both directions),
   or chosen on val with ``nmtkit tune --reverse-model ... --rerank 20``, which scores
   every weight of its grid from one search.
@@ -42,7 +45,8 @@ from ..models.seq2seq import pad_mask, target_mask
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
-    from ..config import DataConfig, DecodeConfig
+    from ..config import DecodeConfig
+    from ..data.multilingual import Direction
     from .translator import Translation, Translator
 
 
@@ -50,15 +54,19 @@ class ReverseScorer:
     """log P(x | y) of source lines given candidate translations, with one or more models
     trained in the reverse direction (each an nmtkit :class:`~.translator.Translator`, whose
     tokenizers and vocabularies read the candidate as its source and the source line as its
-    target). ``tgt_lang``: the language to ask a reverse model of several directions for
-    (the forward model's source language)."""
+    target). ``tgt_langs``: per translator, the language to ask it for when it is a model of
+    several directions (the forward model's source language), ``None`` for a model of one
+    direction; all ``None`` when not given."""
 
-    def __init__(self, translators: Sequence[Translator], tgt_lang: str | None = None,
-                 batch_size: int = 128) -> None:
+    def __init__(self, translators: Sequence[Translator],
+                 tgt_langs: Sequence[str | None] | None = None, batch_size: int = 128) -> None:
         if not translators:
             raise ValueError("reranking needs at least one reverse model")
         self.translators = list(translators)
-        self.tgt_lang = tgt_lang
+        self.tgt_langs = list(tgt_langs) if tgt_langs is not None else [None] * len(translators)
+        if len(self.tgt_langs) != len(self.translators):
+            raise ValueError(f"{len(self.tgt_langs)} target languages for "
+                             f"{len(self.translators)} reverse models")
         self.batch_size = batch_size
         """Pairs per teacher-forced pass."""
 
@@ -71,9 +79,9 @@ class ReverseScorer:
         return np.asarray(tr.tgt_vocab.encode(toks, add_eos=True), dtype=np.int64)
 
     @torch.no_grad()
-    def _one_model(self, tr: Translator, candidates: Sequence[str],
+    def _one_model(self, tr: Translator, tgt_lang: str | None, candidates: Sequence[str],
                    sources: Sequence[str]) -> list[float]:
-        srcs = [tr.encode_source(c, self.tgt_lang)[1] for c in candidates]
+        srcs = [tr.encode_source(c, tgt_lang)[1] for c in candidates]
         tgts = [self._target_ids(tr, s) for s in sources]
         out = [0.0] * len(srcs)
         order = sorted(range(len(srcs)), key=lambda i: (len(srcs[i]), len(tgts[i])))
@@ -97,29 +105,37 @@ class ReverseScorer:
             raise ValueError(f"{len(candidates)} candidates vs {len(sources)} sources")
         if not candidates:
             return []
-        per_model = [self._one_model(tr, candidates, sources) for tr in self.translators]
+        per_model = [self._one_model(tr, lang, candidates, sources)
+                     for tr, lang in zip(self.translators, self.tgt_langs, strict=True)]
         return [sum(col) / len(col) for col in zip(*per_model, strict=True)]
 
 
-def reverse_scorer(bundles: Sequence[Bundle], forward: DataConfig,
+def reverse_scorer(bundles: Sequence[Bundle], forward: Direction,
                    names: Sequence[str] | None = None) -> ReverseScorer:
     """A :class:`ReverseScorer` of loaded checkpoints (``names``: their files, for errors)
-    for a forward model trained on ``forward``. ``ValueError`` naming the file for a model of
-    one direction that is not the forward model's reversed (src_lang -> tgt_lang read as
-    tgt_lang -> src_lang); a model of several directions is asked for the forward model's
-    source language."""
+    for a forward model translating ``forward`` (its ``src`` -> ``tgt``). A model of one
+    direction must translate ``tgt`` -> ``src``; a model of several directions
+    (``data.directions``) must have that direction among them, and is asked for ``src``:
+    so one model trained both ways (``[de-en, en-de]``) can rerank its own translations.
+    ``ValueError`` naming the file otherwise."""
+    from ..data.multilingual import Direction, directions
+
     shown = list(names) if names is not None else [str(b.path) for b in bundles]
-    several = False
+    back = Direction(forward.tgt, forward.src)
+    tags: list[str | None] = []
     for b, name in zip(bundles, shown, strict=True):
         data = b.cfg.data
-        several = several or bool(data.directions)
-        if not data.directions and not forward.directions and (
-                (data.src_lang, data.tgt_lang) != (forward.tgt_lang, forward.src_lang)):
-            raise ValueError(f"{name} translates {data.src_lang}->{data.tgt_lang}: a reverse "
-                             f"model for a {forward.src_lang}->{forward.tgt_lang} model must "
-                             f"translate {forward.tgt_lang}->{forward.src_lang}")
-    tgt_lang = forward.src_lang if several and not forward.directions else None
-    return ReverseScorer([b.translator() for b in bundles], tgt_lang)
+        need = (f"a reverse model for a {forward.src}->{forward.tgt} model must translate "
+                f"{back.src}->{back.tgt}")
+        if data.directions:
+            if back not in directions(data):
+                raise ValueError(f"{name} translates {', '.join(data.directions)}: {need}")
+            tags.append(back.tgt)
+        else:
+            if (data.src_lang, data.tgt_lang) != (back.src, back.tgt):
+                raise ValueError(f"{name} translates {data.src_lang}->{data.tgt_lang}: {need}")
+            tags.append(None)
+    return ReverseScorer([b.translator() for b in bundles], tags)
 
 
 def require_reverse(cfg: DecodeConfig, reverse: ReverseScorer | None) -> None:
