@@ -174,6 +174,12 @@ def test_translate_takes_mbr_flags(model_path, tmp_path, capsys):
     printed = capsys.readouterr().out.splitlines()
     want = load_bundle(model_path).translator(mbr=6, mbr_utility="chrf", mbr_scale=0.0).translate_lines(LINES)
     assert printed == want
+    assert cli_main(["translate", "--model", str(model_path), "-i", str(src), "--mbr", "6",
+                     "--n-best", "2"]) == 0  # the score column: the utility that ordered them
+    nbest = load_bundle(model_path).translator(mbr=6).translate(LINES, n_best=2)
+    assert [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()] == [
+        f"{h.score if h.mbr_utility is None else h.mbr_utility:.4f}" for hs in nbest for h in hs]
+    assert sum(h.mbr_utility is not None for hs in nbest for h in hs) > len(LINES)  # the empty line has none
     assert cli_main(["translate", "--model", str(model_path), "-i", str(src), "--mbr", "1",
                      "--n-best", "2"]) == 2
     assert "decode.mbr must be 0 (off) or at least decode.n_best" in capsys.readouterr().err

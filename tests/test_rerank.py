@@ -136,6 +136,15 @@ def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):
     tr = load_bundle(models[0]).translator(beam=4, rerank=6, reverse_weight=3.0)
     tr.reverse = ReverseScorer([load_bundle(models[1]).translator()])
     assert printed == tr.translate_lines(LINES)
+    assert cli_main([*args, "--rerank", "6", "--reverse-model", rev, "--reverse-weight", "3",
+                     "--n-best", "3"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    nbest = tr.translate(LINES, n_best=3)
+    ordered_by = [h.score if h.rerank_score is None else h.rerank_score  # an empty line: None
+                  for hs in nbest for h in hs]
+    assert rows == [[str(i), f"{s:.4f}", h.text] for (i, h), s in zip(
+        ((i, h) for i, hs in enumerate(nbest) for h in hs), ordered_by, strict=True)]
+    assert any(h.rerank_score not in (None, h.score) for hs in nbest for h in hs)
     assert cli_main([*args, "--reverse-model", rev]) == 2
     assert "--reverse-model scores the candidates of decode.rerank: add --rerank N" in \
         capsys.readouterr().err

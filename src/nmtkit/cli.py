@@ -152,7 +152,7 @@ def _output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments:
 
     cols = [str(i)] if n_best else []
     if n_best or scores:
-        cols.append(f"{h.score:.4f}")
+        cols.append(f"{h.ranking_score:.4f}")  # the order of an n-best list follows it
     if scores:
         cols.append(" ".join(f"{x:.4f}" for x in h.token_log_probs or []))
     cols.append(_one_line(h.text))
@@ -735,8 +735,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a model of several directions reranking with --reverse-model: the "
                     "language of the input (needed when several directions go into --tgt-lang)")
     tr.add_argument("--n-best", type=int, default=None,
-                    help="print N best as 'i<TAB>score<TAB>text' (default: the checkpoint's "
-                    "decode.n_best, 1 unless set)")
+                    help="print N best as 'i<TAB>score<TAB>text', the score that orders them: "
+                    "the search's, with --rerank the reranking score, with --mbr the expected "
+                    "utility (default: the checkpoint's decode.n_best, 1 unless set)")
     tr.add_argument("--n-samples", type=int, default=None,
                     help="with --sampling: draw N translations per line, printed as with --n-best "
                     "(in the order drawn)")

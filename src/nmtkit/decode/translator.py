@@ -68,6 +68,14 @@ class Translation:
     """With ``decode.rerank``: the score that ranked it, ``score + reverse_weight *
     reverse_log_prob`` (:mod:`nmtkit.decode.rerank`)."""
 
+    @property
+    def ranking_score(self) -> float:
+        """The score that put it where it is in its list: the reranking score with
+        ``decode.rerank``, the expected utility with ``decode.mbr``, else the search's."""
+        if self.rerank_score is not None:
+            return self.rerank_score
+        return self.mbr_utility if self.mbr_utility is not None else self.score
+
 
 class TargetTextError(ValueError):
     """A forced prefix or constraint phrase that cannot be used. ``field`` ("prefixes" or
