@@ -27,7 +27,11 @@ continues where it stopped, a rerun with another seed list or penalty grid redoe
 ensemble, and runs trained elsewhere are taken in by linking them as ``WORK/seedSEED`` with
 their log as ``WORK/seedSEED.log``. ``--seed-set SEED:SECTION.KEY=VALUE`` changes one seed's
 recipe (a longer budget for one member, say); the JSON says so in its title, its protocol
-and that run's record. Prints one JSON object (the schema of
+and that run's record. A recipe of several directions (``data.directions``) is scored in
+the one that ``--tgt-lang`` (and ``--src-lang``) names, its files named after it, so that a
+second call with the other ``--tgt-lang`` and the same ``--work`` scores the other direction
+of the same runs; with ``--rerank``, ``--reverse-members`` has the ensemble's own members
+read their candidates back (a model trained both ways is its own reverse model). Prints one JSON object (the schema of
 ``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out`` keeps it.
 
     NMTKIT_DATA=... python benchmarks/seeds.py --config configs/multi30k_transformer_hour.yaml \\
@@ -56,6 +60,7 @@ from typing import Any
 from _common import emit, gemm_peaks_gflops, machine
 
 from nmtkit.config import TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_REVERSE_WEIGHTS, ConfigError, load
+from nmtkit.data.multilingual import Direction, directions, evaluation_direction
 from nmtkit.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,11 +217,12 @@ def split_name(split: str) -> str:
 def evaluate(models: list[Path], split: str, beam: int, path: Path,
              length_penalty: float | None = None, nmtkit=nmtkit_in_process, mbr: int = 0,
              rerank: int = 0, reverse_weight: float | None = None,
-             reverse_models: list[str] | None = None) -> dict:
+             reverse_models: list[str] | None = None, lang: Sequence[str] = ()) -> dict:
     """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``; ``nmtkit``: the
     runner of the command; ``mbr``: minimum Bayes risk decoding over that many candidates;
-    ``rerank``: that many candidates reranked with ``reverse_models`` at ``reverse_weight``."""
-    args = [*repeated("--model", models), "--split", split, "--beam", str(beam)]
+    ``rerank``: that many candidates reranked with ``reverse_models`` at ``reverse_weight``;
+    ``lang``: the direction's flags for a model of several (``--tgt-lang de``)."""
+    args = [*repeated("--model", models), "--split", split, *lang, "--beam", str(beam)]
     if length_penalty is not None:
         args += ["--length-penalty", f"{length_penalty:g}"]
     if mbr:
@@ -245,7 +251,8 @@ def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: st
         stem = name.removesuffix(".pt")
         ckpts[name] = {
             key: scores(evaluate([run / name], split, a.beam,
-                                 run / f"eval_{stem}_{split_name(split)}.json", nmtkit=nmtkit))
+                                 run / f"eval_{stem}_{split_name(split)}{a.suffix}.json",
+                                 nmtkit=nmtkit, lang=a.lang))
             for key, split in (("val", valid), ("test", test))}
     chosen = max(ckpts, key=lambda n: (ckpts[n]["val"][a.metric], -CANDIDATES.index(n)))
     log = (run.parent / f"{run.name}.log").read_text(encoding="utf-8", errors="replace")
@@ -285,7 +292,8 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
     trials: list[Trial] = []
     todo, round_ = grid, 0
     while True:
-        args = [*repeated("--model", models), "--split", valid, "--beam", str(a.beam)]
+        args = [*repeated("--model", models), "--split", valid, *getattr(a, "lang", []),
+                "--beam", str(a.beam)]
         if mbr != [0]:  # (the default: earlier runs' tune.json stay valid)
             args += ["--mbr", *map(str, mbr)]
         if rerank != [0]:  # (likewise)
@@ -295,7 +303,8 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
         args += ["--length-penalty", *[f"{p:g}" for p in todo]]
         if a.metric != "bleu":  # (the default: earlier runs' tune.json stay valid)
             args += ["--metric", a.metric]
-        path = a.work / ("tune.json" if round_ == 0 else f"tune_{round_}.json")
+        path = a.work / (f"tune{getattr(a, 'suffix', '')}"
+                         + ("" if round_ == 0 else f"_{round_}") + ".json")
 
         def tune(args: list[str] = args, path: Path = path) -> str:
             nmtkit_in_process("tune", *args, "-o", str(path))  # -o: every trial, not only the best
@@ -390,6 +399,15 @@ def main() -> None:
     p.add_argument("--reverse-weight", type=float, nargs="+",
                    default=list(TUNE_REVERSE_WEIGHTS), metavar="W",
                    help="reranking: the reverse model's weights tried on val")
+    p.add_argument("--reverse-members", action="store_true",
+                   help="rerank with the ensemble's own members (a recipe of both directions, "
+                        "data.directions: each model reads its output back), instead of "
+                        "--reverse-model")
+    p.add_argument("--tgt-lang", help="a recipe of several directions (data.directions): the "
+                   "direction scored, by its target language (the training is the same for "
+                   "every direction: rerun with another --tgt-lang and the same --work)")
+    p.add_argument("--src-lang", help="... and its source language, where several directions "
+                   "go into --tgt-lang")
     p.add_argument("--extend", type=int, default=2,
                    help="times the grid is extended upwards while its largest value wins")
     p.add_argument("--threads", type=int, default=0,
@@ -408,10 +426,22 @@ def main() -> None:
     if a.parallel < 1:
         p.error(f"--parallel {a.parallel}: give 1 or more")
 
-    if a.rerank != [0] and not a.reverse_model:
-        p.error("--rerank needs --reverse-model (a checkpoint of the reverse direction)")
+    if a.rerank != [0] and not (a.reverse_model or a.reverse_members):
+        p.error("--rerank needs --reverse-model (a checkpoint of the reverse direction) or "
+                "--reverse-members")
     a.seed_set = seed_overrides(p, a.seed_set, a.seeds)
     cfg = load(a.config, a.set)
+    try:  # the direction scored: the recipe's own, or the one asked of a model of several
+        _, asked = evaluation_direction(cfg.data, a.src_lang, a.tgt_lang)
+    except ValueError as e:
+        p.error(str(e))
+    if a.reverse_members and Direction(asked.tgt, asked.src) not in directions(cfg.data):
+        p.error(f"--reverse-members: the recipe's models do not translate {asked.tgt}->"
+                f"{asked.src}, so they cannot read their output back (a recipe of both "
+                "directions, data.directions, can); give --reverse-model")
+    several = bool(cfg.data.directions)
+    a.lang = ["--tgt-lang", asked.tgt, "--src-lang", asked.src] if several else []
+    a.suffix = f"_{asked.name}" if several else ""  # one work folder serves every direction
     for seed, sets in a.seed_set.items():  # a bad key fails here, before hours of training
         try:
             load(a.config, [*a.set, *sets])
@@ -426,25 +456,31 @@ def main() -> None:
         train_side_by_side(a)
     runs = map_seeds(a, lambda seed: run_record(a, seed, a.work / f"seed{seed}", valid, test))
     chosen = [a.work / f"seed{r['seed']}" / r["chosen_on_val"] for r in runs]
+    if a.reverse_members:  # a recipe of both directions: its members read their output back
+        a.reverse_model = [str(m) for m in chosen]
 
     tuned = tune_ensemble(a, chosen, valid)
     alpha = tuned["chosen"]["length_penalty"]
     ensemble = {
         "models": [str(m) for m in chosen],
-        "val": scores(evaluate(chosen, valid, a.beam, a.work / f"ensemble_{split_name(valid)}.json")),
-        "test": scores(evaluate(chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}.json")),
+        "val": scores(evaluate(chosen, valid, a.beam,
+                               a.work / f"ensemble_{split_name(valid)}{a.suffix}.json",
+                               lang=a.lang)),
+        "test": scores(evaluate(chosen, test, a.beam,
+                                a.work / f"ensemble_{split_name(test)}{a.suffix}.json",
+                                lang=a.lang)),
         "tuned": {**tuned, "test": scores(evaluate(
-            chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}_tuned.json",
+            chosen, test, a.beam, a.work / f"ensemble_{split_name(test)}{a.suffix}_tuned.json",
             length_penalty=alpha, mbr=tuned["chosen"].get("mbr", 0),
             rerank=tuned["chosen"].get("rerank", 0),
             reverse_weight=tuned["chosen"].get("reverse_weight"),
-            reverse_models=a.reverse_model))}}
+            reverse_models=a.reverse_model, lang=a.lang))}}
 
     config = Path(a.config).resolve()
     shown = config.relative_to(ROOT) if config.is_relative_to(ROOT) else a.config  # no /home/...
     picked = [r["checkpoints"][r["chosen_on_val"]] for r in runs]
     test_bleu = [c["test"]["bleu"] for c in picked]
-    direction = f"{cfg.data.src_lang}->{cfg.data.tgt_lang}"
+    direction = f"{asked.src}->{asked.tgt}"
     penalty = f"the recipe's length penalty {cfg.decode.length_penalty:g}"
     per_seed = seed_set_phrase(a.seed_set)
     # --set changes the recipe for every seed: the title names it (the direction aside,
@@ -472,11 +508,14 @@ def main() -> None:
                     + (f", each with --rerank {' and '.join(map(str, a.rerank))} at reverse "
                        f"weights {', '.join(f'{w:g}' for w in a.reverse_weight)} (reverse "
                        f"model{'s' if len(a.reverse_model) > 1 else ''}: "
-                       f"{', '.join(a.reverse_model)})" if a.rerank != [0] else "")
+                       + (f"the ensemble's own members, asked for {asked.src})"
+                          if a.reverse_members else f"{', '.join(a.reverse_model)})")
+                       if a.rerank != [0] else "")
                     + f"). Every choice was made on val; "
                     f"{test} was scored once per system and never used to choose.",
         "machine": machine(), "torch": __import__("torch").__version__,
-        "nmtkit_commit": commit(), "overrides": a.set, "metric": a.metric, "runs": runs,
+        "nmtkit_commit": commit(), "overrides": a.set, "direction": asked.name,
+        "metric": a.metric, "runs": runs,
         "single_model_chosen_on_val": {
             "val_mean": mean([c["val"][a.metric] for c in picked]),
             "test_mean": mean(test_bleu),

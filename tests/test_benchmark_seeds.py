@@ -372,3 +372,45 @@ def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_pat
     assert "./seed1.log" in names and "./tune.json" in names
     assert "./seed2/eval_best_val.json" in names and "./seed1/metrics.csv" in names
     assert not [n for n in names if n.endswith(".pt")]
+
+
+def test_a_recipe_of_both_directions_is_scored_per_direction_and_reranked_by_its_members(
+        tmp_path):
+    """data.directions: --tgt-lang picks the direction every evaluation and the tuning
+    score (their files named after it, so one work folder serves both directions), and
+    --reverse-members reranks with the ensemble's own members read the other way."""
+    from .test_multilingual import write_corpus
+
+    root = write_corpus(tmp_path)
+    for lang in "xyz":  # a test split of its own (tune refuses to choose on the test split)
+        (root / f"test.{lang}").write_text((root / f"val.{lang}").read_text())
+    toy = ["data.corpus=parallel", f"data.train={root / 'train'}", f"data.valid={root / 'val'}",
+           f"data.test={root / 'test'}", "data.tokenizer=sentencepiece", "data.vocab_size=16",
+           "data.directions=[x-z, z-x]"]
+    work = tmp_path / "work"
+    extra = [x for o in toy for x in ("--set", o)]
+    result, log = run_script(work, *extra, "--tgt-lang", "z", "--rerank", "0", "3",
+                             "--reverse-members", "--reverse-weight", "0", "2")
+    assert result["direction"] == "x-z" and "(x->z, beam 2)" in result["title"]
+    members = [str(work / f"seed{r['seed']}" / r["chosen_on_val"]) for r in result["runs"]]
+    assert "reverse models: the ensemble's own members, asked for x" in result["protocol"]
+    tune_cmd = (work / "tune_x-z.cmd").read_text()
+    assert "--tgt-lang z --src-lang x" in tune_cmd
+    assert all(f"--reverse-model {m}" in tune_cmd for m in members)
+    assert (work / "seed1" / "eval_best_val_x-z.json").exists()
+    kept = json.loads((work / "ensemble_val_x-z.json").read_text())
+    assert (kept["src_lang"], kept["tgt_lang"]) == ("x", "z")
+    # the other direction from the same folder: the training is reused, the scores are new
+    other, _ = run_script(work, *extra, "--tgt-lang", "x")
+    assert other["direction"] == "z-x" and (work / "ensemble_val_z-x.json").exists()
+    assert [r["updates"] for r in other["runs"]] == [r["updates"] for r in result["runs"]]
+
+
+def test_reverse_members_needs_a_recipe_that_reads_back(tmp_path):
+    sets = [x for o in tiny_copy_overrides(20) for x in ("--set", o)]
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
+                           "--seeds", "1", "2", "--work", str(tmp_path), "--no-matmul", *sets,
+                           "--rerank", "0", "3", "--reverse-members"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "--reverse-members: the recipe's models do not translate" in proc.stderr
