@@ -31,8 +31,9 @@ and that run's record. A recipe of several directions (``data.directions``) is s
 the one that ``--tgt-lang`` (and ``--src-lang``) names, its files named after it, so that a
 second call with the other ``--tgt-lang`` and the same ``--work`` scores the other direction
 of the same runs; with ``--rerank``, ``--reverse-members`` has the ensemble's own members
-read their candidates back (a model trained both ways is its own reverse model). Prints one JSON object (the schema of
-``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out`` keeps it.
+read their candidates back (a model trained both ways is its own reverse model). Prints one
+JSON object (the schema of ``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out``
+keeps it.
 
     NMTKIT_DATA=... python benchmarks/seeds.py --config configs/multi30k_transformer_hour.yaml \\
         --seeds 1234 2 3 --work runs/hour_seeds --out benchmarks/results/multi30k_hour_seeds_X.json
