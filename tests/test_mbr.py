@@ -2,6 +2,7 @@
 sentence scores, the expectation and its weights, and MBR inside both translators and the
 command line."""
 
+import json
 import math
 
 import pytest
@@ -180,6 +181,11 @@ def test_translate_takes_mbr_flags(model_path, tmp_path, capsys):
     assert [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()] == [
         f"{h.score if h.mbr_utility is None else h.mbr_utility:.4f}" for hs in nbest for h in hs]
     assert sum(h.mbr_utility is not None for hs in nbest for h in hs) > len(LINES)  # the empty line has none
+    ev = ["evaluate", "--model", str(model_path), "--src", str(src), "--ref", str(src)]
+    assert cli_main([*ev, "--mbr", "6", "--mbr-utility", "chrf"]) == 0  # the JSON says how it chose
+    said = json.loads(capsys.readouterr().out)
+    assert (said["mbr"], said["mbr_utility"], said["mbr_scale"]) == (6, "chrf", 0.0)
+    assert cli_main(ev) == 0 and "mbr" not in json.loads(capsys.readouterr().out)
     assert cli_main(["translate", "--model", str(model_path), "-i", str(src), "--mbr", "1",
                      "--n-best", "2"]) == 2
     assert "decode.mbr must be 0 (off) or at least decode.n_best" in capsys.readouterr().err

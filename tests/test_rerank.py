@@ -157,7 +157,9 @@ def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):
     assert cli_main(["evaluate", "--model", fwd, "--src", str(src), "--ref", str(ref), "--beam",
                      "4", "--rerank", "6", "--reverse-model", rev, "--reverse-weight", "3"]) == 0
     from nmtkit.evaluate import score
-    assert json.loads(capsys.readouterr().out)["bleu"] == score(printed, LINES)["bleu"]
+    result = json.loads(capsys.readouterr().out)
+    assert result["bleu"] == score(printed, LINES)["bleu"]
+    assert (result["rerank"], result["reverse_weight"], result["reverse_model"]) == (6, 3.0, [rev])
 
 
 def test_cli_tune_tries_reverse_weights_on_one_search_and_its_flags_decode_as_scored(

@@ -309,9 +309,14 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         tok_bleu, tok_sig = multi30k_tok_bleu(hyps, a.split, data.tgt_lang, official)
         result["bleu_official_tok"] = tok_bleu
         result["signature"]["bleu_official_tok"] = tok_sig
-    result.update({"split": name, "beam": tr.decode_cfg.beam,
-                   "length_penalty": tr.decode_cfg.length_penalty,
+    d = tr.decode_cfg
+    result.update({"split": name, "beam": d.beam, "length_penalty": d.length_penalty,
                    "model": a.model[0] if len(a.model) == 1 else a.model})
+    if d.mbr:  # how the output was chosen among the candidates, where not the beam's best
+        result.update({"mbr": d.mbr, "mbr_utility": d.mbr_utility, "mbr_scale": d.mbr_scale})
+    if d.rerank:
+        result.update({"rerank": d.rerank, "reverse_weight": d.reverse_weight,
+                       "reverse_model": a.reverse_model})
     if bundle.cfg.data.directions:
         result.update({"src_lang": data.src_lang if a.split else a.src_lang, "tgt_lang": tgt_lang})
     print(json.dumps(result))
