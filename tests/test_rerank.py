@@ -183,6 +183,18 @@ def test_cli_tune_tries_reverse_weights_on_one_search_and_its_flags_decode_as_sc
     from nmtkit.evaluate import score
     assert score(out.read_text().splitlines(), ref.read_text().splitlines())["bleu"] == \
         printed[2]["bleu"]
+    # MBR among the reranking's best: the same search, and its flags decode as scored too
+    assert cli_main([*tune, "--rerank", "5", "--mbr", "0", "3", "--reverse-model", rev,
+                     "--reverse-weight", "4"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    both = [p for p in printed if p.get("rerank") == 5 and p.get("mbr") == 3]
+    alone = [p for p in printed if p.get("rerank") == 5 and not p.get("mbr")]
+    assert len(both) == 1 and len(alone) == 1 and both[0]["seconds"] == alone[0]["seconds"]
+    flags = "--beam 5 --length-penalty 0.6 --rerank 5 --reverse-weight 4 --mbr 3".split()
+    assert cli_main(["translate", "--model", fwd, "-i", str(src), "-o", str(out), *flags,
+                     "--reverse-model", rev]) == 0
+    assert score(out.read_text().splitlines(), ref.read_text().splitlines())["bleu"] == \
+        both[0]["bleu"]
     assert cli_main([*tune, "--rerank", "5"]) == 2
     assert "--rerank scores candidates with a model of the reverse direction" in \
         capsys.readouterr().err

@@ -51,6 +51,11 @@ def test_grid_tries_mbr_with_each_beam_search_setting_but_not_greedy():
         with pytest.raises(ValueError):
             grid([5], [0.6], mbr)
     assert Trial(5, 0.6, 1.0, 1.0, 1.0, 1.0, None, 12).flags() == "--beam 5 --length-penalty 0.6 --mbr 12"
+    # MBR among the reranking's best: each MBR size below a reranking size, after both alone
+    assert grid([5], [0.6], [0, 4, 8], [0, 8]) == [
+        (5, 0.6, 0, 0), (5, 0.6, 4, 0), (5, 0.6, 8, 0), (5, 0.6, 0, 8), (5, 0.6, 4, 8)]
+    assert Trial(5, 0.6, 1.0, 1.0, 1.0, 1.0, None, 4, 8, 3.0).flags() == \
+        "--beam 5 --length-penalty 0.6 --rerank 8 --reverse-weight 3 --mbr 4"
     # a tie: fewer candidates (faster) wins
     tied = [Trial(5, 0.6, 40.0, 60.0, 1.0, 9.0, None, 12), Trial(5, 0.6, 40.0, 60.0, 1.0, 1.0)]
     assert best_trial(tied) is tied[1]

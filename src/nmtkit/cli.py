@@ -707,7 +707,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="minimum Bayes risk decoding: of N candidates (the N best of a beam "
                        "at least N wide, or N samples with --sampling) output the one with the "
                        "highest expected --mbr-utility against the others (default: the "
-                       "checkpoint's decode.mbr, 0 = off)")
+                       "checkpoint's decode.mbr, 0 = off); with --rerank M (M > N): among the "
+                       "N best of the reranking")
         q.add_argument("--mbr-utility", choices=MBR_UTILITIES, default=None,
                        help="MBR: sentence BLEU+1 on words, or chrF on characters (default bleu)")
         q.add_argument("--mbr-scale", type=float, default=None, metavar="S",
@@ -812,7 +813,7 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--rerank", type=int, nargs="+", default=[0], metavar="N",
                     help="reranking of N candidates with --reverse-model to try with each beam "
                     "above 1 and penalty (default 0 = off; e.g. --rerank 0 10; see translate "
-                    "--rerank)")
+                    "--rerank); each --mbr size below N is also tried among the reranking's best")
     tu.add_argument("--reverse-weight", type=float, nargs="+", default=list(TUNE_REVERSE_WEIGHTS),
                     metavar="W", help="reranking: the reverse model's weights to try (one search "
                     "for them all)")

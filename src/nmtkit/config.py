@@ -699,7 +699,8 @@ class DecodeConfig:
     beam at least this wide (or this many samples); each is scored by its beam score plus
     ``reverse_weight`` times the reverse model's log P(source | candidate) per source token,
     and the best is the output (:mod:`nmtkit.decode.rerank`). Needs a model of the other
-    direction (``--reverse-model``); not with ``mbr``."""
+    direction (``--reverse-model``). With ``mbr`` (below ``rerank``) too, MBR chooses among
+    the ``mbr`` best of the reranked list (rerank, then MBR: Fernandes et al. 2022)."""
     reverse_weight: float = 3.0
     """Reranking: the weight of the reverse model's score against the beam's own (0: the
     beam's order). 3 chosen on val in both directions (the hour recipe, lowercased, 20
@@ -745,9 +746,10 @@ class DecodeConfig:
         c.require(self.rerank == 0 or self.n_best <= self.rerank,
                   f"decode.rerank must be 0 (off) or at least decode.n_best ({self.n_best}): the "
                   f"output is chosen among that many candidates, got {self.rerank}")
-        c.require(self.mbr == 0 or self.rerank == 0,
-                  "decode.mbr and decode.rerank are two ways to choose among candidates: set "
-                  f"one of them to 0, got mbr {self.mbr} and rerank {self.rerank}")
+        c.require(self.mbr == 0 or self.rerank == 0 or self.mbr < self.rerank,
+                  "decode.mbr with decode.rerank chooses among the reranking's best: it must "
+                  f"be below decode.rerank (the candidates reranked), got mbr {self.mbr} and "
+                  f"rerank {self.rerank}")
 
 
 @dataclass

@@ -70,11 +70,12 @@ class Translation:
 
     @property
     def ranking_score(self) -> float:
-        """The score that put it where it is in its list: the reranking score with
-        ``decode.rerank``, the expected utility with ``decode.mbr``, else the search's."""
-        if self.rerank_score is not None:
-            return self.rerank_score
-        return self.mbr_utility if self.mbr_utility is not None else self.score
+        """The score that put it where it is in its list: the expected utility with
+        ``decode.mbr`` (also after reranking), the reranking score with ``decode.rerank``
+        alone, else the search's."""
+        if self.mbr_utility is not None:
+            return self.mbr_utility
+        return self.rerank_score if self.rerank_score is not None else self.score
 
 
 class TargetTextError(ValueError):

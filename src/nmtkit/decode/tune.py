@@ -25,8 +25,9 @@ from typing import Any
 
 from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
 from ..evaluate import score
+from .mbr import choose as mbr_choose
 from .rerank import choose as rerank_choose
-from .translator import TextTranslator, decode_options
+from .translator import TextTranslator, Translation, decode_options
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Trial:
     """BLEU on lowercased tokenized text (``None`` in trials recorded before it was kept)."""
     mbr: int = 0
     """Minimum Bayes risk decoding over this many candidates (:mod:`nmtkit.decode.mbr`);
-    0 = the beam's own best."""
+    with ``rerank``, over this many of the reranking's best; 0 = the beam's own best."""
     rerank: int = 0
     """Reranking of this many candidates with a reverse model (:mod:`nmtkit.decode.rerank`);
     0 = off."""
@@ -70,7 +71,8 @@ class Trial:
 def grid(beams: Sequence[int], penalties: Sequence[float], mbr: Sequence[int] = (0,),
          rerank: Sequence[int] = (0,)) -> list[tuple[int, float | None, int, int]]:
     """Every (beam, length penalty, MBR candidates, reranked candidates) to try, in the order
-    given; MBR and reranking not both at once (each chooses the output); beam 1 once,
+    given: each MBR size alone, each reranking size alone, then MBR among the reranking's
+    best for each MBR size below a reranking size (:mod:`nmtkit.decode.choice`); beam 1 once,
     without a penalty, MBR or reranking (greedy search has one candidate). ``ValueError``
     for an empty list, a beam below 1, a negative penalty or a negative number of
     candidates."""
@@ -86,6 +88,8 @@ def grid(beams: Sequence[int], penalties: Sequence[float], mbr: Sequence[int] = 
             raise ValueError(f"{what} candidates must be >= 0 (0 = off), got {list(sizes)}")
     choices = [(m, 0) for m in dict.fromkeys(mbr)]
     choices += [(0, r) for r in dict.fromkeys(rerank) if r and (0, r) not in choices]
+    choices += [(m, r) for r in dict.fromkeys(rerank) if r for m in dict.fromkeys(mbr)
+                if 0 < m < r]
     out: list[tuple[int, float | None, int, int]] = []
     for b in dict.fromkeys(beams):
         for p in ([None] if b == 1 else dict.fromkeys(penalties)):
@@ -100,9 +104,10 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 mbr: Sequence[int] = (0,), rerank: Sequence[int] = (0,),
                 reverse_weights: Sequence[float] = (1.0,)) -> list[Trial]:
     """Translate ``sources`` with every setting of :func:`grid` and score each against
-    ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). A setting with reranking is
-    searched and scored by the reverse model (``translator.reverse``) once, then chosen from
-    with each of ``reverse_weights`` (one trial each, sharing the search's seconds).
+    ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). A reranking size is searched
+    and scored by the reverse model (``translator.reverse``) once per beam and penalty, then
+    chosen from with each of ``reverse_weights``, alone and with each MBR size below it (one
+    trial each, sharing the search's seconds).
     ``on_trial`` is called with each trial as soon as it is scored. The translator's own
     options are restored after."""
     if len(sources) != len(references):
@@ -125,9 +130,11 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
         if on_trial is not None:
             on_trial(trial)
 
+    searched: tuple[tuple[int, float | None, int], list[list[Translation]], float] | None = None
     try:
         for beam, penalty, candidates, reranked in settings:
-            given: dict[str, Any] = {"beam": beam, "n_best": reranked or 1, "mbr": candidates,
+            given: dict[str, Any] = {"beam": beam, "n_best": reranked or 1,
+                                     "mbr": 0 if reranked else candidates,
                                      "rerank": reranked, "reverse_weight": 0.0}
             if penalty is not None:
                 given["length_penalty"] = penalty
@@ -137,12 +144,18 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 hyps = translator.translate_lines(sources, tgt_lang=tgt_lang)
                 scored(hyps, time.perf_counter() - start, beam, penalty, candidates)
                 continue
-            results = translator.translate(sources, tgt_lang=tgt_lang)  # all, with their scores
-            seconds = time.perf_counter() - start
+            if searched is None or searched[0] != (beam, penalty, reranked):
+                results = translator.translate(sources, tgt_lang=tgt_lang)  # all, reverse-scored
+                searched = ((beam, penalty, reranked), results, time.perf_counter() - start)
+            _, results, seconds = searched
             for w in dict.fromkeys(reverse_weights):
-                cfg = replace(translator.decode_cfg, n_best=1, reverse_weight=w)
-                hyps = [rerank_choose(r, cfg)[0].text for r in results]
-                scored(hyps, seconds, beam, penalty, 0, reranked, w)
+                cfg = replace(translator.decode_cfg, n_best=1, reverse_weight=w, mbr=candidates)
+                if candidates:  # MBR among the reranking's best
+                    hyps = [mbr_choose(rerank_choose(r, replace(cfg, n_best=candidates)),
+                                       cfg)[0].text for r in results]
+                else:
+                    hyps = [rerank_choose(r, cfg)[0].text for r in results]
+                scored(hyps, seconds, beam, penalty, candidates, reranked, w)
     finally:
         translator.decode_cfg = base
     return trials
