@@ -464,20 +464,28 @@ def decode_tuning_section() -> list[str]:
 
 def val_grid_table(grid: dict, metric: str) -> list[str]:
     """``nmtkit tune``'s trials on val (``grid``: its ``trials`` and the ``command`` that
-    wrote them) as one row per length penalty: beam search alone, then each reranking
-    (candidates, reverse weight) tried; the best cell bold."""
+    wrote them) as one row per length penalty: beam search alone, MBR alone, then each
+    reranking (candidates, reverse weight) tried, alone and followed by MBR among its best;
+    the best cell bold."""
     trials = grid["trials"]
-    cols = sorted({(t.get("rerank", 0), t.get("reverse_weight")) for t in trials},
-                  key=lambda c: (c[0], c[1] if c[1] is not None else -1.0))
+
+    def column(t: dict) -> tuple[int, float | None, int]:
+        return t.get("rerank", 0), t.get("reverse_weight"), t.get("mbr", 0)
+
+    def name(n: int, w: float | None, m: int) -> str:
+        parts = ([f"rerank {n}, w {w:g}"] if n else []) + ([f"MBR {m}"] if m else [])
+        return ", then ".join(parts) or "beam alone"
+
+    cols = sorted({column(t) for t in trials},
+                  key=lambda c: (c[0], c[1] if c[1] is not None else -1.0, c[2]))
     best = max(t[metric] for t in trials)
-    head = ["length penalty"] + ["beam alone" if not n else f"rerank {n}, w {w:g}" for n, w in cols]
+    head = ["length penalty"] + [name(*c) for c in cols]
     out = [f"Val {metric} of every setting `nmtkit tune` tried (`{clean(grid['command'])}`):", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for alpha in sorted({t["length_penalty"] for t in trials}):
         cells = []
-        for n, w in cols:
-            found = [t[metric] for t in trials if t["length_penalty"] == alpha
-                     and t.get("rerank", 0) == n and t.get("reverse_weight") == w]
+        for c in cols:
+            found = [t[metric] for t in trials if t["length_penalty"] == alpha and column(t) == c]
             cells.append("-" if not found else
                          (f"**{found[0]:.2f}**" if found[0] == best else f"{found[0]:.2f}"))
         out.append(f"| {alpha:g} | " + " | ".join(cells) + " |")

@@ -79,3 +79,9 @@ def test_the_report_shows_tunes_val_grid_one_row_per_length_penalty():
     lines = report.val_grid_table({"trials": trials, "command": "nmtkit tune ..."}, "bleu")
     assert lines[2] == "| length penalty | beam alone | rerank 20, w 1 | rerank 20, w 3 |"
     assert lines[4:] == ["| 0.6 | 30.00 | 31.00 | **31.50** |", "| 1 | 30.50 | - | - |"]
+    with_mbr = [*trials, {"length_penalty": 0.6, "mbr": 5, "rerank": 0, "bleu": 30.2},
+                {"length_penalty": 0.6, "mbr": 5, "rerank": 20, "reverse_weight": 3.0, "bleu": 32.0}]
+    lines = report.val_grid_table({"trials": with_mbr, "command": "nmtkit tune ..."}, "bleu")
+    assert lines[2] == ("| length penalty | beam alone | MBR 5 | rerank 20, w 1 | rerank 20, w 3 "
+                        "| rerank 20, w 3, then MBR 5 |")
+    assert lines[4] == "| 0.6 | 30.00 | 30.20 | 31.00 | 31.50 | **32.00** |"
