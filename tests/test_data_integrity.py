@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from nmtkit import cli
-from nmtkit.config import ConfigError, DataConfig, ExtraCorpus, load
+from nmtkit.config import ConfigError, DataConfig, DecodeConfig, ExtraCorpus, load
 from nmtkit.data import fetch, mmap_ids, prepare, recipes
 from nmtkit.data.corpora import CorpusError, load_parallel
 from nmtkit.data.fetch import fetch_file
@@ -93,7 +93,7 @@ def test_evaluate_without_the_official_reference_keeps_every_other_score(
 
     refs = load_parallel(cfg.data, "val").tgt
     tr = SimpleNamespace(translate_lines=translate_lines,
-                         decode_cfg=SimpleNamespace(beam=1, length_penalty=0.6))
+                         decode_cfg=DecodeConfig(beam=1, length_penalty=0.6))
     monkeypatch.setattr(cli, "_translator", lambda a, *rest: (SimpleNamespace(cfg=cfg), tr))
     with caplog.at_level(logging.WARNING):
         assert cli.main(["evaluate", "--model", str(tmp_path / "m.pt"), "--split", "val"]) == 0
