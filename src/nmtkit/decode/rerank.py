@@ -122,11 +122,11 @@ def reverse_scorer(bundles: Sequence[Bundle], forward: Direction,
 
     shown = list(names) if names is not None else [str(b.path) for b in bundles]
     back = Direction(forward.tgt, forward.src)
+    need = (f"a reverse model for a {forward.src}->{forward.tgt} model must translate "
+            f"{back.src}->{back.tgt}")
     tags: list[str | None] = []
     for b, name in zip(bundles, shown, strict=True):
         data = b.cfg.data
-        need = (f"a reverse model for a {forward.src}->{forward.tgt} model must translate "
-                f"{back.src}->{back.tgt}")
         if data.directions:
             if back not in directions(data):
                 raise ValueError(f"{name} translates {', '.join(data.directions)}: {need}")
