@@ -36,15 +36,30 @@ def candidate_options(cfg: DecodeConfig) -> DecodeConfig:
     return replace(cfg, beam=max(cfg.beam, n), n_best=n)
 
 
+def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation]:
+    """One line's candidates (with their ``reverse_log_prob`` when ``cfg.rerank``) reordered by
+    the reranking score, by MBR's expected utility, or reranked, cut to the ``cfg.mbr`` best
+    and reordered by MBR among them when both are on; cut to ``cfg.n_best``. The one place
+    that says how the two combine (``nmtkit tune`` chooses with it too)."""
+    if cfg.rerank and cfg.mbr:
+        return mbr.choose(rerank.choose(candidates, replace(cfg, n_best=cfg.mbr)), cfg)
+    if cfg.rerank:
+        return rerank.choose(candidates, cfg)
+    if cfg.mbr:
+        return mbr.choose(candidates, cfg)
+    return candidates[:cfg.n_best]
+
+
 def choose_all(results: list[list[Translation]], sources: Sequence[str], cfg: DecodeConfig,
                reverse: ReverseScorer | None = None) -> list[list[Translation]]:
-    """Each line's candidates (``results``, one list per line of ``sources``) reordered by
-    MBR's expected utility or by the reranking score (with both: reranked, cut to the
-    ``cfg.mbr`` best, then reordered by MBR among them), cut to ``cfg.n_best``; ``results``
-    as they are when both are off. ``reverse``: the reverse model(s) reranking needs."""
-    if cfg.rerank and cfg.mbr:
-        best = rerank.choose_all(results, sources, replace(cfg, n_best=cfg.mbr), reverse)
-        return mbr.choose_all(best, cfg)
-    if cfg.mbr:
-        return mbr.choose_all(results, cfg)
-    return rerank.choose_all(results, sources, cfg, reverse)
+    """Each line's candidates (``results``, one list per line of ``sources``) scored by the
+    reverse model when reranking, then :func:`choose`; ``results`` as they are when MBR and
+    reranking are both off. ``reverse``: the reverse model(s) reranking needs
+    (``ValueError`` without them)."""
+    if not (cfg.mbr or cfg.rerank):
+        return results
+    if cfg.rerank:
+        rerank.require_reverse(cfg, reverse)
+        assert reverse is not None
+        results = rerank.with_reverse_scores(results, sources, reverse)
+    return [choose(cs, cfg) for cs in results]

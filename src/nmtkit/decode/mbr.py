@@ -156,9 +156,3 @@ def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation
                    key=lambda i: (not candidates[i].constraints_met, -eu[i], i))
     return [replace(candidates[i], mbr_utility=eu[i]) for i in order[:cfg.n_best]]
 
-
-def choose_all(results: list[list[Translation]], cfg: DecodeConfig) -> list[list[Translation]]:
-    """:func:`choose` for every line; ``results`` as they are when MBR is off."""
-    if not cfg.mbr:
-        return results
-    return [choose(candidates, cfg) for candidates in results]

@@ -164,19 +164,14 @@ def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation
     return [replace(candidates[i], rerank_score=scores[i]) for i in order[:cfg.n_best]]
 
 
-def choose_all(results: list[list[Translation]], sources: Sequence[str], cfg: DecodeConfig,
-               reverse: ReverseScorer | None) -> list[list[Translation]]:
-    """Every line's candidates scored by the reverse model (``sources``: the input lines)
-    and reranked (:func:`choose`); ``results`` as they are when ``decode.rerank`` is 0.
-    ``ValueError`` when reranking is asked for without a reverse model."""
-    if not cfg.rerank:
-        return results
-    require_reverse(cfg, reverse)
-    assert reverse is not None
+def with_reverse_scores(results: list[list[Translation]], sources: Sequence[str],
+                        reverse: ReverseScorer) -> list[list[Translation]]:
+    """Every line's candidates with their ``reverse_log_prob`` (``sources``: the input lines),
+    scored in one pass over all lines; a line with no candidate token stays as it is."""
     flat = [(i, j) for i, cs in enumerate(results) if any(c.tokens for c in cs)
-            for j in range(len(cs))]  # an empty line (no candidate has a token) stays as it is
+            for j in range(len(cs))]
     values = reverse.score([results[i][j].text for i, j in flat], [sources[i] for i, _ in flat])
     scored = [list(cs) for cs in results]
     for (i, j), v in zip(flat, values, strict=True):
         scored[i][j] = replace(scored[i][j], reverse_log_prob=v)
-    return [choose(cs, cfg) for cs in scored]
+    return scored

@@ -25,8 +25,7 @@ from typing import Any
 
 from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
 from ..evaluate import score
-from .mbr import choose as mbr_choose
-from .rerank import choose as rerank_choose
+from .choice import choose
 from .translator import TextTranslator, Translation, decode_options
 
 
@@ -150,11 +149,7 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
             _, results, seconds = searched
             for w in dict.fromkeys(reverse_weights):
                 cfg = replace(translator.decode_cfg, n_best=1, reverse_weight=w, mbr=candidates)
-                if candidates:  # MBR among the reranking's best
-                    hyps = [mbr_choose(rerank_choose(r, replace(cfg, n_best=candidates)),
-                                       cfg)[0].text for r in results]
-                else:
-                    hyps = [rerank_choose(r, cfg)[0].text for r in results]
+                hyps = [choose(r, cfg)[0].text for r in results]  # MBR among its best, if asked
                 scored(hyps, seconds, beam, penalty, candidates, reranked, w)
     finally:
         translator.decode_cfg = base
