@@ -12,12 +12,13 @@
 #    reverse runs' best.pt at the default reverse weights (one search for all the weights);
 # 3. TEST with the recipe's own decoding (the ensemble, beam 5, its length penalty) and with
 #    tune's choice: scored once, choosing nothing;
-# 4. each run's best.pt alone on VALID and TEST (what the ensemble and the reranking add).
+# 4. each run's best.pt alone on VALID and TEST, and the ensemble on VALID (what the ensemble
+#    and the reranking add); benchmarks/rerank_ensemble_report.py makes the ablation JSON.
 #
 # Under OUT (seven files: the device tool returns eight at most): env.txt, log.txt (every
 # command, then its stderr), smi.txt, tune.json, eval_ensemble_test.json and
 # eval_chosen_test.json (`nmtkit evaluate`'s JSON), work.tgz (the runs' logs, metrics and the
-# JSON of step 4, no checkpoint; made after training and after each run of step 4). Steps are
+# JSON of step 4, no checkpoint; made after training and after step 4). Steps are
 # in the order of their worth, so a call cut short by its limit still returns the most.
 #
 #   NMTKIT_DATA=... bash benchmarks/gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]
@@ -93,13 +94,15 @@ decode evaluate "${fwd[@]}" "${dec[@]}" --split "$TEST" $flags "${chosen[@]}" \
   > "$OUT/eval_chosen_test.json"
 echo "test after ${SECONDS}s: $(cat "$OUT/eval_chosen_test.json")"
 
-# 4. Each run alone, and the ensemble's own validation score.
-decode evaluate "${fwd[@]}" "${dec[@]}" --split "$VALID" > "$WORK/eval_ensemble_val.json"
+# 4. Each run alone, and the ensemble's own validation score: side by side (each process
+# spends most of its time starting; the GPU has room for them all).
+decode evaluate "${fwd[@]}" "${dec[@]}" --split "$VALID" > "$WORK/eval_ensemble_$VALID.json" &
 for run in $(for s in $FWD; do echo "fwd$s"; done; for s in $REV; do echo "rev$s"; done); do
   for split in "$VALID" "$TEST"; do
     decode evaluate --model "$WORK/$run/best.pt" "${dec[@]}" --split "$split" \
-      > "$WORK/eval_${run}_$split.json"
+      > "$WORK/eval_${run}_$split.json" &
   done
-  save_logs
 done
+wait
+save_logs
 echo "done after ${SECONDS}s"

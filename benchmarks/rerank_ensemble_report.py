@@ -1,0 +1,148 @@
+"""The ablation JSON of one ``benchmarks/gpu_rerank_ensemble.sh`` call, from the files it
+returned (no number typed): the forward runs alone, their ensemble, and the ensemble reranked
+by the reverse runs as ``nmtkit tune`` chose on val; each row's val score against the official
+lowercased tokenized references, its test score in the note (scored after the choice).
+Val is scored as ``nmtkit tune`` chose (``--metric``, ``bleu_lc_tok`` for lowercased models),
+test against the official references (``bleu_official_tok``, the score of issue 17's goal).
+
+    python benchmarks/rerank_ensemble_report.py OUT_DIR --title ... --protocol ... \\
+        --command "..." [--also LABEL TUNE.json TEST.json] --out benchmarks/results/ablation_X.json
+
+``OUT_DIR`` holds what the call returned (``env.txt``, ``tune.json``,
+``eval_ensemble_test.json``, ``eval_chosen_test.json``, ``work.tgz``, ``smi.txt``). ``--also``
+adds a row for a further choice on val over the same models (a wider ``nmtkit tune`` grid,
+say), with the test score of what it chose: every choice made is reported, not the best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import statistics
+import tarfile
+from pathlib import Path
+
+from _common import emit
+
+TEST = "bleu_official_tok"
+"""The test score: BLEU against the official lowercased tokenized references."""
+
+
+def work_files(out_dir: Path) -> dict[str, str]:
+    """The text files in ``work.tgz`` by their path (``fwd1.log``, ``eval_fwd1_val.json``)."""
+    found: dict[str, str] = {}
+    with tarfile.open(out_dir / "work.tgz") as tar:
+        for m in tar.getmembers():
+            f = tar.extractfile(m) if m.isfile() else None
+            if f is not None:
+                found[m.name.removeprefix("./")] = io.TextIOWrapper(f, encoding="utf-8").read()
+    return found
+
+
+def stop_line(log: str) -> dict:
+    """The summary JSON line ``nmtkit train`` prints when it stops."""
+    lines = [x for x in log.splitlines() if x.startswith('{"run_dir"')]
+    if not lines:
+        raise SystemExit("a training log without its summary line: the run did not finish")
+    return json.loads(lines[-1])
+
+
+def runs(files: dict[str, str], prefix: str) -> list[str]:
+    """The runs' names of one direction (``fwd1``, ``fwd2`` ...), from their logs."""
+    return sorted((n.removesuffix(".log") for n in files
+                   if re.fullmatch(prefix + r"\d+\.log", n)), key=lambda n: int(n[len(prefix):]))
+
+
+def chosen_row(label: str, tune: dict, test: dict) -> dict:
+    """A row for the trial ``nmtkit tune`` chose on val (its val score) and its test score."""
+    best = tune["best"]
+    return {"ingredient": f"{label}: {tune['flags']} (chosen on val by {tune['metric']})",
+            "updates": None, "val_bleu_beam5": round(float(best[tune["metric"]]), 2),
+            "note": f"test {test[TEST]:.2f}; length ratio on val {best['length_ratio']}"}
+
+
+def gpu_busy(smi: str) -> str:
+    """nvidia-smi's utilization samples (``timestamp, N %, M MiB``) as a phrase."""
+    busy = [int(m) for m in re.findall(r", (\d+) %,", smi)]
+    if not busy:
+        return "not sampled"
+    return (f"{len(busy)} samples every 15 s during training: median {statistics.median(busy):g}%"
+            f" (the share of time some kernel ran), {min(busy)}-{max(busy)}%")
+
+
+def report(out_dir: Path, title: str, protocol: str, commands: list[str],
+           also: list[tuple[str, Path, Path]]) -> dict:
+    files = work_files(out_dir)
+    tune = json.loads((out_dir / "tune.json").read_text(encoding="utf-8"))
+    val = tune["metric"]
+    chosen_test = json.loads((out_dir / "eval_chosen_test.json").read_text(encoding="utf-8"))
+    test = chosen_test["split"]
+    fwd, rev = runs(files, "fwd"), runs(files, "rev")
+    if not fwd or not rev:
+        raise SystemExit(f"{out_dir / 'work.tgz'}: no forward (fwdN.log) or reverse (revN.log) runs")
+    stops = {n: stop_line(files[f"{n}.log"]) for n in fwd + rev}
+    val_test = {n: (json.loads(files[f"eval_{n}_{tune['split']}.json"]),
+                    json.loads(files[f"eval_{n}_{test}.json"]))
+                for n in fwd + rev if f"eval_{n}_{tune['split']}.json" in files
+                and f"eval_{n}_{test}.json" in files}
+    rows = []
+    singles = [n for n in fwd if n in val_test]
+    if singles:
+        rows.append({
+            "ingredient": f"one forward model alone (best.pt), mean of {len(singles)}",
+            "updates": round(statistics.fmean(stops[n]["step"] for n in singles)),
+            "val_bleu_beam5": round(statistics.fmean(val_test[n][0][val] for n in singles), 2),
+            "note": "; ".join(f"{n}: val {val_test[n][0][val]:.2f}, test "
+                              f"{val_test[n][1][TEST]:.2f}, {stops[n]['step']} updates"
+                              for n in singles)})
+    ensemble_test = json.loads((out_dir / "eval_ensemble_test.json").read_text(encoding="utf-8"))
+    plain = [t for t in tune["trials"] if not t.get("rerank") and not t.get("mbr")
+             and t["length_penalty"] == ensemble_test["length_penalty"]]
+    ensemble_val = (json.loads(files[f"eval_ensemble_{tune['split']}.json"])[val]
+                    if f"eval_ensemble_{tune['split']}.json" in files else plain[0][val])
+    rows.append({"ingredient": f"the ensemble of the {len(fwd)} forward models, beam 5, length "
+                               f"penalty {ensemble_test['length_penalty']:g} (the recipe's)",
+                 "updates": None, "val_bleu_beam5": round(ensemble_val, 2),
+                 "note": f"test {ensemble_test[TEST]:.2f}"})
+    rows.append(chosen_row(f"+ reranking by the {len(rev)} reverse models "
+                           f"({', '.join(rev)}: mean greedy val BLEU "
+                           f"{statistics.fmean(stops[n]['valid_bleu'] for n in rev):.2f})",
+                           tune, chosen_test))
+    for label, tune_path, test_path in also:
+        rows.append(chosen_row(label, json.loads(tune_path.read_text(encoding="utf-8")),
+                               json.loads(test_path.read_text(encoding="utf-8"))))
+    env = (out_dir / "env.txt").read_text(encoding="utf-8").splitlines()
+    # env.txt (benchmarks/gpu_env.sh): nvidia-smi's CSV header and row, then "PYTHON TORCH CUDA"
+    python, torch, cuda = (env[2].split() + ["?"] * 3)[:3] if len(env) > 2 else ("?",) * 3
+    smi = out_dir / "smi.txt"
+    return {
+        "benchmark": "ablation", "title": title,
+        "val_score": val, "test_score": TEST, "protocol": protocol,
+        "machine": ", ".join(env[1].split(", ")[:2]) if len(env) > 1 else "unknown",
+        "torch": f"{torch} (CUDA {cuda}), Python {python}",
+        "matmul": "not measured (a GPU run)",
+        "gpu_utilization": gpu_busy(smi.read_text(encoding="utf-8") if smi.exists() else ""),
+        "runs": {n: {k: stops[n][k] for k in ("step", "elapsed_s", "valid_bleu", "stop_reason")}
+                 for n in fwd + rev},
+        "val_grid": tune["trials"], "commands": commands, "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out_dir", type=Path, help="the files the gpu_rerank_ensemble.sh call returned")
+    p.add_argument("--title", required=True)
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--command", action="append", default=[], help="a command as run (repeat)")
+    p.add_argument("--also", nargs=3, action="append", default=[],
+                   metavar=("LABEL", "TUNE_JSON", "TEST_JSON"),
+                   help="a further choice on val over the same models and its test score")
+    p.add_argument("--out", help="also write the JSON here")
+    a = p.parse_args(argv)
+    also = [(label, Path(t), Path(e)) for label, t, e in a.also]
+    emit(report(a.out_dir, a.title, a.protocol, a.command, also), a.out)
+
+
+if __name__ == "__main__":
+    main()
