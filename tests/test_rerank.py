@@ -257,3 +257,47 @@ def test_readers_without_a_reverse_model_answer_with_the_beams_best(tmp_path, ca
     assert "decode.rerank (4) is not used" in caplog.text
     assert attention_for_text(bundle, "1 2 3").translation == want[0]
     assert set(score_splits(bundle, bundle.cfg.data, ("val",))) == {"val"}
+
+
+def test_the_server_reranks_every_answer_with_the_reverse_models_given(models):
+    """`nmtkit serve --reverse-model R --rerank N --reverse-weight W`: /v1/translate and
+    /v1/attention answer with the translation `nmtkit translate` gives with the same flags,
+    /health says how; the flags are refused where they cannot apply."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.cli import _serve_bundle, build_parser
+    from nmtkit.serve.app import create_app
+
+    fwd, rev = map(str, models)
+
+    def serve(*flags):
+        return _serve_bundle(build_parser().parse_args(["serve", "--model", fwd, *flags]))
+
+    bundle, tr = serve("--reverse-model", rev, "--rerank", "6", "--reverse-weight", str(WEIGHT))
+    fwd_tr = load_bundle(fwd).translator(rerank=6, reverse_weight=WEIGHT)
+    fwd_tr.reverse = ReverseScorer([load_bundle(rev).translator()])
+    want = fwd_tr.translate_lines(LINES)
+    assert want != load_bundle(fwd).translator(beam=6).translate_lines(LINES)  # it matters here
+    with TestClient(create_app(bundle, translator=tr)) as c:
+        got = c.post("/v1/translate", json={"texts": LINES}).json()["translations"]
+        att = c.post("/v1/attention", json={"text": LINES[3]}).json()
+        health = c.get("/health").json()
+        both = c.post("/v1/translate", json={"texts": LINES[:2], "mbr": 3})  # MBR among its 3 best
+        too_many = c.post("/v1/translate", json={"texts": LINES[:2], "mbr": 6})
+    assert got == want
+    assert att["translation"] == want[3]  # the maps of the reranked choice
+    assert health["rerank"] == {"candidates": 6, "reverse_weight": WEIGHT, "reverse_models": 1}
+    assert both.status_code == 200
+    assert both.json()["translations"] == [r[0].text for r in fwd_tr.translate(LINES[:2], mbr=3)]
+    assert too_many.status_code == 422 and "ask for fewer than 6" in too_many.text
+    with TestClient(create_app(load_bundle(fwd))) as c:
+        assert c.get("/health").json()["rerank"] is None
+    with pytest.raises(ValueError, match="--rerank needs the model"):
+        serve("--rerank", "6")
+    with pytest.raises(ValueError, match="add --rerank N"):
+        serve("--reverse-model", rev)
+    with pytest.raises(ValueError, match="must translate en->de"):
+        serve("--reverse-model", fwd, "--rerank", "6")
+    with pytest.raises(ValueError, match="with --engine torch"):
+        serve("--engine", "ctranslate2", "--reverse-model", rev, "--rerank", "6")

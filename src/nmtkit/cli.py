@@ -21,6 +21,7 @@ from .io import OutputError, refuse_overwriting_inputs, write_or_keep
 if TYPE_CHECKING:
     from .checkpoint import Bundle
     from .config import DataConfig
+    from .data.multilingual import Direction
     from .decode.translator import TextTranslator, Translation, Translator
     from .serve.app import ServedBundle
 
@@ -130,20 +131,26 @@ def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
     _set_threads(a.threads)
     bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
     tr = ensemble_translator(bundles, a.model, **overrides)
-    reverse_models = getattr(a, "reverse_model", None)
-    if reverse_models:
-        from .decode.rerank import reverse_scorer
-
-        if not tr.decode_cfg.rerank and a.command != "tune":  # tune tries --rerank sizes
-            raise ValueError("--reverse-model scores the candidates of decode.rerank: add "
-                             "--rerank N (e.g. --rerank 10)")
+    if getattr(a, "reverse_model", None):
         from .data.multilingual import evaluation_direction
 
         _, forward = evaluation_direction(bundles[0].cfg.data, getattr(a, "src_lang", None),
                                           getattr(a, "tgt_lang", None))
-        tr.reverse = reverse_scorer([load_bundle(m, a.device, verify=not a.no_verify)
-                                     for m in reverse_models], forward, reverse_models)
+        _attach_reverse(a, tr, forward)
     return bundles[0], tr
+
+
+def _attach_reverse(a: argparse.Namespace, tr: Translator, forward: Direction) -> None:
+    """``tr.reverse``: the ``--reverse-model`` checkpoints that rerank ``tr``'s candidates,
+    checked against ``forward``, the direction ``tr`` translates."""
+    from .checkpoint import load_bundle
+    from .decode.rerank import reverse_scorer
+
+    if not tr.decode_cfg.rerank and a.command != "tune":  # tune tries --rerank sizes
+        raise ValueError("--reverse-model scores the candidates of decode.rerank: add "
+                         "--rerank N (e.g. --rerank 10)")
+    tr.reverse = reverse_scorer([load_bundle(m, a.device, verify=not a.no_verify)
+                                 for m in a.reverse_model], forward, a.reverse_model)
 
 
 def _output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
@@ -458,6 +465,9 @@ def _serve_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
     if a.engine == "ctranslate2":
         if a.no_fast or a.no_verify:
             raise ValueError("--no-fast and --no-verify apply to --engine torch (a checkpoint) only")
+        if a.reverse_model or a.rerank or a.reverse_weight is not None:
+            raise ValueError("--reverse-model, --rerank and --reverse-weight: the server reranks "
+                             "with --engine torch (a checkpoint) only")
         try:
             from .export.ctranslate2 import load_export_bundle
         except ImportError as e:
@@ -473,7 +483,24 @@ def _serve_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
 
     _set_threads(a.threads)
     bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
-    return bundle, (bundle.translator(fast=False) if a.no_fast else None)
+    reranking = {k: v for k, v in (("rerank", a.rerank), ("reverse_weight", a.reverse_weight))
+                 if v is not None}
+    if not (a.no_fast or reranking or a.reverse_model):
+        return bundle, None
+    tr = bundle.translator(**({"fast": False} if a.no_fast else {}), **reranking)
+    if tr.decode_cfg.rerank and not a.reverse_model:
+        raise ValueError("--rerank needs the model(s) of the reverse direction that score the "
+                         "candidates: give --reverse-model CKPT")
+    if a.reverse_model:
+        data = bundle.cfg.data
+        if data.directions:
+            raise ValueError(f"{a.model} translates {', '.join(data.directions)}: the server "
+                             "reranks a model of one direction (each request's tgt_lang would "
+                             "need reverse models of its own)")
+        from .data.multilingual import Direction
+
+        _attach_reverse(a, tr, Direction(data.src_lang, data.tgt_lang))
+    return bundle, tr
 
 
 def cmd_plot(a: argparse.Namespace) -> int:
@@ -560,7 +587,9 @@ EXAMPLES: dict[str, str] = {
             "--length-penalty 1.0",
     "serve": "  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
              "  curl -s localhost:8000/v1/translate -H 'content-type: application/json' "
-             "-d '{\"texts\": [\"Ein Hund.\"]}'",
+             "-d '{\"texts\": [\"Ein Hund.\"]}'\n"
+             "  nmtkit serve --model runs/DE_EN/best.pt --reverse-model runs/EN_DE/best.pt "
+             "--rerank 20 --reverse-weight 2",
     "plot": "  nmtkit plot all --out figures\n"
             "  nmtkit plot architecture --config configs/multi30k_transformer_base.yaml -o arch.png\n"
             "  nmtkit plot curves --run runs/NAME\n"
@@ -673,6 +702,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "that has it (a model trained both ways can be its own); repeat it to "
                        "average several")
 
+    def rerank_args(q: argparse.ArgumentParser) -> None:
+        reverse_model_arg(q)
+        q.add_argument("--rerank", type=int, default=None, metavar="N",
+                       help="rerank N candidates (the N best of a beam at least N wide) by their "
+                       "beam score plus --reverse-weight times the --reverse-model's log P(source "
+                       "| candidate) per source token (default: the checkpoint's decode.rerank, "
+                       "0 = off)")
+        q.add_argument("--reverse-weight", type=float, default=None, metavar="W",
+                       help="reranking: the weight of the reverse model's score (default: the "
+                       "checkpoint's decode.reverse_weight; `nmtkit tune` chooses it on val)")
+
     def decode_args(q: argparse.ArgumentParser) -> None:
         model_args(q)
         q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
@@ -714,15 +754,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--mbr-scale", type=float, default=None, metavar="S",
                        help="MBR over a beam's N best: each candidate weighs its probability "
                        "to the power S (default 0: the same for each; 1: the model's posterior)")
-        reverse_model_arg(q)
-        q.add_argument("--rerank", type=int, default=None, metavar="N",
-                       help="rerank N candidates (the N best of a beam at least N wide) by their "
-                       "beam score plus --reverse-weight times the --reverse-model's log P(source "
-                       "| candidate) per source token (default: the checkpoint's decode.rerank, "
-                       "0 = off)")
-        q.add_argument("--reverse-weight", type=float, default=None, metavar="W",
-                       help="reranking: the weight of the reverse model's score (default: the "
-                       "checkpoint's decode.reverse_weight; `nmtkit tune` chooses it on val)")
+        rerank_args(q)
 
     def port(text: str) -> int:
         value = int(text)
@@ -908,6 +940,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "rounded up to whole seconds)")
     sv.add_argument("--max-wait-ms", type=float, default=L.max_wait_ms,
                     help="how long a request waits for others to batch with")
+    rerank_args(sv)  # every answer reranked (--engine torch, a model of one direction)
     sv.set_defaults(func=cmd_serve)
 
     pl = sub.add_parser("plot", help="draw the figures of the guide (needs [viz])",

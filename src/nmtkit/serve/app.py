@@ -380,7 +380,19 @@ def health_info(bundle: ServedBundle, translator: "TextTranslator", limits: Serv
             "default_beam": default_beam, "version": __version__,
             "limits": asdict(limits), "batching": batcher.stats.as_dict(),
             # data.directions: the languages a request's "tgt_lang" may name
-            "directions": list(cfg.data.directions), "tgt_langs": sorted(translator.target_tags)}
+            "directions": list(cfg.data.directions), "tgt_langs": sorted(translator.target_tags),
+            "rerank": rerank_info(translator)}
+
+
+def rerank_info(translator: "TextTranslator") -> dict[str, Any] | None:
+    """How every answer is reranked (``nmtkit serve --reverse-model ... --rerank N``): the
+    candidates, the reverse models' weight and how many they are; None when it is not."""
+    reverse = getattr(translator, "reverse", None)
+    if reverse is None or not translator.decode_cfg.rerank:
+        return None
+    return {"candidates": translator.decode_cfg.rerank,
+            "reverse_weight": translator.decode_cfg.reverse_weight,
+            "reverse_models": len(reverse.translators)}
 
 
 def checked_tgt_lang(translator: "TextTranslator", tgt_lang: str | None) -> str | None:
@@ -407,6 +419,15 @@ def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_len
             where = field if field == "prefix" else f"{field}.{i}"
             raise HTTPException(422, f"{where}: {n} target tokens, more than {whose} ({cap}): "
                                      "a forced prefix counts against the output cap")
+
+
+def checked_mbr(translator: "TextTranslator", mbr: int | None) -> None:
+    """A request's ``mbr`` where the server reranks: MBR then chooses among the reranking's
+    best (:mod:`nmtkit.decode.choice`), so it must be below the candidates reranked (422)."""
+    rerank = translator.decode_cfg.rerank if getattr(translator, "reverse", None) else 0
+    if mbr and rerank and mbr >= rerank:
+        raise HTTPException(422, f"mbr {mbr}: this server reranks {rerank} candidates and MBR "
+                                 f"chooses among the reranking's best: ask for fewer than {rerank}")
 
 
 def output_cap(asked: int | None, limits: ServeLimits) -> int:
@@ -510,6 +531,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
         extras = (req.prefixes, req.constraints, req.scores, req.alignments)  # type: ignore[attr-defined]
         conf = ConfidenceRequest.of(req)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
+        checked_mbr(translator, req.mbr)  # type: ignore[attr-defined]
         if any(x is not None and x is not False for x in extras) or conf.asked():
             if not isinstance(translator, Translator):
                 raise HTTPException(501, "prefixes, constraints, scores, alignments and confidence "
