@@ -100,8 +100,14 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
     ensemble_test = json.loads((out_dir / "eval_ensemble_test.json").read_text(encoding="utf-8"))
     plain = [t for t in tune["trials"] if not t.get("rerank") and not t.get("mbr")
              and t["length_penalty"] == ensemble_test["length_penalty"]]
-    ensemble_val = (json.loads(files[f"eval_ensemble_{tune['split']}.json"])[val]
-                    if f"eval_ensemble_{tune['split']}.json" in files else plain[0][val])
+    if f"eval_ensemble_{tune['split']}.json" in files:
+        ensemble_val = json.loads(files[f"eval_ensemble_{tune['split']}.json"])[val]
+    elif plain:
+        ensemble_val = plain[0][val]
+    else:
+        raise SystemExit(f"{out_dir}: no val score of the ensemble at length penalty "
+                         f"{ensemble_test['length_penalty']:g} (neither step 4's nor a trial of "
+                         "tune.json)")
     rows.append({"ingredient": f"the ensemble of the {len(fwd)} forward models, beam 5, length "
                                f"penalty {ensemble_test['length_penalty']:g} (the recipe's)",
                  "updates": None, "val_bleu_beam5": round(ensemble_val, 2),

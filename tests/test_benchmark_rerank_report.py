@@ -85,6 +85,10 @@ def test_a_call_cut_before_the_single_runs_still_reports_ensemble_and_reranking(
     write_call(tmp_path / "out", singles=False)
     rows = report.report(tmp_path / "out", "T", "P", [], [])["rows"]
     assert [r["val_bleu_beam5"] for r in rows] == [40.0, 42.1]  # the ensemble's from tune's trial
+    ensemble = tmp_path / "out" / "eval_ensemble_test.json"
+    ensemble.write_text(json.dumps(scored(39.9, 39.8, length_penalty=1.0)))  # not in the grid
+    with pytest.raises(SystemExit, match="no val score of the ensemble at length penalty 1"):
+        report.report(tmp_path / "out", "T", "P", [], [])
 
 
 def test_an_unfinished_run_is_refused(tmp_path):
