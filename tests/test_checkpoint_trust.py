@@ -98,3 +98,41 @@ def test_saved_checkpoints_verify(trained, tmp_path):
     ck = load_checkpoint(trained)
     save_checkpoint(tmp_path / "copy.pt", {k: v for k, v in ck.items() if k != "weights_sha256"})
     assert load_checkpoint(tmp_path / "copy.pt")["weights_sha256"] == ck["weights_sha256"]
+
+
+@pytest.mark.parametrize("sets", [[], ["model.positional=rope"], ["model.positional=learned"],
+                                  "rnn"])
+def test_the_bounds_checks_shapes_only_build_has_the_real_models_shapes(sets):
+    """The loader builds the stored config on ``meta`` (no weight allocated) with
+    nn.init's fills skipped and the fixed position tables left empty: the shapes, and only
+    they, must be the real model's."""
+    from nmtkit.checkpoint import _NoInitialisation
+    from nmtkit.config import load
+    from nmtkit.models import build_model
+    from nmtkit.models.transformer import sinusoid_table
+
+    model_cfg = (load("configs/multi30k_rnn_attention.yaml").model if sets == "rnn"
+                 else make_cfg(1, sets).model)
+    with torch.device("meta"), _NoInitialisation():
+        meta = build_model(model_cfg, 50, 50)
+    real = build_model(model_cfg, 50, 50)
+    assert {k: v.shape for k, v in meta.state_dict().items()} == {
+        k: v.shape for k, v in real.state_dict().items()}
+    assert all(v.is_meta for v in meta.state_dict().values())
+    assert all(not v.is_meta for v in real.state_dict().values())
+    table = sinusoid_table(8, 4)  # outside the meta build: the values of Sec. 3.5
+    assert table[1, 0].item() == pytest.approx(0.8414710) and table[1, 1].item() == pytest.approx(0.5403023)
+
+
+def test_loading_and_translating_import_no_compiler(trained):
+    """The bounds check's meta build used to run Python reference kernels that import
+    torch._dynamo: about a second of every command's start, for nothing."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from nmtkit.checkpoint import load_bundle; "
+            "print(load_bundle(sys.argv[1]).translator().translate_lines(['1 2 3'])); "
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(trained)], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "False", out.stdout + out.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .config import Config, ConfigError
 from .data.prepare import vocab_from_state
@@ -174,12 +175,24 @@ def bundle_from_checkpoint(ckpt: dict[str, Any], path: str | Path | None = None,
                   Path(path) if path is not None else None)
 
 
+class _NoInitialisation(TorchFunctionMode):
+    """``torch.nn.init``'s fills skipped (the tensor returned as it is): a model built on
+    ``meta`` has no values to fill, and its random fills would run as Python reference
+    kernels that import ``torch._dynamo`` (see :func:`nmtkit.models.positions.shapes_only`)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
+
+
 def _check_bounds(where: str, cfg: Config, state: dict[str, torch.Tensor], src_vocab: int,
                   tgt_vocab: int) -> None:
     """Refuse a stored config that asks for more than the file holds, before allocating it:
     the model is built on the ``meta`` device (shapes only) and compared with the weights."""
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), _NoInitialisation():
             shapes = {k: tuple(v.shape) for k, v in
                       build_model(cfg.model, src_vocab, tgt_vocab).state_dict().items()}
     except (ValueError, RuntimeError) as e:

@@ -85,12 +85,23 @@ class EmbeddingDropout(nn.Module):
         return out
 
 
+def shapes_only() -> bool:
+    """True while a model is built on the ``meta`` device for its shapes alone (the bounds
+    check of :mod:`nmtkit.checkpoint`, before any weight is allocated). The fixed tables
+    then return empty ones of their shape: on ``meta`` their arithmetic would run as PyTorch's
+    Python reference kernels, whose first call imports ``torch._dynamo`` (about a second of
+    every command's start)."""
+    return torch.get_default_device().type == "meta"
+
+
 def rotary_angles(max_len: int, d_k: int, base: float = ROPE_BASE) -> tuple[Tensor, Tensor]:
     """Eq. 34's two angle vectors for every position m < ``max_len``:
     cos(m theta_i) and sin(m theta_i), each value twice (for dimensions 2i and 2i + 1).
 
     Returns (cos, sin), each (max_len, d_k), computed in float64 and stored as float32.
     """
+    if shapes_only():
+        return torch.empty(max_len, d_k), torch.empty(max_len, d_k)
     theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k / 2,): theta_i
     m = torch.arange(max_len, dtype=torch.float64)  # (max_len,)
     angles = torch.outer(m, theta).repeat_interleave(2, dim=-1)  # (max_len, d_k): m th_0, m th_0, m th_1, ...

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig, dec_layers, enc_layers
 from ..data.vocab import PAD
 from .attention import MultiHeadAttention
-from .positions import EmbeddingDropout, LearnedPositionalEmbedding, RotaryEmbedding
+from .positions import EmbeddingDropout, LearnedPositionalEmbedding, RotaryEmbedding, shapes_only
 from .seq2seq import Seq2Seq, pad_mask
 
 
@@ -44,6 +44,8 @@ def sinusoid_table(max_len: int, d_model: int) -> Tensor:
 
     Returns (max_len, d_model).
     """
+    if shapes_only():
+        return torch.empty(max_len, d_model)
     pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64)
                          * (-math.log(10000.0) / d_model))  # (d_model / 2,)
