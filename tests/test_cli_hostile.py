@@ -2,6 +2,8 @@
 there, options out of range, contradictory options. Each is refused with exit status 2 and
 a message that names the problem, before anything is written."""
 
+from pathlib import Path
+
 import pytest
 
 from nmtkit.cli import main as cli_main
@@ -166,6 +168,13 @@ def test_backtranslation_needs_lines_and_a_prefix_of_file_names(run, tmp_path, c
         refused(capsys, ["backtranslate", "--model", model, "-i", str(mono), "-o", prefix],
                 "a prefix of file names (PREFIX.<lang> is written), not a directory")
     assert not list((tmp_path / "out").iterdir()) and not (tmp_path / "bt.en").exists()
+    # as root these wrote /dev/full.de ...; /dev/stdout is a link (here to pytest's capture file)
+    for device in ("/dev/full", "/dev/null", "/dev/stdout"):
+        for command in ("backtranslate", "distill"):
+            refused(capsys, [command, "--model", model, *(["-i", str(mono)] if command ==
+                             "backtranslate" else ["--split", "train"]), "-o", device],
+                    "not a device, pipe, socket or link")
+    assert not [p for p in Path("/dev").glob("*.de")] + [p for p in Path("/dev").glob("*.en")]
 
 
 def test_attention_is_drawn_for_sentences_of_readable_length(run):

@@ -140,11 +140,17 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
 
 def check_file_prefix(prefix: str | Path, flag: str) -> None:
     """A prefix of file names (``PREFIX.de``, ``PREFIX.en``) must name files, not a directory:
-    ``-o out/`` would write the hidden files ``out/.de`` and ``out/.en``."""
+    ``-o out/`` would write the hidden files ``out/.de`` and ``out/.en``; nor a device, pipe or
+    socket, nor a link: ``-o /dev/full`` (or ``-o /dev/stdout``, a link, whatever fd 1 is)
+    would write regular files ``/dev/full.de`` and ``/dev/full.en`` into ``/dev`` (as root),
+    where the writer meant the device."""
     text = str(prefix)
     if not text or text.endswith(("/", os.sep)) or Path(text).is_dir():
         raise ValueError(f"{flag} {text!r}: a prefix of file names (PREFIX.<lang> is written), "
                          "not a directory: e.g. out/synthetic")
+    if Path(text).is_symlink() or _is_special(Path(text)):
+        raise ValueError(f"{flag} {text!r}: a prefix of file names (PREFIX.<lang> is written "
+                         "beside it), not a device, pipe, socket or link: e.g. out/synthetic")
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
