@@ -131,6 +131,14 @@ def test_translate_with_mbr_is_the_translators_mbr_choice(client, copy_bundle):
                                                 "scores": True}).json()
     assert scored["translations"] == [t.text for t in want]
     assert scored["scores"] == pytest.approx([t.score for t in want], abs=1e-6)
+    # /v1/attention shows the maps of that same choice; /health gives the page its default
+    beams = [hs[0].text for hs in copy_bundle.translator().translate(texts, beam=4)]
+    assert beams != [t.text for t in want]  # MBR chooses otherwise somewhere here
+    for text, t in zip(texts, want, strict=True):
+        if text:
+            att = client.post("/v1/attention", json={"text": text, "beam": 2, "mbr": 4}).json()
+            assert att["translation"] == t.text
+    assert client.get("/health").json()["default_mbr"] == copy_bundle.cfg.decode.mbr == 0
 
 
 def test_max_length_caps_the_output(client):
@@ -570,6 +578,24 @@ def test_page_in_headless_chromium(live_server, tmp_path):
         tip = driver.find_element(By.ID, "tooltip")
         wait.until(lambda d: tip.is_displayed())
         assert "weight" in tip.text and "source" in tip.text and "output" in tip.text
+
+        # "Choose: MBR of 5": the page asks for it, in the translation and in its maps
+        import urllib.request
+
+        assert [o.get_attribute("value") for o in
+                Select(driver.find_element(By.ID, "mbr")).options] == ["0", "5", "10"]
+        beam = Select(driver.find_element(By.ID, "beam")).first_selected_option.get_attribute("value")
+        ask = urllib.request.Request(
+            live_server + "/v1/translate", headers={"content-type": "application/json"},
+            data=json.dumps({"texts": ["Zwei Hunde spielen im Schnee."], "beam": int(beam),
+                             "mbr": 5}).encode())
+        with urllib.request.urlopen(ask, timeout=60) as r:
+            want = json.loads(r.read())["translations"][0]
+        Select(driver.find_element(By.ID, "mbr")).select_by_value("5")
+        driver.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.execute_script(
+            "return state.mbr === 5 && state.att !== null && state.att.translation") == want)
+        assert driver.find_element(By.ID, "translation").text == want
 
         shot = tmp_path / "serve_page.png"
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000

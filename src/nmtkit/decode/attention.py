@@ -129,14 +129,15 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
                        beam: int | None = None, max_length: int | None = None,
                        need_attention: bool = False, max_src_tokens: int | None = None,
                        prefix: str | None = None, token_scores: bool = False,
-                       tgt_lang: str | None = None) -> SentenceAttention:
+                       tgt_lang: str | None = None, mbr: int | None = None) -> SentenceAttention:
     """Translate ``text`` with ``translator`` (into ``tgt_lang`` for a multilingual model:
     the source then starts with its ``<2xx>`` token), then teacher-force ``<s>`` + the
     translation through ``model.attention_maps`` (``model``: the translator's unless given).
 
     ``prefix``: a target text the translation must start with (a forced prefix, see
     :meth:`~nmtkit.decode.translator.Translator.translate`); ``token_scores``: the translation
-    carries its ``token_log_probs``.
+    carries its ``token_log_probs``; ``mbr``: the translation chosen by minimum Bayes risk
+    among that many candidates (None: the translator's ``decode.mbr``).
 
     A model without ``attention_maps`` falls back to the source attention the search recorded
     (one layer, one head; needs ``need_attention``). Raises ``ValueError`` for a text with no
@@ -152,7 +153,7 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     hyp = translator.translate([text], beam=beam, max_length=max_length,
                                need_attention=need_attention, token_scores=token_scores,
                                prefixes=None if prefix is None else [prefix],
-                               tgt_lang=tgt_lang)[0][0]
+                               tgt_lang=tgt_lang, mbr=mbr)[0][0]
     if hasattr(model, "attention_maps"):
         tgt_in = [BOS, *translator.tgt_vocab.encode(hyp.tokens, add_eos=False)]
         maps = teacher_forced_maps(model, src_ids.tolist(), tgt_in, translator.reverse_source)

@@ -336,17 +336,20 @@ def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> di
 
 def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam: int, max_length: int | None,
                   max_src_tokens: int, kinds: list[str] | None = None, prefix: str | None = None,
-                  conf: ConfidenceRequest | None = None, tgt_lang: str | None = None) -> dict[str, Any]:
+                  conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
+                  mbr: int | None = None) -> dict[str, Any]:
     """Translate ``text`` (into ``tgt_lang``; starting with ``prefix`` if given), then return
     the attention maps of ``bundle.model`` for that translation
-    (:func:`nmtkit.decode.attention.sentence_attention`) as JSON; with ``conf.confidence``
+    (:func:`nmtkit.decode.attention.sentence_attention`; chosen by MBR among ``mbr``
+    candidates where given, as ``/v1/translate`` chooses) as JSON; with ``conf.confidence``
     also its confidence view (coverage from the maps' decoder source attention of the chosen
     layer/head) and ``prefix_texts``."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
     att = sentence_attention(translator, text, model=bundle.model, beam=beam,
                              max_length=max_length, max_src_tokens=max_src_tokens,
-                             prefix=prefix, token_scores=conf.confidence, tgt_lang=tgt_lang)
+                             prefix=prefix, token_scores=conf.confidence, tgt_lang=tgt_lang,
+                             mbr=mbr)
     out = attention_json(att, kinds)
     out["forced_tokens"] = len(translator.prefix_tokens(prefix, None)) if prefix else 0
     hyp = att.translation
@@ -377,7 +380,8 @@ def health_info(bundle: ServedBundle, translator: "TextTranslator", limits: Serv
             "tgt_lang": cfg.data.tgt_lang, "device": str(getattr(translator, "device", "?")),
             "engine": bundle.engine, "attention": has_attention(bundle, translator),
             "parameters": parameter_count(bundle),
-            "default_beam": default_beam, "version": __version__,
+            "default_beam": default_beam, "default_mbr": translator.decode_cfg.mbr,
+            "version": __version__,
             "limits": asdict(limits), "batching": batcher.stats.as_dict(),
             # data.directions: the languages a request's "tgt_lang" may name
             "directions": list(cfg.data.directions), "tgt_langs": sorted(translator.target_tags),
@@ -564,6 +568,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
         conf = ConfidenceRequest.of(req)
         chosen_layer_head(conf, translator)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
+        checked_mbr(translator, req.mbr)  # type: ignore[attr-defined]
         if req.prefix is not None:  # type: ignore[attr-defined]
             checked_prefixes(translator, [req.prefix], req.max_length, limits,  # type: ignore[attr-defined]
                              field="prefix")
@@ -571,7 +576,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
         work = batcher.run(attention_for, bundle, translator,
                            req.text, req.beam, output_cap(req.max_length, limits),  # type: ignore[attr-defined]
                            limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]
-                           req.prefix, conf, tgt_lang)  # type: ignore[attr-defined]
+                           req.prefix, conf, tgt_lang, req.mbr)  # type: ignore[attr-defined]
         try:
             result: dict[str, Any] | Response = await in_time(request, work, limits.timeout_s)
             return result

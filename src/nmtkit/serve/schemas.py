@@ -111,6 +111,11 @@ def request_models(limits: ServeLimits, default_beam: int,
                      "into, for a model of several directions (data.directions; required when "
                      "it has several target languages, see /health's tgt_langs)")
 
+    def mbr_field() -> Any:
+        return Field(None, description="minimum Bayes risk decoding: of this many candidates "
+                     "(the n best of a beam at least as wide) the one with the highest expected "
+                     "sentence BLEU against the others (0 = off; default: the model's decode.mbr)")
+
     n_layers, n_heads = attention_shape or (None, None)
     LayerIndex = Annotated[int, Field(ge=-1, le=None if n_layers is None else n_layers - 1),
                            BeforeValidator(_integral)]
@@ -156,10 +161,7 @@ def request_models(limits: ServeLimits, default_beam: int,
             description="per text, target phrases its translation must contain ([] for none)")
         scores: bool = Field(False, description="also return scores and per-token log-probabilities")
         alignments: bool = Field(False, description="also return source-target alignments")
-        mbr: Candidates | None = Field(
-            None, description="minimum Bayes risk decoding: of this many candidates (the n best "
-            "of a beam at least as wide) the one with the highest expected sentence BLEU against "
-            "the others (0 = off; default: the model's decode.mbr)")
+        mbr: Candidates | None = mbr_field()
 
         @model_validator(mode="after")
         def one_prefix_per_text(self) -> Any:
@@ -179,6 +181,7 @@ def request_models(limits: ServeLimits, default_beam: int,
         prefix: Text | None = Field(
             None, description="a forced target prefix: the translation starts with it and "
             "decoding continues after it")
+        mbr: Candidates | None = mbr_field()  # the maps of the translation /v1/translate gives
         kinds: list[Kind] | None = Field(
             None, description="only these kinds of maps; default all the model has")
 

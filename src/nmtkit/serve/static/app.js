@@ -26,7 +26,7 @@ const CAPTIONS = {
 const RAMP = [[248, 250, 253], [205, 222, 247], [120, 160, 230], [45, 90, 190], [18, 35, 96]];
 
 const state = {
-  info: null, lines: [], translations: [], att: null, hover: null, geom: null, beam: 1,
+  info: null, lines: [], translations: [], att: null, hover: null, geom: null, beam: 1, mbr: 0,
   index: 0, prefix: null, loads: 0, tgtLang: null,
 };
 
@@ -92,12 +92,24 @@ async function loadInfo() {
       ? `${(info.parameters / 1e6).toFixed(1)}M` : `${(info.parameters / 1e3).toFixed(0)}k`;
     const names = info.model === info.name ? info.name : `${info.name} · ${info.model}`;
     const engine = info.engine && info.engine !== "torch" ? ` · ${info.engine}` : "";
+    const rr = info.rerank;  // nmtkit serve --reverse-model ... --rerank N
+    const reranked = rr ? ` · reranked by ${rr.reverse_models} reverse model${rr.reverse_models > 1 ? "s" : ""}` : "";
     $("model").textContent = `${names} · ${info.architecture}`
-      + (params ? ` · ${params} parameters` : "") + ` · ${info.device}${engine}`;
+      + (params ? ` · ${params} parameters` : "") + ` · ${info.device}${engine}${reranked}`;
     const beams = [];
     for (let b = 1; b <= info.limits.max_beam; b++) beams.push([b, b === 1 ? "1 (greedy)" : String(b)]);
     fillSelect($("beam"), beams, false);
     $("beam").value = String(info.default_beam);
+    // How the output is chosen among the candidates: the search's best, or minimum Bayes risk
+    // among N (at most --max-beam; below the reranking's size where the server reranks).
+    const sizes = new Set([info.default_mbr, 5, 10, 20]);
+    const choices = [[0, "best candidate"]];
+    for (const n of [...sizes].sort((a, b) => a - b)) {
+      if (n > 1 && n <= info.limits.max_beam && !(rr && n >= rr.candidates)) choices.push([n, `MBR of ${n}`]);
+    }
+    fillSelect($("mbr"), choices, false);
+    $("mbr").value = String(info.default_mbr);
+    $("mbr-wrap").hidden = choices.length < 2;
   } catch (e) {
     setStatus(`cannot reach the server: ${e.message}`, true);
   }
@@ -108,12 +120,13 @@ async function translate() {
   const lines = text.split("\n");
   if (!lines.some((l) => l.trim())) { setStatus("Type a sentence first.", true); return; }
   const beam = parseInt($("beam").value || "1", 10);
+  const mbr = parseInt($("mbr").value || "0", 10);
   const tgtLang = chosenTgtLang();
   $("translate").disabled = true;
   setStatus("Translating…");
   const t0 = performance.now();
   try {
-    const body = { texts: lines, beam };
+    const body = { texts: lines, beam, mbr };
     if (tgtLang !== null) body.tgt_lang = tgtLang;
     const res = await postJSON("/v1/translate", body);
     state.tgtLang = tgtLang;  // the attention and re-decode requests of this translation
@@ -122,6 +135,7 @@ async function translate() {
     setStatus(`Translated in ${Math.round(performance.now() - t0)} ms.`);
     state.lines = lines;
     state.beam = beam;
+    state.mbr = mbr;
     state.prefix = null;
     const opts = [];
     lines.forEach((l, i) => {
@@ -167,7 +181,7 @@ function threshold(id) {
 async function loadAttention(index, prefix = null) {
   const canvas = $("heatmap");
   canvas.dataset.state = "loading";
-  const body = { text: state.lines[index], beam: state.beam, confidence: true };
+  const body = { text: state.lines[index], beam: state.beam, mbr: state.mbr, confidence: true };
   if (state.tgtLang !== null) body.tgt_lang = state.tgtLang;
   if (prefix !== null) body.prefix = prefix;
   const lowP = threshold("low-probability"), lowC = threshold("low-coverage");
