@@ -428,7 +428,8 @@ def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_len
 def checked_mbr(translator: "TextTranslator", mbr: int | None) -> None:
     """A request's ``mbr`` where the server reranks: MBR then chooses among the reranking's
     best (:mod:`nmtkit.decode.choice`), so it must be below the candidates reranked (422)."""
-    rerank = translator.decode_cfg.rerank if getattr(translator, "reverse", None) else 0
+    reranking = rerank_info(translator)
+    rerank = reranking["candidates"] if reranking else 0
     if mbr and rerank and mbr >= rerank:
         raise HTTPException(422, f"mbr {mbr}: this server reranks {rerank} candidates and MBR "
                                  f"chooses among the reranking's best: ask for fewer than {rerank}")
