@@ -240,6 +240,7 @@ EVERY_CHECK = [
     ({"decode": {"rerank": -1}}, "decode.rerank"),
     ({"decode": {"rerank": 2000}}, "decode.rerank"),
     ({"decode": {"reverse_weight": -0.5}}, "decode.reverse_weight"),
+    ({"decode": {"r2l_weight": -1}}, "decode.r2l_weight"),
     ({"decode": {"rerank": 2, "beam": 5, "n_best": 3}}, "decode.rerank"),
     ({"decode": {"rerank": 10, "mbr": 10}}, "decode.mbr"),
     # across sections

@@ -65,7 +65,7 @@ def test_the_reverse_score_is_the_mean_log_probability_of_the_source(models):
     assert ReverseScorer([rev.translator()]).score([], []) == []
     with pytest.raises(ValueError, match="2 candidates vs 1 sources"):
         ReverseScorer([rev.translator()]).score(["1", "2"], ["1"])
-    with pytest.raises(ValueError, match="at least one reverse model"):
+    with pytest.raises(ValueError, match="at least one reverse or right-to-left model"):
         ReverseScorer([])
 
 
@@ -287,7 +287,8 @@ def test_the_server_reranks_every_answer_with_the_reverse_models_given(models):
         too_many = c.post("/v1/translate", json={"texts": LINES[:2], "mbr": 6})
     assert got == want
     assert att["translation"] == want[3]  # the maps of the reranked choice
-    assert health["rerank"] == {"candidates": 6, "reverse_weight": WEIGHT, "reverse_models": 1}
+    assert health["rerank"] == {"candidates": 6, "reverse_weight": WEIGHT, "reverse_models": 1,
+                                "r2l_weight": None, "r2l_models": 0}
     assert both.status_code == 200
     assert both.json()["translations"] == [r[0].text for r in fwd_tr.translate(LINES[:2], mbr=3)]
     assert too_many.status_code == 422 and "ask for fewer than 6" in too_many.text

@@ -105,6 +105,7 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "mbr": a.mbr, "mbr_utility": a.mbr_utility, "mbr_scale": a.mbr_scale,
             "rerank": getattr(a, "rerank", None),
             "reverse_weight": getattr(a, "reverse_weight", None),
+            "r2l_weight": getattr(a, "r2l_weight", None),
             "alignment_layer": getattr(a, "alignment_layer", None),
             "alignment_head": getattr(a, "alignment_head", None)}
 
@@ -131,7 +132,7 @@ def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
     _set_threads(a.threads)
     bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
     tr = ensemble_translator(bundles, a.model, **overrides)
-    if getattr(a, "reverse_model", None):
+    if getattr(a, "reverse_model", None) or getattr(a, "r2l_model", None):
         from .data.multilingual import evaluation_direction
 
         _, forward = evaluation_direction(bundles[0].cfg.data, getattr(a, "src_lang", None),
@@ -141,16 +142,18 @@ def _translator(a: argparse.Namespace, overrides: dict[str, Any] | None = None
 
 
 def _attach_reverse(a: argparse.Namespace, tr: Translator, forward: Direction) -> None:
-    """``tr.reverse``: the ``--reverse-model`` checkpoints that rerank ``tr``'s candidates,
-    checked against ``forward``, the direction ``tr`` translates."""
+    """``tr.reverse``: the ``--reverse-model`` and ``--r2l-model`` checkpoints that rerank
+    ``tr``'s candidates, checked against ``forward``, the direction ``tr`` translates."""
     from .checkpoint import load_bundle
     from .decode.rerank import reverse_scorer
 
+    reverse, r2l = a.reverse_model or [], getattr(a, "r2l_model", None) or []
     if not tr.decode_cfg.rerank and a.command != "tune":  # tune tries --rerank sizes
-        raise ValueError("--reverse-model scores the candidates of decode.rerank: add "
-                         "--rerank N (e.g. --rerank 10)")
-    tr.reverse = reverse_scorer([load_bundle(m, a.device, verify=not a.no_verify)
-                                 for m in a.reverse_model], forward, a.reverse_model)
+        raise ValueError(f"{'--reverse-model' if reverse else '--r2l-model'} scores the "
+                         "candidates of decode.rerank: add --rerank N (e.g. --rerank 10)")
+    tr.reverse = reverse_scorer(
+        [load_bundle(m, a.device, verify=not a.no_verify) for m in reverse], forward, reverse,
+        r2l=[load_bundle(m, a.device, verify=not a.no_verify) for m in r2l], r2l_names=r2l)
 
 
 def _output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
@@ -324,6 +327,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     if d.rerank:
         result.update({"rerank": d.rerank, "reverse_weight": d.reverse_weight,
                        "reverse_model": a.reverse_model})
+        if a.r2l_model:
+            result.update({"r2l_weight": d.r2l_weight, "r2l_model": a.r2l_model})
     if bundle.cfg.data.directions:
         result.update({"src_lang": data.src_lang if a.split else a.src_lang, "tgt_lang": tgt_lang})
     print(json.dumps(result))
@@ -354,12 +359,13 @@ def cmd_tune(a: argparse.Namespace) -> int:
     def report(t: Trial) -> None:
         print(json.dumps({"split": name, **t.as_dict()}), flush=True)
 
-    if any(a.rerank) and not a.reverse_model:
+    if any(a.rerank) and not (a.reverse_model or a.r2l_model):
         raise ValueError("--rerank scores candidates with a model of the reverse direction: "
-                         "give one (--reverse-model)")
+                         "give one (--reverse-model), or a right-to-left model (--r2l-model)")
     trials = tune_search(tr, src, ref, a.beam, a.length_penalty, tgt_lang=tgt_lang,
                          on_trial=report, mbr=a.mbr, rerank=a.rerank,
-                         reverse_weights=a.reverse_weight)
+                         reverse_weights=a.reverse_weight if a.reverse_model else [0.0],
+                         r2l_weights=a.r2l_weight if a.r2l_model else [0.0])
     best = best_trial(trials, a.metric)
     edge = at_the_edge(best, a.length_penalty)
     if edge:  # the optimum may lie beyond the grid
@@ -465,8 +471,10 @@ def _serve_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
     if a.engine == "ctranslate2":
         if a.no_fast or a.no_verify:
             raise ValueError("--no-fast and --no-verify apply to --engine torch (a checkpoint) only")
-        if a.reverse_model or a.rerank or a.reverse_weight is not None:
-            raise ValueError("--reverse-model, --rerank and --reverse-weight: the server reranks "
+        if (a.reverse_model or a.r2l_model or a.rerank or a.reverse_weight is not None
+                or a.r2l_weight is not None):
+            raise ValueError("--reverse-model, --r2l-model, --rerank and their weights: the "
+                             "server reranks "
                              "with --engine torch (a checkpoint) only")
         try:
             from .export.ctranslate2 import load_export_bundle
@@ -483,15 +491,16 @@ def _serve_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
 
     _set_threads(a.threads)
     bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
-    reranking = {k: v for k, v in (("rerank", a.rerank), ("reverse_weight", a.reverse_weight))
-                 if v is not None}
-    if not (a.no_fast or reranking or a.reverse_model):
+    reranking = {k: v for k, v in (("rerank", a.rerank), ("reverse_weight", a.reverse_weight),
+                                   ("r2l_weight", a.r2l_weight)) if v is not None}
+    if not (a.no_fast or reranking or a.reverse_model or a.r2l_model):
         return bundle, None
     tr = bundle.translator(**({"fast": False} if a.no_fast else {}), **reranking)
-    if tr.decode_cfg.rerank and not a.reverse_model:
+    if tr.decode_cfg.rerank and not (a.reverse_model or a.r2l_model):
         raise ValueError("--rerank needs the model(s) of the reverse direction that score the "
-                         "candidates: give --reverse-model CKPT")
-    if a.reverse_model:
+                         "candidates: give --reverse-model CKPT (or a right-to-left model, "
+                         "--r2l-model CKPT)")
+    if a.reverse_model or a.r2l_model:
         data = bundle.cfg.data
         if data.directions:
             raise ValueError(f"{a.model} translates {', '.join(data.directions)}: the server "
@@ -621,7 +630,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            help="one of the commands below; nmtkit COMMAND --help for its options")
 
-    from .config import MBR_UTILITIES, TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_REVERSE_WEIGHTS
+    from .config import (
+        MBR_UTILITIES,
+        TUNE_BEAMS,
+        TUNE_LENGTH_PENALTIES,
+        TUNE_METRICS,
+        TUNE_R2L_WEIGHTS,
+        TUNE_REVERSE_WEIGHTS,
+    )
     from .data.recipes import RECIPES
     from .decode.limits import MAX_PHRASES
 
@@ -702,8 +718,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "that has it (a model trained both ways can be its own); repeat it to "
                        "average several")
 
+    def r2l_model_arg(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--r2l-model", action="append", default=None, metavar="CKPT",
+                       help="a right-to-left checkpoint of the same direction (trained with "
+                       "data.reverse_target: true) that also scores the candidates of --rerank, "
+                       "reading each from its end; repeat it to average several")
+
     def rerank_args(q: argparse.ArgumentParser) -> None:
         reverse_model_arg(q)
+        r2l_model_arg(q)
         q.add_argument("--rerank", type=int, default=None, metavar="N",
                        help="rerank N candidates (the N best of a beam at least N wide) by their "
                        "beam score plus --reverse-weight times the --reverse-model's log P(source "
@@ -712,6 +735,10 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--reverse-weight", type=float, default=None, metavar="W",
                        help="reranking: the weight of the reverse model's score (default: the "
                        "checkpoint's decode.reverse_weight; `nmtkit tune` chooses it on val)")
+        q.add_argument("--r2l-weight", type=float, default=None, metavar="V",
+                       help="reranking: the weight of the --r2l-model's score, its log P("
+                       "candidate | source) per token (default: the checkpoint's "
+                       "decode.r2l_weight; `nmtkit tune` chooses it on val)")
 
     def decode_args(q: argparse.ArgumentParser) -> None:
         model_args(q)
@@ -849,6 +876,10 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--reverse-weight", type=float, nargs="+", default=list(TUNE_REVERSE_WEIGHTS),
                     metavar="W", help="reranking: the reverse model's weights to try (one search "
                     "for them all)")
+    r2l_model_arg(tu)
+    tu.add_argument("--r2l-weight", type=float, nargs="+", default=list(TUNE_R2L_WEIGHTS),
+                    metavar="V", help="reranking with --r2l-model: its weights to try, each with "
+                    "every --reverse-weight (one search for them all)")
     tu.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
                     help="the score that chooses (default bleu: cased sacreBLEU; bleu_lc_tok for "
                     "a model trained on lowercased text, data.lowercase)")

@@ -121,6 +121,12 @@ class DataConfig:
     """Training pairs with more tokens than this on either side are skipped (counted, logged)."""
     reverse_source: bool = False
     """Reverse source token order (Sutskever et al. 2014; seed 003)."""
+    reverse_target: bool = False
+    """A right-to-left model: it writes the translation's tokens last to first (the target
+    side is reversed in training; translating puts the output back in reading order). Its
+    use is reranking a left-to-right model's candidates (``--r2l-model``,
+    ``decode.r2l_weight``; :mod:`nmtkit.decode.rerank`), the "right-to-left" rescoring of
+    Sennrich et al. (2016): it scores each candidate seen from its end."""
     mmap: bool = False
     """Corpora larger than memory: stream the training text once into token-id arrays on disk
     (``$NMTKIT_CACHE/prepared/``) and memory-map them; later runs on the same files and
@@ -619,6 +625,9 @@ log-probability (0) to a strong preference for longer outputs."""
 TUNE_REVERSE_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0)
 """``nmtkit tune``: the reverse model's weights tried with ``--rerank`` when none are given
 (0: the beam's own order, the baseline every weight is measured against)."""
+TUNE_R2L_WEIGHTS = (0.0, 0.5, 1.0, 2.0)
+"""``nmtkit tune``: the right-to-left models' weights tried with ``--rerank`` and
+``--r2l-model`` when none are given (each with every reverse weight)."""
 TUNE_METRICS = ("bleu", "chrf", "bleu_lc_tok")
 """``nmtkit tune --metric``: the scores a setting can be chosen by: cased sacreBLEU (the
 default), chrF, and BLEU on lowercased tokenized text (:func:`nmtkit.evaluate.tokenized_bleu`;
@@ -707,6 +716,11 @@ class DecodeConfig:
     candidates; en->de / de->en bleu_lc_tok: 0 36.60 / 40.14, 1 38.39 / 41.71, 3 39.07 /
     42.11, 6 38.81 / 41.56; benchmarks/results/mbr_rerank_*.json). Choose it on val for
     another pair: ``nmtkit tune --reverse-model ... --rerank 20``."""
+    r2l_weight: float = 1.0
+    """Reranking: the weight of the right-to-left models' score (``--r2l-model``, trained
+    with ``data.reverse_target``: their log P(candidate | source) per candidate token, read
+    from its end) against the beam's own; used only when such models are given. Choose it
+    on val: ``nmtkit tune --r2l-model ... --rerank 20``."""
     alignment_layer: int = -1
     """Alignments (and the confidence view's coverage) from this decoder layer's source
     attention, counted from 0; -1 = the last layer. Transformer only (the RNN has one)."""
@@ -719,7 +733,7 @@ class DecodeConfig:
         c.at_least(1, "beam", "batch_size")
         c.at_least(-1, "alignment_layer", "alignment_head")
         c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed",
-                   "mbr", "mbr_scale", "rerank", "reverse_weight")
+                   "mbr", "mbr_scale", "rerank", "reverse_weight", "r2l_weight")
         c.at_most(MAX_BEAM, "beam", "n_best", "mbr", "rerank")
         c.one_of("mbr_utility", MBR_UTILITIES)
         c.at_most(MAX_LEN_A, "max_len_a")

@@ -112,7 +112,8 @@ def build_vocabularies(cfg: DataConfig, pairs: PairSource) -> Vocabularies:
 
 def encode_pairs(cfg: DataConfig, pairs: Iterable[tuple[str, str]], v: Vocabularies,
                  drop_long: bool, name: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Token ids pair by pair. Sources end with EOS (reversed first if ``reverse_source``).
+    """Token ids pair by pair. Sources end with EOS (reversed first if ``reverse_source``);
+    targets are reversed with ``reverse_target`` (a right-to-left model).
 
     With ``drop_long``, pairs longer than ``cfg.max_len`` tokens on either side are skipped
     (counted and logged at the end); otherwise they are truncated.
@@ -130,6 +131,8 @@ def encode_pairs(cfg: DataConfig, pairs: Iterable[tuple[str, str]], v: Vocabular
             st, tt = st[: cfg.max_len - len(head)], tt[: cfg.max_len]
         if cfg.reverse_source:
             st = st[::-1]
+        if cfg.reverse_target:
+            tt = tt[::-1]
         st = head + st
         yield (np.asarray(v.src_vocab.encode(st, add_eos=True), dtype=np.int64),
                np.asarray(v.tgt_vocab.encode(tt, add_eos=False), dtype=np.int64))

@@ -143,6 +143,9 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     (one layer, one head; needs ``need_attention``). Raises ``ValueError`` for a text with no
     tokens, a source longer than ``max_src_tokens``, or a model that exposes no attention.
     """
+    if getattr(translator, "reverse_target", False):
+        raise ValueError("attention: a right-to-left model (data.reverse_target) reranks a "
+                         "left-to-right model's candidates; inspect the left-to-right model")
     model = translator.model if model is None else model
     src_toks, src_ids = translator.encode_source(text, tgt_lang)
     if not src_toks:

@@ -96,6 +96,9 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
         if b.cfg.data.reverse_source != first.cfg.data.reverse_source:
             raise ValueError(f"cannot ensemble {shown[0]} and {name}: one reads the source "
                              "reversed (data.reverse_source), the other does not")
+        if b.cfg.data.reverse_target != first.cfg.data.reverse_target:
+            raise ValueError(f"cannot ensemble {shown[0]} and {name}: one writes its output "
+                             "right to left (data.reverse_target), the other does not")
         if b.cfg.data.directions != first.cfg.data.directions:
             raise ValueError(f"cannot ensemble {shown[0]} and {name}: they were trained on different "
                              f"directions (data.directions {list(first.cfg.data.directions)} and "
@@ -104,4 +107,5 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
     max_positions = min(b.cfg.model.max_positions for b in bundles)
     return Translator(Ensemble([b.model for b in bundles]), first.src_tok, first.tgt_tok,
                       first.src_vocab, first.tgt_vocab, decode_options(cfg.decode, **decode_overrides),
-                      cfg.data.reverse_source, max_positions, target_tags=target_tags(cfg.data))
+                      cfg.data.reverse_source, max_positions, target_tags=target_tags(cfg.data),
+                      reverse_target=cfg.data.reverse_target)

@@ -25,14 +25,26 @@ e.g. Sennrich et al. 2016) picks the candidate they agree on:
   or chosen on val with ``nmtkit tune --reverse-model ... --rerank 20``, which scores
   every weight of its grid from one search.
 
+Right-to-left models (``--r2l-model``, trained with ``data.reverse_target``: they write a
+translation last token first) add a second view of the candidate in the same direction,
+seen from its end (Sennrich et al. 2016's right-to-left rescoring; Liu et al. 2016): a left-
+to-right search commits to its first words before it sees how the sentence ends, and a
+candidate whose end reads badly scores low from there. Each adds
+
+    + v * (1 / (|y| + 1)) * log P_r2l(reversed(y) | x)
+
+(``</s>`` included; several: their mean), ``v`` being ``decode.r2l_weight``. Either kind of
+model may rerank alone or both together; both are held by one :class:`ReverseScorer`, as
+each reads the candidate the other way round (from the other language, or from its end).
+
 The output is always one of the candidates; the list comes back in reranked order, each
-with its ``reverse_log_prob`` and ``rerank_score``; a line with constraints keeps those that
-contain every phrase first.
+with its ``reverse_log_prob`` (and ``r2l_log_prob``) and ``rerank_score``; a line with
+constraints keeps those that contain every phrase first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -40,33 +52,45 @@ import numpy as np
 import torch
 
 from ..data.batching import pad_batch
+from ..data.multilingual import Direction, directions
 from ..data.vocab import BOS, PAD
 from ..models.seq2seq import pad_mask, target_mask
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
     from ..config import DecodeConfig
-    from ..data.multilingual import Direction
     from .translator import Translation, Translator
 
 
 class ReverseScorer:
-    """log P(x | y) of source lines given candidate translations, with one or more models
-    trained in the reverse direction (each an nmtkit :class:`~.translator.Translator`, whose
-    tokenizers and vocabularies read the candidate as its source and the source line as its
-    target). ``tgt_langs``: per translator, the language to ask it for when it is a model of
-    several directions (the forward model's source language), ``None`` for a model of one
-    direction; all ``None`` when not given."""
+    """The models that rerank candidates by reading them the other way round.
+
+    ``translators``: models trained in the reverse direction, for log P(x | y) of source
+    lines given candidate translations (each an nmtkit :class:`~.translator.Translator`,
+    whose tokenizers and vocabularies read the candidate as its source and the source line as
+    its target). ``tgt_langs``: per translator, the language to ask it for when it is a model
+    of several directions (the forward model's source language), ``None`` for a model of one
+    direction; all ``None`` when not given. ``r2l``: right-to-left models of the forward
+    direction (``data.reverse_target``), for log P(y | x) read from the candidate's end;
+    ``r2l_tgt_langs``: their target language where they have several. At least one model of
+    either kind."""
 
     def __init__(self, translators: Sequence[Translator],
-                 tgt_langs: Sequence[str | None] | None = None, batch_size: int = 128) -> None:
-        if not translators:
-            raise ValueError("reranking needs at least one reverse model")
+                 tgt_langs: Sequence[str | None] | None = None, batch_size: int = 128, *,
+                 r2l: Sequence[Translator] = (),
+                 r2l_tgt_langs: Sequence[str | None] | None = None) -> None:
+        if not translators and not r2l:
+            raise ValueError("reranking needs at least one reverse or right-to-left model")
         self.translators = list(translators)
         self.tgt_langs = list(tgt_langs) if tgt_langs is not None else [None] * len(translators)
-        if len(self.tgt_langs) != len(self.translators):
-            raise ValueError(f"{len(self.tgt_langs)} target languages for "
-                             f"{len(self.translators)} reverse models")
+        self.r2l = list(r2l)
+        """Right-to-left models of the forward direction (may be empty)."""
+        self.r2l_tgt_langs = (list(r2l_tgt_langs) if r2l_tgt_langs is not None
+                              else [None] * len(self.r2l))
+        for langs, models, what in ((self.tgt_langs, self.translators, "reverse"),
+                                    (self.r2l_tgt_langs, self.r2l, "right-to-left")):
+            if len(langs) != len(models):
+                raise ValueError(f"{len(langs)} target languages for {len(models)} {what} models")
         self.batch_size = batch_size
         """Pairs per teacher-forced pass."""
 
@@ -81,8 +105,28 @@ class ReverseScorer:
     @torch.no_grad()
     def _one_model(self, tr: Translator, tgt_lang: str | None, candidates: Sequence[str],
                    sources: Sequence[str]) -> list[float]:
+        """Per pair, the mean log-probability of a ``sources`` line's tokens and ``</s>``
+        under ``tr`` reading a ``candidates`` line (a reverse model)."""
         srcs = [tr.encode_source(c, tgt_lang)[1] for c in candidates]
         tgts = [self._target_ids(tr, s) for s in sources]
+        return self._teacher_forced(tr, srcs, tgts)
+
+    @torch.no_grad()
+    def _one_r2l_model(self, tr: Translator, tgt_lang: str | None,
+                       candidates: Sequence[str], sources: Sequence[str]) -> list[float]:
+        """Per pair, the mean log-probability of a ``candidates`` line's tokens, last first,
+        then ``</s>``, under ``tr`` (a right-to-left model) reading the ``sources`` line."""
+        srcs = [tr.encode_source(s, tgt_lang)[1] for s in sources]
+        tgts = []
+        for c in candidates:
+            ids = self._target_ids(tr, c)  # y </s>
+            tgts.append(np.concatenate([ids[:-1][::-1], ids[-1:]]))  # reversed(y) </s>
+        return self._teacher_forced(tr, srcs, tgts)
+
+    def _teacher_forced(self, tr: Translator, srcs: Sequence[np.ndarray],
+                        tgts: Sequence[np.ndarray]) -> list[float]:
+        """Per (source ids, target ids ending in ``</s>``) pair, the mean log-probability
+        ``tr``'s model gives the target ids, in batches of similar length."""
         out = [0.0] * len(srcs)
         order = sorted(range(len(srcs)), key=lambda i: (len(srcs[i]), len(tgts[i])))
         for at in range(0, len(order), self.batch_size):
@@ -101,54 +145,90 @@ class ReverseScorer:
     def score(self, candidates: Sequence[str], sources: Sequence[str]) -> list[float]:
         """``(1 / |x|) log P(x | y)`` for each (candidate ``y``, source line ``x``) pair: the
         mean log-probability of the source's tokens and ``</s>`` (the reverse models' mean)."""
+        return self._mean(self._one_model, self.translators, self.tgt_langs, candidates, sources)
+
+    def score_r2l(self, candidates: Sequence[str], sources: Sequence[str]) -> list[float]:
+        """``(1 / (|y| + 1)) log P_r2l(reversed(y) | x)`` for each (candidate ``y``, source
+        line ``x``) pair: the right-to-left models' mean."""
+        return self._mean(self._one_r2l_model, self.r2l, self.r2l_tgt_langs, candidates, sources)
+
+    @staticmethod
+    def _mean(one: Callable[[Translator, str | None, Sequence[str], Sequence[str]], list[float]],
+              models: Sequence[Translator], langs: Sequence[str | None],
+              candidates: Sequence[str], sources: Sequence[str]) -> list[float]:
         if len(candidates) != len(sources):
             raise ValueError(f"{len(candidates)} candidates vs {len(sources)} sources")
         if not candidates:
             return []
-        per_model = [self._one_model(tr, lang, candidates, sources)
-                     for tr, lang in zip(self.translators, self.tgt_langs, strict=True)]
+        if not models:
+            raise ValueError("no model of this kind to score with")
+        per_model = [one(tr, lang, candidates, sources)
+                     for tr, lang in zip(models, langs, strict=True)]
         return [sum(col) / len(col) for col in zip(*per_model, strict=True)]
 
 
 def reverse_scorer(bundles: Sequence[Bundle], forward: Direction,
-                   names: Sequence[str] | None = None) -> ReverseScorer:
-    """A :class:`ReverseScorer` of loaded checkpoints (``names``: their files, for errors)
-    for a forward model translating ``forward`` (its ``src`` -> ``tgt``). A model of one
-    direction must translate ``tgt`` -> ``src``; a model of several directions
-    (``data.directions``) must have that direction among them, and is asked for ``src``:
-    so one model trained both ways (``[de-en, en-de]``) can rerank its own translations.
-    ``ValueError`` naming the file otherwise."""
-    from ..data.multilingual import Direction, directions
+                   names: Sequence[str] | None = None, *, r2l: Sequence[Bundle] = (),
+                   r2l_names: Sequence[str] | None = None) -> ReverseScorer:
+    """A :class:`ReverseScorer` of loaded checkpoints (``names``, ``r2l_names``: their files,
+    for errors) for a forward model translating ``forward`` (its ``src`` -> ``tgt``).
 
+    ``bundles``, the reverse models: a model of one direction must translate ``tgt`` ->
+    ``src``; a model of several directions (``data.directions``) must have that direction
+    among them, and is asked for ``src``: so one model trained both ways (``[de-en, en-de]``)
+    can rerank its own translations. ``r2l``, the right-to-left models: trained with
+    ``data.reverse_target``, translating ``src`` -> ``tgt`` (or with that direction among
+    theirs). ``ValueError`` naming the file otherwise."""
     shown = list(names) if names is not None else [str(b.path) for b in bundles]
     back = Direction(forward.tgt, forward.src)
-    need = (f"a reverse model for a {forward.src}->{forward.tgt} model must translate "
-            f"{back.src}->{back.tgt}")
-    tags: list[str | None] = []
-    for b, name in zip(bundles, shown, strict=True):
-        data = b.cfg.data
-        if data.directions:
-            if back not in directions(data):
-                raise ValueError(f"{name} translates {', '.join(data.directions)}: {need}")
-            tags.append(back.tgt)
-        else:
-            if (data.src_lang, data.tgt_lang) != (back.src, back.tgt):
-                raise ValueError(f"{name} translates {data.src_lang}->{data.tgt_lang}: {need}")
-            tags.append(None)
-    return ReverseScorer([b.translator() for b in bundles], tags)
+    tags = [_direction_tag(b, name, back, f"a reverse model for a {forward.src}->{forward.tgt} "
+                           f"model must translate {back.src}->{back.tgt}")
+            for b, name in zip(bundles, shown, strict=True)]
+    r2l_shown = list(r2l_names) if r2l_names is not None else [str(b.path) for b in r2l]
+    r2l_tags = []
+    for b, name in zip(r2l, r2l_shown, strict=True):
+        need = (f"a right-to-left model for a {forward.src}->{forward.tgt} model must translate "
+                f"{forward.src}->{forward.tgt} with data.reverse_target: true")
+        if not b.cfg.data.reverse_target:
+            raise ValueError(f"{name} writes left to right (data.reverse_target is false): {need}")
+        r2l_tags.append(_direction_tag(b, name, forward, need))
+    return ReverseScorer([b.translator() for b in bundles], tags,
+                         r2l=[b.translator() for b in r2l], r2l_tgt_langs=r2l_tags)
+
+
+def _direction_tag(b: Bundle, name: str, want: Direction, need: str) -> str | None:
+    """The target language to ask checkpoint ``b`` for so that it translates ``want``:
+    ``None`` for a model of that one direction, ``want.tgt`` for a model of several
+    directions that has it; ``ValueError`` naming ``name`` and saying ``need`` otherwise."""
+    data = b.cfg.data
+    if data.directions:
+        if want not in directions(data):
+            raise ValueError(f"{name} translates {', '.join(data.directions)}: {need}")
+        return want.tgt
+    if (data.src_lang, data.tgt_lang) != (want.src, want.tgt):
+        raise ValueError(f"{name} translates {data.src_lang}->{data.tgt_lang}: {need}")
+    return None
 
 
 def require_reverse(cfg: DecodeConfig, reverse: ReverseScorer | None) -> None:
-    """``ValueError`` if ``cfg`` asks for reranking and there is no reverse model."""
+    """``ValueError`` if ``cfg`` asks for reranking and there is no model to rerank with."""
     if cfg.rerank and reverse is None:
         raise ValueError("decode.rerank needs a model of the reverse direction to score the "
-                         "candidates: give one (--reverse-model), or set decode.rerank to 0")
+                         "candidates: give one (--reverse-model; or a right-to-left model, "
+                         "--r2l-model), or set decode.rerank to 0")
 
 
-def rerank_score(t: Translation, weight: float) -> float:
-    """The beam's score plus ``weight`` times the reverse model's per-token log-probability."""
-    assert t.reverse_log_prob is not None
-    return t.score + weight * t.reverse_log_prob
+def rerank_score(t: Translation, cfg: DecodeConfig) -> float:
+    """The beam's score plus ``cfg.reverse_weight`` times the reverse models' per-token
+    log-probability and ``cfg.r2l_weight`` times the right-to-left models' (each where the
+    candidate was scored by such models)."""
+    assert t.reverse_log_prob is not None or t.r2l_log_prob is not None
+    out = t.score
+    if t.reverse_log_prob is not None:
+        out += cfg.reverse_weight * t.reverse_log_prob
+    if t.r2l_log_prob is not None:
+        out += cfg.r2l_weight * t.r2l_log_prob
+    return out
 
 
 def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation]:
@@ -158,7 +238,7 @@ def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation
     ``cfg.n_best``."""
     if not candidates or not any(c.tokens for c in candidates):  # an empty line stays empty
         return candidates[:cfg.n_best]
-    scores = [rerank_score(c, cfg.reverse_weight) for c in candidates]
+    scores = [rerank_score(c, cfg) for c in candidates]
     order = sorted(range(len(candidates)),
                    key=lambda i: (not candidates[i].constraints_met, -scores[i], i))
     return [replace(candidates[i], rerank_score=scores[i]) for i in order[:cfg.n_best]]
@@ -166,12 +246,16 @@ def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation
 
 def with_reverse_scores(results: list[list[Translation]], sources: Sequence[str],
                         reverse: ReverseScorer) -> list[list[Translation]]:
-    """Every line's candidates with their ``reverse_log_prob`` (``sources``: the input lines),
-    scored in one pass over all lines; a line with no candidate token stays as it is."""
+    """Every line's candidates with their ``reverse_log_prob`` (with reverse models) and
+    ``r2l_log_prob`` (with right-to-left models; ``sources``: the input lines), scored in
+    one pass over all lines; a line with no candidate token stays as it is."""
     flat = [(i, j) for i, cs in enumerate(results) if any(c.tokens for c in cs)
             for j in range(len(cs))]
-    values = reverse.score([results[i][j].text for i, j in flat], [sources[i] for i, _ in flat])
+    texts, lines = [results[i][j].text for i, j in flat], [sources[i] for i, _ in flat]
+    none: list[float | None] = [None] * len(flat)
+    rev = reverse.score(texts, lines) if reverse.translators else none
+    r2l = reverse.score_r2l(texts, lines) if reverse.r2l else none
     scored = [list(cs) for cs in results]
-    for (i, j), v in zip(flat, values, strict=True):
-        scored[i][j] = replace(scored[i][j], reverse_log_prob=v)
+    for (i, j), v, w in zip(flat, rev, r2l, strict=True):
+        scored[i][j] = replace(scored[i][j], reverse_log_prob=v, r2l_log_prob=w)
     return scored

@@ -64,9 +64,12 @@ class Translation:
     """With ``decode.mbr``: the expected utility that ranked it (:mod:`nmtkit.decode.mbr`)."""
     reverse_log_prob: float | None = None
     """With ``decode.rerank``: the reverse model's log P(source | this), per source token."""
+    r2l_log_prob: float | None = None
+    """With ``decode.rerank`` and right-to-left models: their log P(this | source) read from
+    its end, per token (``</s>`` included)."""
     rerank_score: float | None = None
     """With ``decode.rerank``: the score that ranked it, ``score + reverse_weight *
-    reverse_log_prob`` (:mod:`nmtkit.decode.rerank`)."""
+    reverse_log_prob`` (``+ r2l_weight * r2l_log_prob``; :mod:`nmtkit.decode.rerank`)."""
 
     @property
     def ranking_score(self) -> float:
@@ -342,14 +345,18 @@ class Translator(TextTranslator):
         return cls(bundle.model, bundle.src_tok, bundle.tgt_tok, bundle.src_vocab,
                    bundle.tgt_vocab, decode_options(cfg.decode, **decode_overrides),
                    cfg.data.reverse_source, cfg.model.max_positions,
-                   target_tags=target_tags(cfg.data))
+                   target_tags=target_tags(cfg.data), reverse_target=cfg.data.reverse_target)
 
     def __init__(self, model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, src_vocab: Vocab,
                  tgt_vocab: Vocab, decode: DecodeConfig, reverse_source: bool = False,
                  max_positions: int | None = None, *,
-                 target_tags: dict[str, str] | None = None) -> None:
+                 target_tags: dict[str, str] | None = None, reverse_target: bool = False) -> None:
         super().__init__(src_tok, tgt_tok, decode, reverse_source, max_positions,
                          target_tags=target_tags)
+        self.reverse_target = reverse_target
+        """A right-to-left model (``data.reverse_target``): the search writes the output last
+        token first; :meth:`_finish` puts tokens, their scores and attention rows back in
+        reading order, and constraint phrases are searched for reversed."""
         self.model = model.eval()
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.device = next(model.parameters()).device
@@ -457,6 +464,9 @@ class Translator(TextTranslator):
             if len(texts) != n_lines:
                 raise ValueError(f"{len(texts)} prefixes for {n_lines} lines: give one per line "
                                  "(an empty one for none)")
+            if self.reverse_target and any(p.strip() for p in texts):
+                raise ValueError("a right-to-left model (data.reverse_target) writes the "
+                                 "translation's end first: it cannot continue a forced prefix")
             forced = [self.known_ids("prefixes", i, p, max_length) for i, p in enumerate(texts)]
         phrases = None
         if constraints is not None:
@@ -468,13 +478,14 @@ class Translator(TextTranslator):
             if len(rows) != n_lines:
                 raise ValueError(f"{len(rows)} constraint lists for {n_lines} lines: give one "
                                  "per line (an empty one for none)")
+            step = -1 if self.reverse_target else 1
             for i, row in enumerate(rows):
                 if len(row) > MAX_PHRASES:
                     raise TargetTextError("constraints", i, f"{len(row)} phrases, more than "
                                           f"{MAX_PHRASES} a line (each one costs search work "
                                           "for every hypothesis at every step)")
-            phrases = [[self.known_ids("constraints", i, p, max_length) for p in row]
-                       for i, row in enumerate(rows)]
+            phrases = [[self.known_ids("constraints", i, p, max_length)[::step] for p in row]
+                       for i, row in enumerate(rows)]  # a right-to-left model writes them reversed
         return forced, phrases
 
     def known_ids(self, field: str, index: int, text: str, max_length: int | None) -> list[int]:
@@ -506,8 +517,7 @@ class Translator(TextTranslator):
                 chosen: tuple[np.ndarray, tuple[int, int]] | None = None) -> Translation:
         """``chosen``: (the source ids, (layer, head)) when the attention comes from a named
         layer/head instead of the search's."""
-        ids = [t for t in h.tokens if t != EOS]
-        toks = self.tgt_vocab.decode(ids)
+        ids = [t for t in h.tokens if t != EOS]  # in the order the model wrote them
         attn = h.attention.cpu() if h.attention is not None else None  # (T, S)
         if attn is not None and self.reverse_source:
             attn = reading_order(attn, len(src_tokens), dims=[1])
@@ -515,9 +525,17 @@ class Translator(TextTranslator):
             src_ids, (layer, head) = chosen
             attn = chosen_source_attention(self.model, src_ids.tolist(), ids, layer, head,
                                            self.reverse_source)  # (T, S), reading order
+        token_log_probs = h.token_log_probs
+        if self.reverse_target:  # the output's tokens back in reading order, </s> stays last
+            ids = ids[::-1]
+            if attn is not None:
+                attn = reading_order(attn, len(ids), dims=[0])  # rows: (T, S)
+            if token_log_probs is not None:
+                token_log_probs = [*token_log_probs[:len(ids)][::-1], *token_log_probs[len(ids):]]
+        toks = self.tgt_vocab.decode(ids)
         align = None
         if alignments and attn is not None:
             align = alignment_from_attention(attn, len(src_tokens), len(toks))
         return self.translation(toks, src_tokens, h.score, attn if need_attention else None,
-                                token_log_probs=h.token_log_probs, alignment=align,
+                                token_log_probs=token_log_probs, alignment=align,
                                 constraints_met=h.constraints_met, log_prob=h.log_prob)

@@ -1,6 +1,6 @@
 """Choose the beam size and the length penalty of beam search (and whether minimum Bayes
-risk decoding, ``--mbr``, or reranking with a reverse model, ``--rerank``, pays) on a
-validation set.
+risk decoding, ``--mbr``, or reranking with a reverse or right-to-left model, ``--rerank``,
+pays) on a validation set.
 
 Beam search ranks finished hypotheses by log P(y|x) / lp(y) with the GNMT length penalty
 lp(y) = ((5 + |y|) / 6) ** alpha (Wu et al. 2016, Sec. 7, Eq. 14): alpha = 0 ranks by the
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS
+from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_R2L_WEIGHTS
 from ..evaluate import score
 from .choice import choose
 from .translator import TextTranslator, Translation, decode_options
@@ -52,15 +52,19 @@ class Trial:
     0 = off."""
     reverse_weight: float | None = None
     """Reranking: the reverse model's weight (``None`` without reranking)."""
+    r2l_weight: float | None = None
+    """Reranking with right-to-left models: their weight (``None`` without them)."""
 
     def flags(self) -> str:
         """The command-line options that decode with this setting (reranking also needs its
-        ``--reverse-model``)."""
+        ``--reverse-model`` or ``--r2l-model``)."""
         out = f"--beam {self.beam}"
         if self.length_penalty is not None:
             out += f" --length-penalty {self.length_penalty:g}"
         if self.rerank:
             out += f" --rerank {self.rerank} --reverse-weight {self.reverse_weight:g}"
+            if self.r2l_weight is not None:
+                out += f" --r2l-weight {self.r2l_weight:g}"
         return out + (f" --mbr {self.mbr}" if self.mbr else "")
 
     def as_dict(self) -> dict[str, Any]:
@@ -101,12 +105,14 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 penalties: Sequence[float] = TUNE_LENGTH_PENALTIES, *, tgt_lang: str | None = None,
                 on_trial: Callable[[Trial], None] | None = None,
                 mbr: Sequence[int] = (0,), rerank: Sequence[int] = (0,),
-                reverse_weights: Sequence[float] = (1.0,)) -> list[Trial]:
+                reverse_weights: Sequence[float] = (1.0,),
+                r2l_weights: Sequence[float] | None = None) -> list[Trial]:
     """Translate ``sources`` with every setting of :func:`grid` and score each against
     ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). A reranking size is searched
     and scored by the reverse model (``translator.reverse``) once per beam and penalty, then
-    chosen from with each of ``reverse_weights``, alone and with each MBR size below it (one
-    trial each, sharing the search's seconds).
+    chosen from with each of ``reverse_weights`` (and, where the reranking has right-to-left
+    models, each of ``r2l_weights`` with each: default ``TUNE_R2L_WEIGHTS``), alone and with
+    each MBR size below it (one trial each, sharing the search's seconds).
     ``on_trial`` is called with each trial as soon as it is scored. The translator's own
     options are restored after."""
     if len(sources) != len(references):
@@ -117,6 +123,14 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     if any(r for *_, r in settings) and (
             not reverse_weights or any(not w >= 0 for w in reverse_weights)):
         raise ValueError(f"reverse weights must be >= 0, got {list(reverse_weights)}")
+    scorer = getattr(translator, "reverse", None)
+    if scorer is None or not scorer.r2l:
+        r2l_options: list[float | None] = [None]
+    else:
+        weights = list(dict.fromkeys(TUNE_R2L_WEIGHTS if r2l_weights is None else r2l_weights))
+        if not weights or any(not v >= 0 for v in weights):
+            raise ValueError(f"right-to-left weights must be >= 0, got {weights}")
+        r2l_options = list(weights)
     base = translator.decode_cfg
     trials = []
 
@@ -148,9 +162,11 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 searched = ((beam, penalty, reranked), results, time.perf_counter() - start)
             _, results, seconds = searched
             for w in dict.fromkeys(reverse_weights):
-                cfg = replace(translator.decode_cfg, n_best=1, reverse_weight=w, mbr=candidates)
-                hyps = [choose(r, cfg)[0].text for r in results]  # MBR among its best, if asked
-                scored(hyps, seconds, beam, penalty, candidates, reranked, w)
+                for v in r2l_options:
+                    cfg = replace(translator.decode_cfg, n_best=1, reverse_weight=w,
+                                  r2l_weight=v or 0.0, mbr=candidates)
+                    hyps = [choose(r, cfg)[0].text for r in results]  # MBR among its best, if asked
+                    scored(hyps, seconds, beam, penalty, candidates, reranked, w, v)
     finally:
         translator.decode_cfg = base
     return trials

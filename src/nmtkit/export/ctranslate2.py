@@ -133,6 +133,10 @@ def check_exportable(bundle_or_arch: Bundle | str, where: str = "<checkpoint>") 
         raise ExportError(f"{where}: model.arch is {arch!r}; only 'transformer' checkpoints can be "
                           "exported to CTranslate2 (it has no recurrent encoder-decoder with "
                           "additive attention)")
+    if not isinstance(bundle_or_arch, str) and bundle_or_arch.cfg.data.reverse_target:
+        raise ExportError(f"{where}: a right-to-left model (data.reverse_target): it reranks a "
+                          "left-to-right model's candidates (--r2l-model), which the ctranslate2 "
+                          "engine does not do; export the left-to-right model")
 
 
 def _architecture(cfg: ModelConfig, where: str) -> transformer_spec.TransformerSpec:

@@ -390,13 +390,16 @@ def health_info(bundle: ServedBundle, translator: "TextTranslator", limits: Serv
 
 def rerank_info(translator: "TextTranslator") -> dict[str, Any] | None:
     """How every answer is reranked (``nmtkit serve --reverse-model ... --rerank N``): the
-    candidates, the reverse models' weight and how many they are; None when it is not."""
+    candidates, the reverse and right-to-left models' weights and how many they are; None
+    when it is not."""
     reverse = getattr(translator, "reverse", None)
     if reverse is None or not translator.decode_cfg.rerank:
         return None
     return {"candidates": translator.decode_cfg.rerank,
             "reverse_weight": translator.decode_cfg.reverse_weight,
-            "reverse_models": len(reverse.translators)}
+            "reverse_models": len(reverse.translators),
+            "r2l_weight": translator.decode_cfg.r2l_weight if reverse.r2l else None,
+            "r2l_models": len(reverse.r2l)}
 
 
 def checked_tgt_lang(translator: "TextTranslator", tgt_lang: str | None) -> str | None:

@@ -93,7 +93,9 @@ async function loadInfo() {
     const names = info.model === info.name ? info.name : `${info.name} · ${info.model}`;
     const engine = info.engine && info.engine !== "torch" ? ` · ${info.engine}` : "";
     const rr = info.rerank;  // nmtkit serve --reverse-model ... --rerank N
-    const reranked = rr ? ` · reranked by ${rr.reverse_models} reverse model${rr.reverse_models > 1 ? "s" : ""}` : "";
+    const models = (n, kind) => n ? [`${n} ${kind} model${n > 1 ? "s" : ""}`] : [];
+    const reranked = rr ? ` · reranked by ${[...models(rr.reverse_models, "reverse"),
+      ...models(rr.r2l_models, "right-to-left")].join(" and ")}` : "";
     $("model").textContent = `${names} · ${info.architecture}`
       + (params ? ` · ${params} parameters` : "") + ` · ${info.device}${engine}${reranked}`;
     const beams = [];
