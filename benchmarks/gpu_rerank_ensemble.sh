@@ -5,11 +5,13 @@
 # (`nmtkit translate --rerank`: log P(y|x) + w * log P(x|y) per token, with the reverse
 # models' probabilities averaged), every choice made on the validation split:
 #
-# 1. seeds FWD of CONFIG in SRC->TGT and seeds REV in TGT->SRC, all at once (train.threads
-#    THREADS each), each for MINUTES minutes of its budget schedule; nvidia-smi every 15 s;
+# 1. seeds FWD of CONFIG in SRC->TGT, seeds REV in TGT->SRC and seeds R2L in SRC->TGT written
+#    right to left (data.reverse_target), all at once (train.threads THREADS each), each for
+#    MINUTES minutes of its budget schedule; nvidia-smi every 15 s;
 # 2. `nmtkit tune` on VALID of the ensemble of the forward runs' best.pt: beam 5, the length
 #    penalties PENALTIES, without reranking and with RERANK candidates reranked by the
-#    reverse runs' best.pt at the default reverse weights (one search for all the weights);
+#    reverse runs' best.pt (and the R2L runs', --r2l-model) at the default weights (one
+#    search for all the weights);
 # 3. TEST with the recipe's own decoding (the ensemble, beam 5, its length penalty) and with
 #    tune's choice: scored once, choosing nothing;
 # 4. each run's best.pt alone on VALID and TEST, and the ensemble on VALID (what the ensemble
@@ -24,7 +26,7 @@
 #   NMTKIT_DATA=... bash benchmarks/gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]
 #
 # The --set options go to every run (both directions). Environment (defaults): SRC (en),
-# TGT (de), FWD ("1 2 3 4"), REV ("1 2"), MINUTES (7), THREADS (2), PENALTIES ("0.6 1.0"),
+# TGT (de), FWD ("1 2 3 4"), REV ("1 2"), R2L ("": none), MINUTES (7), THREADS (2), PENALTIES ("0.6 1.0"),
 # RERANK (20), METRIC (bleu_lc_tok), VALID (val), TEST (test_2016_flickr), DEVICE (cuda: where
 # decoding runs; cpu for a dry run), BATCH (512 sentences per decoding batch), PY (python3).
 set -u
@@ -32,7 +34,7 @@ OUT=${1:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 WORK=${2:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 CONFIG=${3:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 shift 3
-SRC=${SRC:-en} TGT=${TGT:-de} FWD=${FWD:-1 2 3 4} REV=${REV:-1 2} MINUTES=${MINUTES:-7}
+SRC=${SRC:-en} TGT=${TGT:-de} FWD=${FWD:-1 2 3 4} REV=${REV:-1 2} R2L=${R2L:-} MINUTES=${MINUTES:-7}
 THREADS=${THREADS:-2} PENALTIES=${PENALTIES:-0.6 1.0} RERANK=${RERANK:-20}
 METRIC=${METRIC:-bleu_lc_tok} VALID=${VALID:-val} TEST=${TEST:-test_2016_flickr}
 DEVICE=${DEVICE:-cuda} BATCH=${BATCH:-512}
@@ -70,6 +72,9 @@ train() {  # train NAME SRC TGT SEED [--set KEY=VALUE ...]
 pids=()
 for s in $FWD; do train "fwd$s" "$SRC" "$TGT" "$s" "$@" & pids+=($!); done
 for s in $REV; do train "rev$s" "$TGT" "$SRC" "$s" "$@" & pids+=($!); done
+for s in $R2L; do
+  train "r2l$s" "$SRC" "$TGT" "$s" "$@" --set data.reverse_target=true & pids+=($!)
+done
 wait "${pids[@]}"
 [ -n "${SMI:-}" ] && kill "$SMI" 2> /dev/null
 echo "trained after ${SECONDS}s"
@@ -77,6 +82,7 @@ save_logs
 fwd=() rev=()
 for s in $FWD; do fwd+=(--model "$WORK/fwd$s/best.pt"); done
 for s in $REV; do rev+=(--reverse-model "$WORK/rev$s/best.pt"); done
+for s in $R2L; do rev+=(--r2l-model "$WORK/r2l$s/best.pt"); done
 dec=(--batch-size "$BATCH")
 
 # 2. The choice on the validation split.
@@ -97,7 +103,8 @@ echo "test after ${SECONDS}s: $(cat "$OUT/eval_chosen_test.json")"
 # 4. Each run alone, and the ensemble's own validation score: side by side (each process
 # spends most of its time starting; the GPU has room for them all).
 decode evaluate "${fwd[@]}" "${dec[@]}" --split "$VALID" > "$WORK/eval_ensemble_$VALID.json" &
-for run in $(for s in $FWD; do echo "fwd$s"; done; for s in $REV; do echo "rev$s"; done); do
+for run in $(for s in $FWD; do echo "fwd$s"; done; for s in $REV; do echo "rev$s"; done
+             for s in $R2L; do echo "r2l$s"; done); do
   for split in "$VALID" "$TEST"; do
     decode evaluate --model "$WORK/$run/best.pt" "${dec[@]}" --split "$split" \
       > "$WORK/eval_${run}_$split.json" &

@@ -79,13 +79,14 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
     val = tune["metric"]
     chosen_test = json.loads((out_dir / "eval_chosen_test.json").read_text(encoding="utf-8"))
     test = chosen_test["split"]
-    fwd, rev = runs(files, "fwd"), runs(files, "rev")
-    if not fwd or not rev:
-        raise SystemExit(f"{out_dir / 'work.tgz'}: no forward (fwdN.log) or reverse (revN.log) runs")
-    stops = {n: stop_line(files[f"{n}.log"]) for n in fwd + rev}
+    fwd, rev, r2l = runs(files, "fwd"), runs(files, "rev"), runs(files, "r2l")
+    if not fwd or not (rev or r2l):
+        raise SystemExit(f"{out_dir / 'work.tgz'}: no forward (fwdN.log) or reverse (revN.log) "
+                         "or right-to-left (r2lN.log) runs")
+    stops = {n: stop_line(files[f"{n}.log"]) for n in fwd + rev + r2l}
     val_test = {n: (json.loads(files[f"eval_{n}_{tune['split']}.json"]),
                     json.loads(files[f"eval_{n}_{test}.json"]))
-                for n in fwd + rev if f"eval_{n}_{tune['split']}.json" in files
+                for n in fwd + rev + r2l if f"eval_{n}_{tune['split']}.json" in files
                 and f"eval_{n}_{test}.json" in files}
     rows = []
     singles = [n for n in fwd if n in val_test]
@@ -112,10 +113,21 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
                                f"penalty {ensemble_test['length_penalty']:g} (the recipe's)",
                  "updates": None, "val_bleu_beam5": round(ensemble_val, 2),
                  "note": f"test {ensemble_test[TEST]:.2f}"})
-    rows.append(chosen_row(f"+ reranking by the {len(rev)} reverse models "
-                           f"({', '.join(rev)}: mean greedy val BLEU "
-                           f"{statistics.fmean(stops[n]['valid_bleu'] for n in rev):.2f})",
-                           tune, chosen_test))
+    def models(names: list[str], kind: str) -> list[str]:
+        return [f"the {len(names)} {kind} models ({', '.join(names)}: mean greedy val BLEU "
+                f"{statistics.fmean(stops[n]['valid_bleu'] for n in names):.2f})"] if names else []
+
+    if r2l:  # what the right-to-left models add on val: the best choice without them
+        without = [t for t in tune["trials"] if t.get("rerank") and not t.get("r2l_weight")]
+        if without and rev:
+            best = max(without, key=lambda t: t[val])
+            rows.append({"ingredient": f"+ reranking by {models(rev, 'reverse')[0]} alone "
+                                       "(right-to-left weight 0), the best of the val grid",
+                         "updates": None, "val_bleu_beam5": round(float(best[val]), 2),
+                         "note": f"val only (length penalty {best['length_penalty']:g}, reverse "
+                                 f"weight {best['reverse_weight']:g}); test not scored"})
+    rows.append(chosen_row("+ reranking by " + " and ".join(
+        models(rev, "reverse") + models(r2l, "right-to-left")), tune, chosen_test))
     for label, tune_path, test_path in also:
         rows.append(chosen_row(label, json.loads(tune_path.read_text(encoding="utf-8")),
                                json.loads(test_path.read_text(encoding="utf-8"))))
@@ -131,7 +143,7 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
         "matmul": "not measured (a GPU run)",
         "gpu_utilization": gpu_busy(smi.read_text(encoding="utf-8") if smi.exists() else ""),
         "runs": {n: {k: stops[n][k] for k in ("step", "elapsed_s", "valid_bleu", "stop_reason")}
-                 for n in fwd + rev},
+                 for n in fwd + rev + r2l},
         "val_grid": tune["trials"], "commands": commands, "rows": rows}
 
 

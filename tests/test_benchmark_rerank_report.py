@@ -98,3 +98,21 @@ def test_an_unfinished_run_is_refused(tmp_path):
     write_call(tmp_path / "out2", logs={"fwd1.log": stop("fwd1", 9, 1)})
     with pytest.raises(SystemExit, match="no forward"):
         report.report(tmp_path / "out2", "T", "P", [], [])
+
+
+def test_right_to_left_runs_are_reported_with_what_they_add_on_val(tmp_path):
+    logs = {"fwd1.log": stop("fwd1", 3900, 38.5), "rev1.log": stop("rev1", 3940, 41.8),
+            "r2l1.log": stop("r2l1", 3800, 37.0)}
+    write_call(tmp_path / "out", singles=False, logs=logs)
+    trials = [trial(0.6, 0, None, 40.0), {**trial(0.6, 20, 2.0, 41.9), "r2l_weight": 0.0},
+              {**trial(0.6, 20, 1.0, 42.4), "r2l_weight": 1.0}]
+    (tmp_path / "out" / "tune.json").write_text(json.dumps({
+        "split": "val", "metric": "bleu_lc_tok", "best": trials[2], "trials": trials,
+        "flags": "--beam 5 --length-penalty 0.6 --rerank 20 --reverse-weight 1 --r2l-weight 1"}))
+    r = report.report(tmp_path / "out", "T", "P", [], [])
+    ensemble, reverse_only, both = r["rows"]
+    assert reverse_only["val_bleu_beam5"] == 41.9 and "test not scored" in reverse_only["note"]
+    assert "reverse weight 2" in reverse_only["note"]
+    assert both["val_bleu_beam5"] == 42.4 and both["note"].startswith("test 41.20")
+    assert "1 right-to-left models (r2l1: mean greedy val BLEU 37.00)" in both["ingredient"]
+    assert set(r["runs"]) == {"fwd1", "rev1", "r2l1"}

@@ -36,6 +36,7 @@ class FixedReverse:
 
     def __init__(self, line):
         self.by_text = {c.text: c.reverse_log_prob for c in line}
+        self.translators, self.r2l = ["a reverse model"], []  # one reverse model, no right-to-left
 
     def score(self, candidates, sources):
         return [self.by_text[c] for c in candidates]
