@@ -53,16 +53,34 @@ def label(setting: dict[str, Any]) -> str:
 
 
 def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: list[str],
-              references: list[str], official: Any, tgt_lang: str | None) -> dict[str, Any]:
+              references: list[str], official: Any, tgt_lang: str | None,
+              searches: dict[str, tuple[list[Any], float]] | None = None) -> dict[str, Any]:
     """Scores of one setting on one split (``official``: the reference file of
-    ``bleu_official_tok`` and its split and language, or ``None``)."""
+    ``bleu_official_tok`` and its split and language, or ``None``). ``searches``: the
+    reranked settings' candidate lists already searched on this split, by the search's
+    options; settings that differ only in their weights (and MBR among the reranking's best)
+    choose from one search, as ``nmtkit tune`` does ("seconds": that search's)."""
+    from dataclasses import replace
+
+    from nmtkit.decode.choice import choose
     from nmtkit.decode.translator import decode_options
     from nmtkit.evaluate import multi30k_tok_bleu, score
 
-    tr.decode_cfg = decode_options(base, **setting)
-    start = time.perf_counter()
-    hyps = tr.translate_lines(sources, tgt_lang=tgt_lang)
-    seconds = time.perf_counter() - start
+    cfg = decode_options(base, **setting)
+    if cfg.rerank and searches is not None:
+        search = replace(cfg, reverse_weight=0.0, r2l_weight=0.0, mbr=0, n_best=cfg.rerank)
+        key = repr(search)  # every option of the search (a DecodeConfig is not hashable)
+        if key not in searches:
+            tr.decode_cfg = search
+            start = time.perf_counter()
+            searches[key] = (tr.translate(sources, tgt_lang=tgt_lang), time.perf_counter() - start)
+        results, seconds = searches[key]
+        hyps = [choose(r, replace(cfg, n_best=1))[0].text for r in results]
+    else:
+        tr.decode_cfg = cfg
+        start = time.perf_counter()
+        hyps = tr.translate_lines(sources, tgt_lang=tgt_lang)
+        seconds = time.perf_counter() - start
     s = score(hyps, references)
     out = {"bleu": s["bleu"], "chrf": s["chrf"], "bleu_lc_tok": s["bleu_lc_tok"],
            "length_ratio": s["length_ratio"], "seconds": round(seconds, 2)}
@@ -75,12 +93,14 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
 def compare(models: list[str], settings: list[str], metric: str, valid: str | None = None,
             test: str | None = None, batch_size: int | None = None,
             reverse_models: list[str] | None = None, src_lang: str | None = None,
-            tgt_lang: str | None = None) -> dict[str, Any]:
+            tgt_lang: str | None = None, r2l_models: list[str] | None = None) -> dict[str, Any]:
     """Every setting on the validation split, the best by ``metric``, then the baseline and
     it on the test split. ``reverse_models``: checkpoints of the reverse direction, for the
     settings that rerank (``rerank=N,reverse_weight=W``): a model of several directions may be
-    one, the forward model itself included. ``src_lang``/``tgt_lang``: the direction a
-    model of several directions translates (as ``nmtkit evaluate``'s)."""
+    one, the forward model itself included. ``r2l_models``: right-to-left checkpoints of the
+    forward direction (``data.reverse_target``) for settings with ``r2l_weight``.
+    ``src_lang``/``tgt_lang``: the direction a model of several directions translates (as
+    ``nmtkit evaluate``'s)."""
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
     from nmtkit.data.multilingual import evaluation_direction
@@ -94,11 +114,13 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
     tr = ensemble_translator(bundles, models, batch_size=batch_size)
     data, direction = evaluation_direction(bundles[0].cfg.data, src_lang, tgt_lang)
     ask = direction.tgt if bundles[0].cfg.data.directions else None  # a model of several
-    if reverse_models:
+    if reverse_models or r2l_models:
         from nmtkit.decode.rerank import reverse_scorer
 
-        tr.reverse = reverse_scorer([load_bundle(m) for m in reverse_models], direction,
-                                    reverse_models)
+        tr.reverse = reverse_scorer([load_bundle(m) for m in reverse_models or []], direction,
+                                    reverse_models or [],
+                                    r2l=[load_bundle(m) for m in r2l_models or []],
+                                    r2l_names=r2l_models or [])
     base = tr.decode_cfg
     valid, test = valid or data.valid, test or data.test
 
@@ -111,12 +133,14 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
         return par.src, par.tgt, official
 
     src, ref, official = split(valid)
+    searches: dict[str, Any] = {}
     rows = [{"setting": label(p), "options": p,
-             "val": run_split(tr, base, p, src, ref, official, ask)} for p in parsed]
+             "val": run_split(tr, base, p, src, ref, official, ask, searches)} for p in parsed]
     best = max(range(len(rows)), key=lambda i: (rows[i]["val"][metric], -i))
     src, ref, official = split(test)
+    searches = {}
     for i in sorted({0, best}):
-        rows[i]["test"] = run_split(tr, base, parsed[i], src, ref, official, ask)
+        rows[i]["test"] = run_split(tr, base, parsed[i], src, ref, official, ask, searches)
     protocol = (f"{len(models)} model{'s as one ensemble' if len(models) > 1 else ''} "
                 f"({', '.join(models)}) translated {valid} once per decoding setting; the "
                 f"setting with the best val {metric} was chosen; {test} was then translated "
@@ -130,9 +154,16 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
                      "times the reverse model's log P(source | candidate) per source token "
                      f"(reverse model{'s, their mean' if len(reverse_models) > 1 else ''}: "
                      f"{', '.join(reverse_models)}).")
+    if r2l_models:
+        protocol += (" Right-to-left models (data.reverse_target) add r2l_weight times their "
+                     "log P(candidate | source) per token, read from the candidate's end "
+                     f"({', '.join(r2l_models)}).")
+    if any(p.get("rerank") for p in parsed):
+        protocol += (" Reranked settings that differ only in their weights (or MBR among the "
+                     "reranking's best) choose from one search of the split.")
     return {"models": models, "direction": direction.name, "metric": metric, "valid": valid,
             "test": test,
-            "reverse_models": reverse_models or [],
+            "reverse_models": reverse_models or [], "r2l_models": r2l_models or [],
             "protocol": protocol,
             "decode": {"beam": base.beam, "length_penalty": base.length_penalty},
             "chosen": best, "rows": rows}
@@ -145,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reverse-model", action="append", default=None,
                    help="a checkpoint of the reverse direction for settings with rerank=N "
                    "(repeat to average several)")
+    p.add_argument("--r2l-model", action="append", default=None,
+                   help="a right-to-left checkpoint of the forward direction (data.reverse_target) "
+                   "for settings with rerank=N and r2l_weight=V (repeat to average several)")
     p.add_argument("--setting", action="append", default=None,
                    help="decode.* options, comma-separated KEY=VALUE (repeat; the first is the "
                    f"baseline; default: {' | '.join(repr(s) for s in DEFAULT_SETTINGS)})")
@@ -168,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     rates = gemm_peaks_gflops(torch.get_num_threads())
     result = compare(a.model, a.setting or DEFAULT_SETTINGS, a.metric, a.valid, a.test,
-                     a.batch_size, a.reverse_model, a.src_lang, a.tgt_lang)
+                     a.batch_size, a.reverse_model, a.src_lang, a.tgt_lang, a.r2l_model)
     emit({"benchmark": "mbr", "machine": machine(), "torch": torch.__version__,
           "nmtkit_commit": commit(),
           "threads": torch.get_num_threads(), "matmul_gflops": rates, "title": a.title,

@@ -33,8 +33,8 @@ def test_the_choice_is_made_on_val_and_test_is_scored_for_baseline_and_choice(
     seen = []
     real = mbr_bench.run_split
 
-    def spy(tr, base, setting, sources, references, official, tgt_lang):
-        out = real(tr, base, setting, sources, references, official, tgt_lang)
+    def spy(tr, base, setting, sources, references, official, tgt_lang, searches=None):
+        out = real(tr, base, setting, sources, references, official, tgt_lang, searches)
         seen.append((dict(setting), len(sources)))
         return out
 
@@ -68,6 +68,44 @@ def test_reranking_settings_use_the_reverse_model_given(model_path, tmp_path):
     assert r["rows"][1]["val"]["bleu"] == r["rows"][2]["val"]["bleu"]
     with pytest.raises(ValueError, match="decode.rerank needs a model of the reverse direction"):
         mbr_bench.compare([str(model_path)], ["beam=2", "rerank=4"], "bleu")
+
+
+def test_reranked_settings_share_one_search_and_r2l_models_score_too(model_path, tmp_path,
+                                                                     monkeypatch):
+    from nmtkit.decode.translator import Translator
+
+    Trainer(make_cfg(20, ["data.src_lang=en", "data.tgt_lang=de"]), tmp_path / "rev").run()
+    Trainer(make_cfg(20, ["data.reverse_target=true", "train.seed=5"]), tmp_path / "r2l").run()
+    rev, r2l = str(tmp_path / "rev" / "last.pt"), str(tmp_path / "r2l" / "last.pt")
+    searched = []
+    real = Translator.translate
+
+    def counting(self, lines, *args, **kwargs):
+        searched.append(self.decode_cfg)
+        return real(self, lines, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", counting)
+    settings = ["beam=2", "beam=2,rerank=4,reverse_weight=0", "beam=2,rerank=4,reverse_weight=3",
+                "beam=2,rerank=4,reverse_weight=3,r2l_weight=2"]
+    r = mbr_bench.compare([str(model_path)], settings, "bleu", reverse_models=[rev],
+                          r2l_models=[r2l])
+    tested = {i for i, row in enumerate(r["rows"]) if "test" in row}
+    assert len(searched) == 2 + len(tested)  # val: the baseline, then one search for the three
+    assert r["r2l_models"] == [r2l] and "Right-to-left models" in r["protocol"]
+    # a setting chosen from the shared search scores as the same setting decoded on its own
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.data.corpora import load_parallel
+    from nmtkit.data.multilingual import Direction
+    from nmtkit.decode.rerank import reverse_scorer
+
+    bundle = load_bundle(model_path)
+    tr = bundle.translator()
+    tr.reverse = reverse_scorer([load_bundle(rev)], Direction("de", "en"),
+                                r2l=[load_bundle(r2l)])
+    par = load_parallel(bundle.cfg.data, r["valid"])
+    alone = mbr_bench.run_split(tr, tr.decode_cfg, r["rows"][3]["options"], par.src, par.tgt,
+                                None, None)
+    assert alone["bleu"] == r["rows"][3]["val"]["bleu"]
 
 
 def test_the_report_shows_tunes_val_grid_one_row_per_length_penalty():
