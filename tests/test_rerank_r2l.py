@@ -12,17 +12,16 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
 from nmtkit.data.multilingual import Direction
 from nmtkit.data.prepare import build_vocabularies, encode_pairs, pairs_of
-from nmtkit.data.vocab import BOS
 from nmtkit.decode import rerank
 from nmtkit.decode.attention import sentence_attention
 from nmtkit.decode.ensemble import ensemble_translator
 from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
 from nmtkit.decode.translator import Translation
-from nmtkit.models.seq2seq import pad_mask
 from nmtkit.train.loop import Trainer
 
 from .test_checkpoint import make_cfg
 from .test_prepare import PAR, whitespace_cfg
+from .test_rerank import step_by_step
 
 LINES = ["1 2 3 4 5", "7 7 8", "", "3 9 1 4 4 2", "5"]
 WEIGHT = 20.0  # large enough for the right-to-left score to change choices of these tiny models
@@ -66,19 +65,10 @@ def test_the_translator_puts_a_right_to_left_output_back_in_reading_order(models
 
 
 def step_by_step_r2l(bundle, candidate: str, source: str) -> float:
-    """(1 / (|y| + 1)) log P(reversed(y) </s> | x) by the model's incremental decoder, one
-    position at a time (another path than the scorer's batched teacher-forced pass)."""
-    src = torch.tensor([bundle.src_vocab.encode(bundle.src_tok.encode(source), add_eos=True)])
-    tgt = bundle.tgt_vocab.encode(bundle.tgt_tok.encode(candidate)[::-1], add_eos=True)
-    model = bundle.model.eval()
-    with torch.no_grad():
-        state = model.start(model.encode(src, pad_mask(src)), pad_mask(src))
-        prev, total = torch.tensor([BOS]), 0.0
-        for t in tgt:
-            log_probs, state, _ = model.step(state, prev)
-            total += float(log_probs[0, t])
-            prev = torch.tensor([t])
-    return total / len(tgt)
+    """(1 / (|y| + 1)) log P(reversed(y) </s> | x) by the model's incremental decoder
+    (:func:`tests.test_rerank.step_by_step` with the model reading the source and scoring the
+    candidate's words last first: the copy task's tokens are its words)."""
+    return step_by_step(bundle, source, " ".join(candidate.split()[::-1]))
 
 
 def test_the_r2l_score_is_the_mean_log_probability_of_the_reversed_candidate(models):
