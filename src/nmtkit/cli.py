@@ -730,8 +730,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--rerank", type=int, default=None, metavar="N",
                        help="rerank N candidates (the N best of a beam at least N wide) by their "
                        "beam score plus --reverse-weight times the --reverse-model's log P(source "
-                       "| candidate) per source token (default: the checkpoint's decode.rerank, "
-                       "0 = off)")
+                       "| candidate) per source token (and --r2l-weight times the --r2l-model's "
+                       "per-token score; default: the checkpoint's decode.rerank, 0 = off)")
         q.add_argument("--reverse-weight", type=float, default=None, metavar="W",
                        help="reranking: the weight of the reverse model's score (default: the "
                        "checkpoint's decode.reverse_weight; `nmtkit tune` chooses it on val)")
