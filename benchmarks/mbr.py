@@ -62,13 +62,13 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
     choose from one search, as ``nmtkit tune`` does ("seconds": that search's)."""
     from dataclasses import replace
 
-    from nmtkit.decode.choice import choose
+    from nmtkit.decode.choice import choose, reranking_search
     from nmtkit.decode.translator import decode_options
     from nmtkit.evaluate import multi30k_tok_bleu, score
 
     cfg = decode_options(base, **setting)
     if cfg.rerank and searches is not None:
-        search = replace(cfg, reverse_weight=0.0, r2l_weight=0.0, mbr=0, n_best=cfg.rerank)
+        search = reranking_search(cfg)
         key = repr(search)  # every option of the search (a DecodeConfig is not hashable)
         if key not in searches:
             tr.decode_cfg = search

@@ -24,6 +24,14 @@ if TYPE_CHECKING:
     from .translator import Translation
 
 
+def reranking_search(cfg: DecodeConfig) -> DecodeConfig:
+    """The options that give a reranking setting (``cfg.rerank``) all its candidates in the
+    beam's order, every one scored by the reranking models: its weights at 0, no MBR, every
+    candidate kept. Settings that differ only in their weights (or MBR among the reranking's
+    best) then :func:`choose` from one such search (``nmtkit tune``, ``benchmarks/mbr.py``)."""
+    return replace(cfg, reverse_weight=0.0, r2l_weight=0.0, mbr=0, n_best=cfg.rerank)
+
+
 def candidate_options(cfg: DecodeConfig) -> DecodeConfig:
     """The search that gives MBR or reranking its N candidates (``cfg.mbr`` or
     ``cfg.rerank``, the larger with both): N samples with ``cfg.sampling``, else the N best

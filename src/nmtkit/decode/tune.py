@@ -25,7 +25,7 @@ from typing import Any
 
 from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_R2L_WEIGHTS
 from ..evaluate import score
-from .choice import choose
+from .choice import choose, reranking_search
 from .translator import TextTranslator, Translation, decode_options
 
 
@@ -146,12 +146,13 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     searched: tuple[tuple[int, float | None, int], list[list[Translation]], float] | None = None
     try:
         for beam, penalty, candidates, reranked in settings:
-            given: dict[str, Any] = {"beam": beam, "n_best": reranked or 1,
-                                     "mbr": 0 if reranked else candidates,
-                                     "rerank": reranked, "reverse_weight": 0.0}
+            given: dict[str, Any] = {"beam": beam, "n_best": 1, "mbr": candidates,
+                                     "rerank": reranked}
             if penalty is not None:
                 given["length_penalty"] = penalty
             translator.decode_cfg = decode_options(base, **given)
+            if reranked:  # all the candidates, in the beam's order: each weight chooses below
+                translator.decode_cfg = reranking_search(translator.decode_cfg)
             start = time.perf_counter()
             if not reranked:
                 hyps = translator.translate_lines(sources, tgt_lang=tgt_lang)
