@@ -64,7 +64,6 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
 
     from nmtkit.decode.choice import choose, reranking_search
     from nmtkit.decode.translator import decode_options
-    from nmtkit.evaluate import multi30k_tok_bleu, score
 
     cfg = decode_options(base, **setting)
     if cfg.rerank and searches is not None:
@@ -81,13 +80,51 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
         start = time.perf_counter()
         hyps = tr.translate_lines(sources, tgt_lang=tgt_lang)
         seconds = time.perf_counter() - start
+    return {**score_lines(hyps, references, official), "seconds": round(seconds, 2)}
+
+
+def score_lines(hyps: list[str], references: list[str], official: Any) -> dict[str, Any]:
+    """sacreBLEU, chrF, ``bleu_lc_tok`` and the length ratio of ``hyps`` against
+    ``references``, and BLEU against the official lowercased tokenized references where
+    ``official`` (their file, split and language) is given."""
+    from nmtkit.evaluate import multi30k_tok_bleu, score
+
     s = score(hyps, references)
     out = {"bleu": s["bleu"], "chrf": s["chrf"], "bleu_lc_tok": s["bleu_lc_tok"],
-           "length_ratio": s["length_ratio"], "seconds": round(seconds, 2)}
+           "length_ratio": s["length_ratio"]}
     if official is not None:
         path, split, lang = official
         out["bleu_official_tok"] = multi30k_tok_bleu(hyps, split, lang, path)[0]
     return out
+
+
+def load_split(data: Any, name: str) -> tuple[list[str], list[str], Any]:
+    """Split ``name`` of the data section ``data``: its source lines, its references, and on
+    Multi30k the official lowercased tokenized reference (file, split, language) or ``None``."""
+    from nmtkit.data.corpora import load_parallel
+    from nmtkit.evaluate import official_reference
+
+    par = load_parallel(data, name)
+    official = None
+    if data.corpus == "multi30k":
+        path = official_reference(name, data.tgt_lang)
+        official = None if path is None else (path, name, data.tgt_lang)
+    return par.src, par.tgt, official
+
+
+def load_translator(models: list[str], batch_size: int | None = None, src_lang: str | None = None,
+                    tgt_lang: str | None = None) -> tuple[Any, Any, Any, str | None]:
+    """The checkpoints ``models`` as one translator (an ensemble where several), the data
+    section and direction it is evaluated in, and the target language to ask a model of
+    several directions for (``None`` for a model of one)."""
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.data.multilingual import evaluation_direction
+    from nmtkit.decode.ensemble import ensemble_translator
+
+    bundles = [load_bundle(m) for m in models]
+    tr = ensemble_translator(bundles, models, batch_size=batch_size)
+    data, direction = evaluation_direction(bundles[0].cfg.data, src_lang, tgt_lang)
+    return tr, data, direction, direction.tgt if bundles[0].cfg.data.directions else None
 
 
 def compare(models: list[str], settings: list[str], metric: str, valid: str | None = None,
@@ -102,18 +139,11 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
     ``src_lang``/``tgt_lang``: the direction a model of several directions translates (as
     ``nmtkit evaluate``'s)."""
     from nmtkit.checkpoint import load_bundle
-    from nmtkit.data.corpora import load_parallel
-    from nmtkit.data.multilingual import evaluation_direction
-    from nmtkit.decode.ensemble import ensemble_translator
-    from nmtkit.evaluate import official_reference
 
     if metric not in TUNE_METRICS:
         raise ValueError(f"--metric must be one of {', '.join(TUNE_METRICS)}")
     parsed = [parse_setting(s) for s in settings]
-    bundles = [load_bundle(m) for m in models]
-    tr = ensemble_translator(bundles, models, batch_size=batch_size)
-    data, direction = evaluation_direction(bundles[0].cfg.data, src_lang, tgt_lang)
-    ask = direction.tgt if bundles[0].cfg.data.directions else None  # a model of several
+    tr, data, direction, ask = load_translator(models, batch_size, src_lang, tgt_lang)
     if reverse_models or r2l_models:
         from nmtkit.decode.rerank import reverse_scorer
 
@@ -124,20 +154,12 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
     base = tr.decode_cfg
     valid, test = valid or data.valid, test or data.test
 
-    def split(name: str) -> tuple[list[str], list[str], Any]:
-        par = load_parallel(data, name)
-        official = None
-        if data.corpus == "multi30k":
-            path = official_reference(name, data.tgt_lang)
-            official = None if path is None else (path, name, data.tgt_lang)
-        return par.src, par.tgt, official
-
-    src, ref, official = split(valid)
+    src, ref, official = load_split(data, valid)
     searches: dict[str, Any] = {}
     rows = [{"setting": label(p), "options": p,
              "val": run_split(tr, base, p, src, ref, official, ask, searches)} for p in parsed]
     best = max(range(len(rows)), key=lambda i: (rows[i]["val"][metric], -i))
-    src, ref, official = split(test)
+    src, ref, official = load_split(data, test)
     searches = {}
     for i in sorted({0, best}):
         rows[i]["test"] = run_split(tr, base, parsed[i], src, ref, official, ask, searches)

@@ -533,6 +533,46 @@ def mbr_section() -> list[str]:
     return out
 
 
+def rerank_seeds_section() -> list[str]:
+    """What right-to-left models add to reranking, seed by seed (benchmarks/rerank_seeds.py):
+    every rerank_seeds file. One row per arm with its choice on val and that choice's test
+    scores; each seed's gain over the reverse model alone, then their mean and s.d."""
+    out = []
+    for f in sorted(RESULTS.glob("rerank_seeds_*.json")):
+        out += rerank_seeds_table(json.loads(f.read_text(encoding="utf-8")), f.name)
+    return out
+
+
+def rerank_seeds_table(r: dict, name: str) -> list[str]:
+    """One rerank_seeds result (file ``name``) as :func:`rerank_seeds_section` shows it."""
+    m = r["metric"]
+    rev = next(a for a in r["arms"] if a["kind"] == "reverse")
+    out = [f"### {clean(r['title'])}", "", clean(r["protocol"]), "",
+           f"| arm | chosen on val (α, reverse w, right-to-left v) | val {m} | test {m} "
+           "| test sacreBLEU | vs. the reverse model: val | test |",
+           "|---|---|---|---|---|---|---|"]
+    for a in r["arms"]:
+        c = a["chosen"]
+        gain = ("- | -" if a["kind"] == "reverse" else
+                f"{a['val'][m] - rev['val'][m]:+.2f} | {a['test'][m] - rev['test'][m]:+.2f}")
+        out.append(f"| {clean(a['name'])} | {c['length_penalty']:g}, {c['reverse_weight']:g}, "
+                   f"{c['r2l_weight']:g} | {a['val'][m]:.2f} | {a['test'][m]:.2f} "
+                   f"| {a['test']['bleu']:.2f} | {gain} |")
+    mean, sd = r["gain_mean"], r["gain_sd"]
+
+    def spread(k: str) -> str:
+        return f"{mean[k]:+.2f}" + ("" if sd[k] is None else f" (s.d. {sd[k]:.2f})")
+
+    rates = r["matmul_gflops"]
+    rate = ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
+    out += ["", f"Over {len(r['gains'])} right-to-left seeds, the gain over the reverse "
+            f"model alone: val {spread('val')}, test {spread('test')} {m}.", "",
+            "Command:", "", "```bash", clean(r["command"]), "```", "",
+            f"Machine: {r['machine']}, {r['threads']} threads, torch {r['torch']}, matmul "
+            f"{rate} GFLOP/s (`{name}`). {clean(r.get('note', ''))}", ""]
+    return out
+
+
 def _share_cell(r: dict) -> str:
     """The share of the matmul rate, and where measured (from 2026-11-26's oneDNN change on)
     the share of the faster of MKL's and oneDNN's GEMM rates."""
@@ -776,7 +816,7 @@ def page(train: str, decode: str, compile_: str | None, corpus: str | None, peer
            "on are shown repository-relative; `MIRROR` is the offline data mirror "
            "(`$NMTKIT_DATA`) and `OLD_TREE` a `git worktree` of the older commit being timed.", ""]
     out += quality_section() + budget_hour_section() + hour_seeds_section()
-    out += decode_tuning_section() + mbr_section()
+    out += decode_tuning_section() + mbr_section() + rerank_seeds_section()
     out += quickstart_section() + ablation_section()
     out += ["## Speed on a CPU", "", CPU_PROTOCOL, ""]
     out += speed_table(train, decode, compile_, corpus, peers) + [""]
