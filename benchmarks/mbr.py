@@ -191,6 +191,28 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
             "chosen": best, "rows": rows}
 
 
+def add_run_args(p: argparse.ArgumentParser, title: str) -> None:
+    """The options every choose-on-val benchmark takes: the splits, batch size, threads, and
+    the title, note and file of its JSON."""
+    p.add_argument("--valid", help="validation split (default: the checkpoint's data.valid)")
+    p.add_argument("--test", help="test split (default: the checkpoint's data.test)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--title", default=title)
+    p.add_argument("--note", default="")
+    p.add_argument("--out", help="also write the JSON here")
+
+
+def use_threads(threads: int) -> dict[str, float]:
+    """Set torch's threads (0: its default) and measure the matrix-product rates at that
+    count, for the JSON."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    return gemm_peaks_gflops(torch.get_num_threads())
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", action="append", required=True,
@@ -206,23 +228,15 @@ def main(argv: list[str] | None = None) -> None:
                    f"baseline; default: {' | '.join(repr(s) for s in DEFAULT_SETTINGS)})")
     p.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
                    help="the validation score that chooses (bleu_lc_tok for a lowercased model)")
-    p.add_argument("--valid", help="validation split (default: the checkpoint's data.valid)")
-    p.add_argument("--test", help="test split (default: the checkpoint's data.test)")
     p.add_argument("--tgt-lang", help="a model of several directions (data.directions): the "
                    "language to translate into")
     p.add_argument("--src-lang", help="... and the source language, where several directions "
                    "go into --tgt-lang")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--title", default="Minimum Bayes risk decoding against beam search")
-    p.add_argument("--note", default="")
-    p.add_argument("--out", help="also write the JSON here")
+    add_run_args(p, "Minimum Bayes risk decoding against beam search")
     a = p.parse_args(argv)
     import torch
 
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    rates = gemm_peaks_gflops(torch.get_num_threads())
+    rates = use_threads(a.threads)
     result = compare(a.model, a.setting or DEFAULT_SETTINGS, a.metric, a.valid, a.test,
                      a.batch_size, a.reverse_model, a.src_lang, a.tgt_lang, a.r2l_model)
     emit({"benchmark": "mbr", "machine": machine(), "torch": torch.__version__,

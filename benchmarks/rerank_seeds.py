@@ -32,8 +32,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from _common import emit, gemm_peaks_gflops, machine
-from mbr import load_split, load_translator, score_lines
+from _common import emit, machine
+from mbr import add_run_args, load_split, load_translator, score_lines, use_threads
 from seeds import commit
 
 from nmtkit.config import TUNE_METRICS
@@ -208,19 +208,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reverse-weight", type=float, nargs="+", default=[1.0, 2.0, 3.0])
     p.add_argument("--r2l-weight", type=float, nargs="+", default=[0.5, 1.0, 2.0])
     p.add_argument("--rerank", type=int, default=20, help="candidates (a beam that wide)")
-    p.add_argument("--valid", help="validation split (default: the checkpoint's data.valid)")
-    p.add_argument("--test", help="test split (default: the checkpoint's data.test)")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--title", default="What right-to-left models add to reranking, seed by seed")
-    p.add_argument("--note", default="")
-    p.add_argument("--out", help="also write the JSON here")
+    add_run_args(p, "What right-to-left models add to reranking, seed by seed")
     a = p.parse_args(argv)
     import torch
 
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    rates = gemm_peaks_gflops(torch.get_num_threads())
+    rates = use_threads(a.threads)
     result = study(a.model, a.reverse_model, a.r2l_model, a.metric, a.length_penalty,
                    a.reverse_weight, a.r2l_weight, a.rerank, a.valid, a.test, a.batch_size)
     emit({"benchmark": "rerank_seeds", "machine": machine(), "torch": torch.__version__,
