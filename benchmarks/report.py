@@ -492,6 +492,13 @@ def val_grid_table(grid: dict, metric: str) -> list[str]:
     return out
 
 
+def matmul_rates(rates: dict | float) -> str:
+    """A result's measured matmul rates: ``torch 120, onednn 75`` (or one number)."""
+    if isinstance(rates, dict):
+        return ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
+    return f"{rates:.0f}"
+
+
 def mbr_section() -> list[str]:
     """Minimum Bayes risk decoding against beam search (benchmarks/mbr.py): every mbr file.
     One row per setting with its val scores; test scores only for the baseline and the
@@ -523,9 +530,7 @@ def mbr_section() -> list[str]:
             out.append(f"| {name} | " + " | ".join(cells) + " |")
         if "val_grid" in r:
             out += ["", *val_grid_table(r["val_grid"], r["metric"])]
-        rates = r["matmul_gflops"]
-        rate = ", ".join(f"{k} {v:.0f}" for k, v in rates.items()) \
-            if isinstance(rates, dict) else f"{rates:.0f}"
+        rate = matmul_rates(r["matmul_gflops"])
         commands = r.get("commands") or [r["command"]]
         out += ["", "Commands:", "", "```bash", *[clean(c) for c in commands], "```", "",
                 f"Machine: {r['machine']}, {r['threads']} threads, torch {r['torch']}, matmul "
@@ -563,8 +568,7 @@ def rerank_seeds_table(r: dict, name: str) -> list[str]:
     def spread(k: str) -> str:
         return f"{mean[k]:+.2f}" + ("" if sd[k] is None else f" (s.d. {sd[k]:.2f})")
 
-    rates = r["matmul_gflops"]
-    rate = ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
+    rate = matmul_rates(r["matmul_gflops"])
     out += ["", f"Over {len(r['gains'])} right-to-left seeds, the gain over the reverse "
             f"model alone: val {spread('val')}, test {spread('test')} {m}.", "",
             "Command:", "", "```bash", clean(r["command"]), "```", "",

@@ -174,6 +174,8 @@ def study(models: list[str], reverse_models: list[str], r2l_models: list[str], m
         return (round(statistics.mean(values), 2),
                 round(statistics.stdev(values), 2) if len(values) > 1 else None)
 
+    spreads = {k: spread(k) for k in ("val", "test")}
+
     protocol = (f"{len(models)} model{'s as one ensemble' if len(models) > 1 else ''} "
                 f"({', '.join(models)}) searched {valid} once per length penalty "
                 f"({', '.join(f'{a:g}' for a in alphas)}), keeping the {rerank} best of a beam "
@@ -190,8 +192,8 @@ def study(models: list[str], reverse_models: list[str], r2l_models: list[str], m
                                        "reverse_weight": reverse_weights,
                                        "r2l_weight": r2l_weights},
             "protocol": protocol, "arms": arms, "gains": gains,
-            "gain_mean": {k: spread(k)[0] for k in ("val", "test")},
-            "gain_sd": {k: spread(k)[1] for k in ("val", "test")}, "seconds": seconds}
+            "gain_mean": {k: v[0] for k, v in spreads.items()},
+            "gain_sd": {k: v[1] for k, v in spreads.items()}, "seconds": seconds}
 
 
 def main(argv: list[str] | None = None) -> None:
