@@ -79,19 +79,25 @@ def test_bad_budget_settings_are_refused(kw, msg):
 # --- a tiny run on a clock that advances one second per update --------------------------------
 
 
-def clocked_updates(monkeypatch, seconds):
-    """loop.time.perf_counter reads a clock that only the updates move: update n (from 1)
-    takes ``seconds(n)``, the same in every run."""
+def clocked_updates(monkeypatch, seconds, validation_s: float = 0.0):
+    """loop.time.perf_counter reads a clock that only the updates (and validations, if
+    ``validation_s``) move: update n (from 1) takes ``seconds(n)``, each validation
+    ``validation_s``, the same in every run."""
     clock = {"t": 0.0, "n": 0}
     monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
-    real_update = Trainer._update
+    real_update, real_validate = Trainer._update, Trainer.validate
 
     def update(self, group):
         clock["n"] += 1
         clock["t"] += seconds(clock["n"])
         return real_update(self, group)
 
+    def validate(self):
+        clock["t"] += validation_s
+        return real_validate(self)
+
     monkeypatch.setattr(Trainer, "_update", update)
+    monkeypatch.setattr(Trainer, "validate", validate)
     return update
 
 
@@ -116,28 +122,33 @@ def test_a_budgeted_run_follows_its_plan_and_resumes_exactly(tmp_path, monkeypat
     result = straight.run()
     # Planned after update 5 (1 untimed + 4 timed): 55 s left, 90% of it at 1 s an update ->
     # 49 more, 54 in all; warmup 10% of it. Revised at the validations of updates 20 (40 s
-    # left: 36 more -> 56) and 40 (20 s left: 18 more -> 58); not at the plan's last update.
+    # left: 36 more -> 56) and 40 (20 s left: 18 more -> 58), logged at INFO; and after the
+    # warmup every 4 updates since the last plan (5% of ~55 updates is 3, fewer than
+    # budget_probe_steps): at 9, 13, 17, 24, 28, 32, 36, 44, 48, 52, 56, at DEBUG (each is
+    # within 5% of the plan logged last). The one at 52 finds 59: 52 + int(0.9 * 8).
     plans = [r.getMessage() for r in caplog.records if r.getMessage().startswith("budget plan")]
     assert [m.split(":")[1].split(" updates")[0].strip() for m in plans] == ["54", "56", "58"]
-    assert "warmup 5," in plans[0] and "revision 2" in plans[2]
+    assert "warmup 5," in plans[0] and "revision 10" in plans[2]
     plan = straight.schedule.plan
-    assert plan is not None and (plan.made_at, plan.step_s, plan.steps, plan.warmup) == (40, 1.0, 58, 5)
-    assert plan.peak == 0.003
-    assert result["step"] == 58 and "budget plan" in result["stop_reason"]
-    assert [row["step"] for row in straight.progress.history] == [20, 40, 58]  # and at the end
+    assert plan is not None and (plan.made_at, plan.step_s, plan.steps, plan.warmup) == (56, 1.0, 59, 5)
+    assert (plan.revisions, plan.peak) == (14, 0.003)
+    assert result["step"] == 59 and "budget plan" in result["stop_reason"]
+    assert [row["step"] for row in straight.progress.history] == [20, 40, 59]  # and at the end
     lrs = {int(step): lr for step, _, _, lr in straight.progress.train_log}
     assert lrs[5] == pytest.approx(0.003 * 5 / 30)  # the probe: inverse_sqrt's warmup ramp
     assert lrs[10] > lrs[30] > lrs[50] > lrs[55] > 1e-4  # falling after the plan's warmup
-    assert straight.schedule.rate(58) == pytest.approx(1e-4)  # min_lr at the last update
+    assert straight.schedule.rate(59) == pytest.approx(1e-4)  # min_lr at the last update
     ckpt = torch.load(tmp_path / "a" / "last.pt", weights_only=True)
-    assert ckpt["schedule"]["budget_plan"]["steps"] == 58
+    assert ckpt["schedule"]["budget_plan"]["steps"] == 59
 
     interrupted = Trainer(budget_cfg(), tmp_path / "b")
     run_until_ctrl_c(monkeypatch, interrupted, 31)
     resumed = Trainer(budget_cfg(), tmp_path / "b", resume=True)
-    stored = resumed.schedule.plan  # from the checkpoint of update 20, not measured again
-    assert stored is not None and (stored.made_at, stored.steps) == (20, 56)
-    assert resumed.run()["step"] == 58
+    stored = resumed.schedule.plan  # from the checkpoint of update 30, not measured again
+    assert stored is not None and (stored.made_at, stored.steps) == (28, 56)
+    # Its next revision is due at update 32, as in the straight run, where the resumed session
+    # has timed one update of its own: it revises with the stored 1 s an update.
+    assert resumed.run()["step"] == 59
     for k, v in straight.model.state_dict().items():
         assert torch.equal(v, resumed.model.state_dict()[k]), k
 
@@ -162,18 +173,61 @@ def test_a_slow_start_does_not_fix_a_short_warmup(tmp_path, monkeypatch, caplog)
     # After update 5 (4 timed at 3 s; 105 s left, 90% of it): 31 more, 36 in all, warmup
     # half of it, 18. After update 9 (4 at 0.5 s; 103 s left): 185 more, 194 in all: the
     # warmup is half of it, capped at train.warmup (30). Updates 13 to 29, still inside the
-    # warmup, revise it again (30 kept); from update 30 on only validations revise.
+    # warmup, revise it again (30 kept); after the warmup (from the plan made at 29, four
+    # updates on) every 5% of the planned updates: 10, then 11 as the plan grows.
     assert "36 updates" in plans[0] and "warmup 18," in plans[0]
     assert "194 updates" in plans[1] and "warmup 30," in plans[1]
     assert all("warmup 30," in m for m in plans[1:])
     made_at = [int(m.split("measured up to update ")[1].split(")")[0]) for m in plans]
-    assert made_at[:7] == [5, 9, 13, 17, 21, 25, 29] and made_at[7] == 100
+    assert made_at[:11] == [5, 9, 13, 17, 21, 25, 29, 33, 43, 53, 63]
+    assert made_at[made_at.index(83):made_at.index(83) + 4] == [83, 94, 100, 111]
     info = [at for at, r in zip(made_at, records, strict=True) if r.levelno == logging.INFO]
     assert info[:3] == [5, 9, 100]  # the first plan, the refit, the validation's revision
     assert all(r.levelno == logging.DEBUG for r in records[2:7])
     lrs = {int(step): lr for step, _, _, lr in trainer.progress.train_log}
     assert lrs[8] == pytest.approx(0.003 * 8 / 18, rel=1e-5)  # the first plan's ramp (6 digits)
     assert lrs[10] == pytest.approx(0.003 * 10 / 30, rel=1e-5)  # the refitted one's
+
+
+def changing_speed_cfg():
+    """Two minutes; validations every 25 updates (each 3 s on the clock below)."""
+    return load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(1000) + [
+        "train.max_minutes=2", "train.budget_schedule=true", "train.budget_probe_steps=4",
+        "train.budget_reserve=0.05", "train.valid_every=25", "train.log_every=5",
+        "train.lr_schedule=inverse_sqrt", "train.lr=0.003", "train.warmup=30",
+        "train.min_lr=0.0001"])
+
+
+@pytest.mark.parametrize("first_s,then_s", [(1.5, 0.4), (0.4, 1.5)])
+def test_a_run_whose_updates_speed_up_or_slow_down_later_still_fills_its_budget(
+        tmp_path, monkeypatch, caplog, first_s, then_s):
+    """The first 40 updates take ``first_s`` each, the rest ``then_s``: another job on the
+    machine ends (or starts) well after the plan's warmup. Revisions every 5% of the
+    planned updates follow the new speed: sped up, the run does not stop at the slow plan's
+    last update with a third of its budget unused (what a quickstart run beside a test suite
+    once did: the plan, fixed at a validation while the suite ran, ended after 6.4 of 10
+    minutes at 0.44 s an update); slowed down, the run still reaches its plan's last update,
+    at min_lr, before the time is up, rather than being cut off at a high rate."""
+    caplog.set_level("INFO", logger="nmtkit")
+    clocked_updates(monkeypatch, lambda n: first_s if n <= 40 else then_s, validation_s=3.0)
+    trainer = Trainer(changing_speed_cfg(), tmp_path / "r")
+    result = trainer.run()
+    assert "budget plan" in result["stop_reason"]  # its last update, not the clock, ended it
+    plan = trainer.schedule.plan
+    assert plan is not None and result["step"] == plan.steps
+    assert trainer.schedule.rate(plan.steps) == pytest.approx(1e-4)  # at min_lr
+    assert plan.valid_s == 3.0  # a validation's time, measured
+    assert plan.step_s == pytest.approx(then_s + 3.0 / 25)  # the latest speed, validations' share included
+    # The updates and validations fill the budget but for the reserve (5% of what is left at
+    # each revision) and the last revision's rounding: over 94% of the 120 s, and not past it.
+    spent = trainer.progress.elapsed_s
+    assert 0.94 * 120 <= spent <= 120, spent
+    first = [m for m in (r.getMessage() for r in caplog.records) if m.startswith("budget plan")][0]
+    first_steps = int(first.split(": ")[1].split(" updates")[0])
+    if then_s < first_s:  # the plan made at the first speed would have ended at 60% of the time
+        assert plan.steps > 1.5 * first_steps
+    else:
+        assert plan.steps < first_steps / 2
 
 
 def test_without_budget_schedule_nothing_is_planned(tmp_path, one_second_updates):

@@ -202,6 +202,7 @@ EVERY_CHECK = [
     ({"train": {"ema": 1.0}}, "train.ema"),
     ({"train": {"budget_probe_steps": 1}}, "train.budget_probe_steps"),
     ({"train": {"budget_reserve": 1.0}}, "train.budget_reserve"),
+    ({"train": {"budget_revise_every": 0.0}}, "train.budget_revise_every"),
     ({"train": {"budget_warmup": 0.0}}, "train.budget_warmup"),
     ({"train": {"budget_schedule": True}}, "train.budget_schedule"),
     ({"train": {"budget_schedule": True, "max_minutes": 5, "lr_schedule": "plateau"}},

@@ -199,8 +199,9 @@ def test_a_run_ended_on_patience_or_time_trains_nothing_when_resumed(tmp_path, m
 # --- failure 5: a budget plan resumed with another budget, or turned off -----------------------
 
 def budget_cfg(minutes=0.5, extra=()):
-    """At 1 s an update, planned after update 5 (25 s left, 90% of it: 22 more, 27 in all) and
-    revised at the validation of update 20 (10 s left: 9 more, 29 in all)."""
+    """At 1 s an update, planned after update 5 (25 s left, 90% of it: 22 more, 27 in all),
+    revised every 4 updates after its warmup (9, 13, 17: 27, 28, 28) and at the validation
+    of update 20 (10 s left: 9 more, 29 in all)."""
     return make_cfg(1000, [f"train.max_minutes={minutes}", "train.budget_schedule=true",
                            "train.budget_probe_steps=4", "train.budget_reserve=0.1",
                            "train.valid_every=20", "train.lr_schedule=inverse_sqrt",
@@ -246,7 +247,8 @@ def test_a_budget_plan_resumed_with_more_time_is_replanned_at_once(tmp_path, mon
     run_until_ctrl_c(monkeypatch, Trainer(budget_cfg(), run), 22)  # last.pt: update 21
     resumed = Trainer(budget_cfg(1.0), run, resume=True)
     plan = resumed.schedule.plan
-    # 60 - 21 s left, 90% of it at the 1 s an update measured: 35 more, 56 in all.
-    assert plan is not None and (plan.made_at, plan.steps, plan.revisions) == (21, 56, 2)
+    # 60 - 21 s left, 90% of it at the 1 s an update measured: 35 more, 56 in all (the
+    # fifth revision: after those at updates 9, 13, 17 and 20).
+    assert plan is not None and (plan.made_at, plan.steps, plan.revisions) == (21, 56, 5)
     result = resumed.run()
     assert result["step"] > 29 and "budget plan" in result["stop_reason"]

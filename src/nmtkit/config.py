@@ -434,15 +434,20 @@ class TrainConfig:
     warms up over ``budget_warmup`` of them to the configured schedule's peak rate and decays
     linearly to ``min_lr`` at the last one (:func:`nmtkit.train.schedule.budget_rate`); the
     run ends there or when the time is up. The plan is revised at each validation (with its
-    cost) and, while the run is in its warmup, every ``budget_probe_steps`` updates (warmup
-    included: a slow start must not fix it), logged and kept in the checkpoint (``--resume``
-    follows it). Needs ``noam``, ``inverse_sqrt`` or ``cosine`` (for the peak)."""
+    cost), while the run is in its warmup every ``budget_probe_steps`` updates (warmup
+    included: a slow start must not fix it), and after it every ``budget_revise_every`` of
+    its updates (a machine that gets faster or slower later must not leave the plan wrong),
+    each time from the latest updates' time; logged and kept in the checkpoint
+    (``--resume`` follows it). Needs ``noam``, ``inverse_sqrt`` or ``cosine`` (for the peak)."""
     budget_probe_steps: int = 20
     """``budget_schedule``: updates timed before planning (the first one, which warms up
     caches, is not counted)."""
     budget_warmup: float = 0.1
     """``budget_schedule``: the warmup's share of the planned updates (never more than
     ``warmup`` updates)."""
+    budget_revise_every: float = 0.05
+    """``budget_schedule``: after the plan's warmup, the share of its updates between two
+    revisions (at least ``budget_probe_steps`` updates; validations revise it as well)."""
     budget_reserve: float = 0.05
     """``budget_schedule``: share of the remaining time left out of the plan (the plan counts
     updates in the rest; it is revised at each validation, with the validations' cost)."""
@@ -598,6 +603,8 @@ class TrainConfig:
         """``budget_schedule`` and its settings."""
         c.at_least(2, "budget_probe_steps")
         c.fraction("budget_reserve")
+        c.require(0.0 < self.budget_revise_every <= 1.0,
+                  f"train.budget_revise_every must be in (0, 1], got {self.budget_revise_every}")
         c.require(0.0 < self.budget_warmup < 1.0,
                   f"train.budget_warmup must be in (0, 1), got {self.budget_warmup}")
         on = self.budget_schedule

@@ -70,7 +70,7 @@ from .finetune import forgetting_report, score_splits, write_forgetting_report
 from .loss import label_smoothed_cross_entropy, smoothed_loss_sums
 from .regularize import rdrop_loss, word_dropout
 from .run_dir import RunDirLock, check_run_dir_path
-from .schedule import BudgetPlan, Schedule, build_optimizer
+from .schedule import BudgetPlan, Schedule, build_optimizer, revision_interval
 from .tensorboard import log_attention, log_samples
 
 log = logging.getLogger(__name__)
@@ -834,8 +834,8 @@ class Trainer:
         elapsed_before = p.elapsed_s
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
         nonfinite = 0
-        self._probe = self._planned = None  # train.budget_schedule: timed from this session's first update
-        self._logged_plan = None
+        # train.budget_schedule: timed from this session's first update
+        self._marks, self._valid_s, self._valid_n, self._logged_plan = [], 0.0, 0, None
         stop_reason = None
         last_metrics: dict[str, Any] = {}
         bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step",
@@ -962,51 +962,71 @@ class Trainer:
             return f"the budget plan's {plan.steps} updates"
         return None
 
-    _probe: tuple[int, float] | None = None  # (update, time) the budget's timing starts from
-    _planned: tuple[int, float] | None = None  # (update, time) of this session's latest plan
+    # train.budget_schedule's timing, this session's only (a resumed run times itself anew):
+    _marks: list[tuple[int, float]]  # (update, train clock) at the probe's start and each plan
+    _valid_s = 0.0  # seconds spent validating (the train clock leaves them out)
+    _valid_n = 0  # validations timed
     _logged_plan: BudgetPlan | None = None  # the latest plan logged at INFO
 
-    def _probe_budget(self, elapsed_s: float) -> None:
-        """``train.budget_schedule``: time the updates after this session's first one; once
-        ``budget_probe_steps`` are timed, plan the rest of the budget (unless a plan exists:
-        a resumed run's, which its validations revise). While the run is in the plan's
-        warmup, revise it, warmup included, after every ``budget_probe_steps`` more updates
-        from their time alone (:class:`~nmtkit.train.schedule.BudgetPlan`: the first updates
-        may be far slower than the rest)."""
-        p, plan, every = self.progress, self.schedule.plan, self.cfg.train.budget_probe_steps
-        if self._probe is None:
-            self._probe = (p.step, time.perf_counter())
-        elif plan is None:
-            if p.step - self._probe[0] >= every:
-                self._plan_budget(elapsed_s)
-        elif p.step < plan.warmup:
-            since = self._planned or self._probe
-            if p.step - since[0] >= every:
-                self._plan_budget(elapsed_s, since, refit_warmup=True)
+    def _train_clock(self) -> float:
+        """Seconds of this session outside validations: what updates alone have cost."""
+        return time.perf_counter() - self._valid_s
 
-    def _plan_budget(self, elapsed_s: float, since: tuple[int, float] | None = None,
-                     refit_warmup: bool = False) -> None:
-        """Make or revise the budget plan from the mean time of an update since ``since``
-        (default: since the probe started, validations included) and the time left. Every
-        rank takes the first rank's figures, so that all follow one plan."""
-        t, p = self.cfg.train, self.progress
-        since = since or self._probe
-        if since is None or p.step <= since[0]:
+    def _probe_budget(self, elapsed_s: float) -> None:
+        """``train.budget_schedule``, after each update: time the updates after this session's
+        first one; once ``budget_probe_steps`` are timed, plan the rest of the budget (unless a
+        plan exists: a resumed run's). Then revise the plan every
+        :func:`~nmtkit.train.schedule.revision_interval` updates after the update it was made
+        at: in its warmup, warmup included (the first updates may be far slower than the
+        rest); after it, so that a machine that speeds up or slows down later (another job
+        ending or starting beside the run) moves the plan's end with it. The updates at which
+        it is revised follow from the stored plan alone, so a resumed run revises where the
+        uninterrupted one did."""
+        p, plan, t = self.progress, self.schedule.plan, self.cfg.train
+        if not self._marks:
+            self._marks = [(p.step, self._train_clock())]
+        if plan is None:
+            if p.step - self._marks[0][0] >= t.budget_probe_steps:
+                self._plan_budget(elapsed_s)
+        elif p.step < plan.steps and p.step - plan.made_at >= revision_interval(t, plan):
+            self._plan_budget(elapsed_s, routine=True)
+
+    def _plan_budget(self, elapsed_s: float, routine: bool = False) -> None:
+        """Make or revise the budget plan for the time left. An update's time is that of the
+        latest updates (since the newest plan at least a revision interval back, else since the
+        probe started), validations left out, plus a validation's share (its mean time over
+        ``valid_every`` updates). A resumed session that has not yet timed
+        ``budget_probe_steps`` updates of its own keeps the stored plan's figures. ``routine``:
+        an interval's revision (inside the plan's warmup it refits the warmup too; one close
+        to the plan last logged goes to DEBUG only), not a validation's or the first plan.
+        Every rank takes the first rank's figures, so that all follow one plan."""
+        t, p, plan = self.cfg.train, self.progress, self.schedule.plan
+        clock = self._train_clock()
+        back = revision_interval(t, plan) if plan is not None else t.budget_probe_steps
+        since = next((m for m in reversed(self._marks) if m[0] <= p.step - back), self._marks[0])
+        timed = p.step - since[0]
+        if plan is None and timed < 1:
             return
-        now = time.perf_counter()
-        step_s = (now - since[1]) / (p.step - since[0])
+        valid_s = (self._valid_s / self._valid_n if self._valid_n
+                   else plan.valid_s if plan is not None else 0.0)
+        if plan is not None and timed < t.budget_probe_steps:  # resumed: too few updates timed
+            step_s = plan.step_s
+        else:
+            step_s = (clock - since[1]) / timed + valid_s / t.valid_every
         remaining_s = t.max_minutes * 60 - elapsed_s
         if self.world > 1:
-            step_s, remaining_s = distributed.broadcast_floats([step_s, remaining_s], self.device)
-        plan = self.schedule.make_plan(p.step, step_s, remaining_s, refit_warmup)
-        # The warmup's revisions come every budget_probe_steps updates, dozens in a CPU run:
-        # one close to the last plan logged at INFO is logged at DEBUG only.
+            step_s, remaining_s, valid_s = distributed.broadcast_floats(
+                [step_s, remaining_s, valid_s], self.device)
+        refit = routine and plan is not None and p.step < plan.warmup
+        plan = self.schedule.make_plan(p.step, step_s, remaining_s, refit, valid_s)
+        # Routine revisions come every few dozen updates: one close to the last plan logged
+        # at INFO is logged at DEBUG only.
         shown = self._logged_plan
-        quiet = refit_warmup and shown is not None and plan.close_to(shown)
+        quiet = routine and shown is not None and plan.close_to(shown)
         log.log(logging.DEBUG if quiet else logging.INFO, plan.describe())
         if not quiet:
             self._logged_plan = plan
-        self._planned = (p.step, now)
+        self._marks.append((p.step, clock))
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches of training epoch ``epoch`` (fixed shapes with train.cuda_graphs)."""
@@ -1156,6 +1176,8 @@ class Trainer:
         with self._averaged():  # train.ema: the average is what is validated and kept
             metrics = self.validate()
         self.schedule.validation(metrics["valid_loss"])
+        self._valid_s += time.perf_counter() - started  # (train.budget_schedule's clock)
+        self._valid_n += 1
         plan = self.schedule.plan
         if self.cfg.train.budget_schedule and plan is not None and p.step < plan.steps:
             self._plan_budget(elapsed_s + time.perf_counter() - started)  # now knowing its cost

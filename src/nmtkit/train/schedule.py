@@ -86,7 +86,11 @@ class BudgetPlan:
     its warmup, after every further ``budget_probe_steps`` updates, from their time alone,
     warmup included: the first updates can be far slower than the rest (on a GPU, the first
     kernels for each batch shape, other runs starting beside it: a first plan timed there
-    once fixed a warmup of 68 updates where about 540 were meant). Kept in the checkpoint:
+    once fixed a warmup of 68 updates where about 540 were meant). After the warmup it is
+    revised every ``train.budget_revise_every`` of its updates, again from the latest
+    updates' time (:func:`revision_interval`): a run that sped up 3.5x after its last
+    validation's revision (another job on the machine ended) once stopped at its planned
+    last update with 36% of its budget unused. Kept in the checkpoint:
     a resumed run follows the stored plan, so its rates are the ones the uninterrupted run
     had, until its next revision with its own timing. Resumed with another
     ``train.max_minutes``, a plan still running is revised at once for the new budget; one
@@ -99,6 +103,7 @@ class BudgetPlan:
     step_s: float  # measured seconds per update (validations included once there was one)
     made_at: int  # the update after which the plan was made or last revised
     revisions: int = 0
+    valid_s: float = 0.0  # measured seconds of one validation (0 before the first one)
 
     def close_to(self, other: BudgetPlan, within: float = 0.05) -> bool:
         """Neither the warmup nor the number of updates differs from ``other``'s by
@@ -114,23 +119,38 @@ class BudgetPlan:
 
 
 def plan_budget(cfg: TrainConfig, d_model: int, step: int, step_s: float, remaining_s: float,
-                previous: BudgetPlan | None = None, refit_warmup: bool = False) -> BudgetPlan:
+                previous: BudgetPlan | None = None, refit_warmup: bool = False,
+                valid_s: float | None = None) -> BudgetPlan:
     """The plan for a run at update ``step`` with ``remaining_s`` seconds left, updates taking
-    ``step_s`` seconds: ``budget_reserve`` of the time is left unplanned (for the last
-    validation and checkpoint); the warmup is ``budget_warmup`` of the updates (at least
-    ``step``, so that the rate never jumps past the peak; at most the configured
-    ``warmup``), or, revising a ``previous`` plan, that plan's unless ``refit_warmup``; the
-    peak is the configured schedule's."""
-    more = int(remaining_s * (1.0 - cfg.budget_reserve) / max(step_s, 1e-9))
+    ``step_s`` seconds (validations included): the time of the last validation (``valid_s``,
+    once one was timed) and ``budget_reserve`` of the rest are left unplanned; the warmup is
+    ``budget_warmup`` of the updates (at least ``step``, so that the rate never jumps past
+    the peak; at most the configured ``warmup``), or, revising a ``previous`` plan, that
+    plan's unless ``refit_warmup``; the peak is the configured schedule's. ``valid_s`` is the
+    previous plan's if not given (a resumed run's revisions use it)."""
+    if valid_s is None:
+        valid_s = previous.valid_s if previous is not None else 0.0
+    more = int(max(remaining_s - valid_s, 0.0) * (1.0 - cfg.budget_reserve) / max(step_s, 1e-9))
     steps = min(max(step + more, step + 1), cfg.max_steps)
     warmup = min(max(round(cfg.budget_warmup * steps), step, 1), max(cfg.warmup, 1), steps)
     if previous is None:
         return BudgetPlan(steps=steps, warmup=warmup, peak=peak_rate(cfg, d_model),
-                          step_s=step_s, made_at=step)
+                          step_s=step_s, made_at=step, valid_s=valid_s)
     if not refit_warmup:
         warmup = previous.warmup
     return BudgetPlan(steps=max(steps, warmup), warmup=warmup, peak=previous.peak,
-                      step_s=step_s, made_at=step, revisions=previous.revisions + 1)
+                      step_s=step_s, made_at=step, revisions=previous.revisions + 1,
+                      valid_s=valid_s)
+
+
+def revision_interval(cfg: TrainConfig, plan: BudgetPlan) -> int:
+    """Updates from one routine revision of ``plan`` to the next: ``budget_probe_steps``
+    while the run is in the plan's warmup (made at an update before it), after it
+    ``budget_revise_every`` of the planned updates (never fewer than ``budget_probe_steps``):
+    a few dozen revisions in all, each timed over the updates since the one before."""
+    if plan.made_at < plan.warmup:
+        return cfg.budget_probe_steps
+    return max(cfg.budget_probe_steps, math.ceil(cfg.budget_revise_every * plan.steps))
 
 
 def peak_rate(cfg: TrainConfig, d_model: int) -> float:
@@ -201,10 +221,10 @@ class Schedule:
         return c.lr * self.plateau_scale
 
     def make_plan(self, step: int, step_s: float, remaining_s: float,
-                  refit_warmup: bool = False) -> BudgetPlan:
+                  refit_warmup: bool = False, valid_s: float | None = None) -> BudgetPlan:
         """Fit the schedule to the budget, or revise the plan (see :func:`plan_budget`)."""
         self.plan = plan_budget(self.cfg, self.d_model, step, step_s, remaining_s, self.plan,
-                                refit_warmup)
+                                refit_warmup, valid_s)
         return self.plan
 
     def set_step(self, step: int) -> float:
