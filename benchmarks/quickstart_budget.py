@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+
+PLAN = re.compile(r"budget plan(?: \(revision \d+\))?: \d+ updates.*")  # a plan logged
 
 # The load: ``threads`` threads of float32 matrix products for ``seconds``, then exit.
 LOAD = """
@@ -64,7 +67,7 @@ def parse_run(stdout: str, log: str) -> dict[str, Any]:
     if train is None or evaluation is None:
         raise ValueError("the quickstart printed no training summary or no evaluation "
                          f"(last lines: {lines[-5:]})")
-    plans = [line[line.index("budget plan"):] for line in log.splitlines() if "budget plan" in line]
+    plans = [m.group(0) for m in PLAN.finditer(log)]
     validations = [line[line.index("step "):] for line in log.splitlines()
                    if ": valid loss " in line]
     return {"updates": train["step"], "epochs": train["epoch"],

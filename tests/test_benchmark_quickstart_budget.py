@@ -1,0 +1,71 @@
+"""benchmarks/quickstart_budget.py: the quickstart's figures read from what it prints, and
+the load started with its training and gone after it, run with a stand-in quickstart."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import quickstart_budget  # noqa: E402
+
+TRAIN = {"run_dir": "runs/q", "step": 386, "epoch": 0, "valid_bleu": 4.31, "elapsed_s": 385.9,
+         "stop_reason": "the budget plan's 386 updates (max_minutes=10.0)"}
+EVAL = {"bleu": 5.94, "split": "test_2016_flickr", "beam": 5, "n": 1000}
+LOG = """2026-11-28 12:00:01 INFO nmtkit.train.loop: budget plan: 400 updates (1.500 s each, measured up to update 21), warmup 40, peak rate 0.00155, then a linear decay to the last update
+2026-11-28 12:05:01 INFO nmtkit.train.loop: step 200: valid loss 4.0 ppl 55.0 bleu 3.1 (best)
+2026-11-28 12:05:02 INFO nmtkit.train.loop: budget plan (revision 1): 386 updates (1.600 s each, measured up to update 200), warmup 40, peak rate 0.00155, then a linear decay to the last update
+2026-11-28 12:10:00 INFO nmtkit.train.loop: stopped: the budget plan's 386 updates (max_minutes=10.0) (step 386, epoch 0, 6.4 min)
+"""
+
+
+def stand_in(tmp_path, stdout_lines, log=LOG, rc=0):
+    """A quickstart that prints ``stdout_lines`` (after its "quickstart:" line) and ``log`` on
+    stderr, records the MINUTES and RUN it was given, and sleeps a little while the load runs."""
+    script = tmp_path / "quickstart.sh"
+    body = "\n".join(s if isinstance(s, str) else json.dumps(s) for s in stdout_lines)
+    script.write_text("set -e\necho 'set up'\necho \"quickstart: x for $MINUTES minutes into $RUN\"\n"
+                      f"echo \"$MINUTES $RUN\" > {tmp_path}/args\nsleep 1\n"
+                      f"cat <<'OUT'\n{body}\nOUT\ncat <<'EOF' >&2\n{log}EOF\nexit {rc}\n",
+                      encoding="utf-8")
+    return script
+
+
+def test_the_figures_come_from_the_summaries_the_log_and_the_lines_after_the_evaluation(tmp_path):
+    script = stand_in(tmp_path, [TRAIN, EVAL, "A man rides a bike.", "Two kids play."])
+    out = quickstart_budget.run_quickstart(2.5, "runs/q", 0.0, 1, script)
+    assert (tmp_path / "args").read_text().split() == ["2.5", "runs/q"]
+    assert (out["updates"], out["elapsed_s"], out["valid_bleu_greedy_last"]) == (386, 385.9, 4.31)
+    assert out["stop_reason"].startswith("the budget plan's 386")
+    assert out["test_2016_flickr"] == EVAL
+    assert out["demo_translations"] == ["A man rides a bike.", "Two kids play."]
+    assert [p.split(":")[0] for p in out["budget_plans"]] == ["budget plan", "budget plan (revision 1)"]
+    assert out["validations"] == ["step 200: valid loss 4.0 ppl 55.0 bleu 3.1 (best)"]
+    assert out["load"] is None
+
+
+def test_the_load_runs_beside_the_training_and_is_gone_after_it(tmp_path, monkeypatch):
+    started = []
+    real = subprocess.Popen
+
+    def popen(args, *a, **kw):
+        proc = real(args, *a, **kw)
+        if "-c" in args:
+            started.append(proc)
+        return proc
+
+    monkeypatch.setattr(quickstart_budget.subprocess, "Popen", popen)
+    script = stand_in(tmp_path, [TRAIN, EVAL, "a", "b"])
+    out = quickstart_budget.run_quickstart(1, "runs/q", 60.0, 1, script)
+    assert out["load"] == {"seconds": 60.0, "threads": 1}
+    assert len(started) == 1 and started[0].poll() is not None  # killed long before its 60 s
+
+
+def test_a_failed_or_silent_quickstart_is_an_error(tmp_path):
+    with pytest.raises(RuntimeError, match="exited with 3"):
+        quickstart_budget.run_quickstart(1, "r", 0.0, 1, stand_in(tmp_path, [TRAIN, EVAL], rc=3))
+    with pytest.raises(ValueError, match="no training summary or no evaluation"):
+        quickstart_budget.run_quickstart(1, "r", 0.0, 1, stand_in(tmp_path, [TRAIN]))
