@@ -15,11 +15,13 @@ import quickstart_budget  # noqa: E402
 TRAIN = {"run_dir": "runs/q", "step": 386, "epoch": 0, "valid_bleu": 4.31, "elapsed_s": 385.9,
          "stop_reason": "the budget plan's 386 updates (max_minutes=10.0)"}
 EVAL = {"bleu": 5.94, "split": "test_2016_flickr", "beam": 5, "n": 1000}
-LOG = """2026-11-28 12:00:01 INFO nmtkit.train.loop: budget plan: 400 updates (1.500 s each, measured up to update 21), warmup 40, peak rate 0.00155, then a linear decay to the last update
-2026-11-28 12:05:01 INFO nmtkit.train.loop: step 200: valid loss 4.0 ppl 55.0 bleu 3.1 (best)
-2026-11-28 12:05:02 INFO nmtkit.train.loop: budget plan (revision 1): 386 updates (1.600 s each, measured up to update 200), warmup 40, peak rate 0.00155, then a linear decay to the last update
-2026-11-28 12:10:00 INFO nmtkit.train.loop: stopped: the budget plan's 386 updates (max_minutes=10.0) (step 386, epoch 0, 6.4 min)
-"""
+TAIL = "peak rate 0.00155, then a linear decay to the last update"
+LOG = "".join(f"2026-11-28 12:00:00 INFO nmtkit.train.loop: {line}\n" for line in [
+    f"budget plan: 400 updates (1.500 s each, measured up to update 21), warmup 40, {TAIL}",
+    "step 200: valid loss 4.0 ppl 55.0 bleu 3.1 (best)",
+    f"budget plan (revision 1): 386 updates (1.600 s each, measured up to update 200), "
+    f"warmup 40, {TAIL}",
+    "stopped: the budget plan's 386 updates (max_minutes=10.0) (step 386, epoch 0, 6.4 min)"])
 
 
 def stand_in(tmp_path, stdout_lines, log=LOG, rc=0):
