@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ import _common  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 PLAN = re.compile(r"budget plan(?: \(revision \d+\))?: \d+ updates.*")  # a plan logged
+VALID_BLEU = re.compile(r" bleu ([0-9.]+)")  # in a validation's line
 
 # The load: ``threads`` threads of float32 matrix products for ``seconds``, then exit.
 LOAD = """
@@ -70,9 +72,10 @@ def parse_run(stdout: str, log: str) -> dict[str, Any]:
     plans = [m.group(0) for m in PLAN.finditer(log)]
     validations = [line[line.index("step "):] for line in log.splitlines()
                    if ": valid loss " in line]
+    greedy = [float(m.group(1)) for v in validations if (m := VALID_BLEU.search(v))]
     return {"updates": train["step"], "epochs": train["epoch"],
             "elapsed_s": train.get("elapsed_s"), "stop_reason": train.get("stop_reason"),
-            "valid_bleu_greedy_last": train.get("valid_bleu"),
+            "valid_bleu_greedy": max(greedy, default=None),  # best.pt's, which is evaluated
             "test_2016_flickr": evaluation,
             "demo_translations": [s for s in lines[after_eval:] if s.strip()],
             "budget_plans": plans, "validations": validations}
@@ -121,15 +124,24 @@ def main() -> None:
                    help=argparse.SUPPRESS)  # (tests run a stand-in)
     p.add_argument("--matmul-threads", type=int, default=2,
                    help="threads of the matmul rate measured before (0: not measured)")
-    p.add_argument("--note", default="")
+    p.add_argument("--condition", default="alone on the cores",
+                   help="what this run stands for (the report's budget column)")
+    p.add_argument("--note", default="", help="the file's note (kept from --out with --append)")
     p.add_argument("--out")
+    p.add_argument("--append", action="store_true",
+                   help="add this run to the runs already in --out (one host, several conditions)")
     a = p.parse_args()
     rate = (round(_common.matmul_peak_gflops(a.matmul_threads), 1) if a.matmul_threads
             else None)
+    run = {"minutes": a.minutes, "stands_for": a.condition,
+           "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+           "matmul_gflops_before": rate,
+           **run_quickstart(a.minutes, a.run_dir, a.load_seconds, a.load_threads, a.script)}
     result = {"benchmark": "quickstart_budget", "machine": _common.machine(),
-              "torch": torch.__version__, "matmul_gflops": rate, "minutes": a.minutes,
-              "note": a.note,
-              **run_quickstart(a.minutes, a.run_dir, a.load_seconds, a.load_threads, a.script)}
+              "torch": torch.__version__, "matmul_gflops": rate, "note": a.note, "runs": [run]}
+    if a.append and a.out and Path(a.out).exists():
+        earlier = json.loads(Path(a.out).read_text(encoding="utf-8"))
+        result = {**earlier, "runs": [*earlier["runs"], run]}
     _common.emit(result, a.out)
 
 

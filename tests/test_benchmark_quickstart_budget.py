@@ -40,7 +40,7 @@ def test_the_figures_come_from_the_summaries_the_log_and_the_lines_after_the_eva
     script = stand_in(tmp_path, [TRAIN, EVAL, "A man rides a bike.", "Two kids play."])
     out = quickstart_budget.run_quickstart(2.5, "runs/q", 0.0, 1, script)
     assert (tmp_path / "args").read_text().split() == ["2.5", "runs/q"]
-    assert (out["updates"], out["elapsed_s"], out["valid_bleu_greedy_last"]) == (386, 385.9, 4.31)
+    assert (out["updates"], out["elapsed_s"], out["valid_bleu_greedy"]) == (386, 385.9, 3.1)
     assert out["stop_reason"].startswith("the budget plan's 386")
     assert out["test_2016_flickr"] == EVAL
     assert out["demo_translations"] == ["A man rides a bike.", "Two kids play."]
@@ -71,3 +71,17 @@ def test_a_failed_or_silent_quickstart_is_an_error(tmp_path):
         quickstart_budget.run_quickstart(1, "r", 0.0, 1, stand_in(tmp_path, [TRAIN, EVAL], rc=3))
     with pytest.raises(ValueError, match="no training summary or no evaluation"):
         quickstart_budget.run_quickstart(1, "r", 0.0, 1, stand_in(tmp_path, [TRAIN]))
+
+
+def test_runs_are_added_to_one_file_with_append(tmp_path):
+    """Two conditions on one host: the second run is appended, the file's note kept."""
+    script, out = stand_in(tmp_path, [TRAIN, EVAL, "a", "b"]), tmp_path / "r.json"
+    for condition, extra in (("alone", ["--note", "the host"]), ("beside a load", ["--append"])):
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quickstart_budget.py"),
+                        "--script", str(script), "--matmul-threads", "0", "--minutes", "1",
+                        "--condition", condition, "--out", str(out), *extra],
+                       check=True, capture_output=True)
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["note"] == "the host"
+    assert [r["stands_for"] for r in result["runs"]] == ["alone", "beside a load"]
+    assert "--append" in result["runs"][1]["command"] and result["runs"][1]["updates"] == 386
