@@ -450,7 +450,7 @@ class TrainConfig:
     revisions (at least ``budget_probe_steps`` updates; validations revise it as well)."""
     budget_reserve: float = 0.05
     """``budget_schedule``: share of the remaining time left out of the plan (the plan counts
-    updates in the rest; it is revised at each validation, with the validations' cost)."""
+    updates in the rest, after the last validation's time; each revision counts again)."""
     optimizer: str = "adam"
     """``adam``: Adam, ``weight_decay`` added to the gradient as L2 (on every weight, as
     before; the paper uses none); ``adamw``: AdamW, weights shrunk by lr * ``weight_decay``
