@@ -60,6 +60,34 @@ def test_two_gloo_ranks_match_single_process_with_accumulation(tmp_path):
     assert json.loads(lines[0])["step"] == 12
 
 
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
+def test_two_gloo_ranks_follow_one_budget_plan(tmp_path):
+    """train.budget_schedule under torchrun: each rank times its own updates, but all take
+    rank 0's figures (the first plan, the warmup's revisions, those every
+    budget_revise_every after it, the validations'), so they keep one schedule and stop at
+    the same update; ranks on plans of their own would diverge (the end-of-run checksum
+    fails) or wait for each other at a collective forever (the timeout)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or "torchrun"
+    budget = ["train.max_steps=100000", "train.max_minutes=0.2", "train.budget_schedule=true",
+              "train.budget_probe_steps=4", "train.budget_revise_every=0.05",
+              "train.lr_schedule=inverse_sqrt", "train.lr=0.003", "train.warmup=30",
+              "train.valid_every=50"]
+    multi = subprocess.run(
+        [torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()), "-m", "nmtkit.cli",
+         "--verbose", "train", str(ROOT / "configs" / "copy_task.yaml"),
+         "--run-dir", str(tmp_path / "two"), *overrides(budget)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    assert "ranks in sync" in multi.stderr
+    summary = json.loads(multi.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"].startswith(("the budget plan's", "max_minutes"))
+    revisions = [line for line in multi.stderr.splitlines() if "budget plan (revision" in line]
+    assert len(revisions) >= 5, multi.stderr[-3000:]  # the routine ones too (at DEBUG)
+    plan = load_checkpoint(tmp_path / "two" / "last.pt")["schedule"]["budget_plan"]
+    assert plan["revisions"] >= 5 and summary["step"] <= plan["steps"]
+
+
 # --- two "nodes" on localhost: c10d rendezvous, two processes each ---------------------------------
 
 # Run by each rank in place of `-m nmtkit.cli`: notes every checkpoint write and, at the end,
