@@ -5,9 +5,11 @@ speed changes under it, as when another job ends).
 Runs ``scripts/quickstart.sh`` (its own set-up, training, test evaluation with beam 5 and
 the two demo translations). With ``--load-seconds S`` a load process of ``--load-threads``
 threads multiplying matrices starts when training starts (the script's "quickstart:" line)
-and ends S seconds later. Prints one JSON: the matmul rate measured before, the updates,
-training time, stop reason, every budget plan logged, validation and test BLEU, and the
-demo translations.
+and ends S seconds later. Prints (and with ``--out`` writes) the JSON that
+``benchmarks/report.py`` renders as the quickstart table: the host and its matmul rate, and
+under ``runs`` this run (with ``--append``, after the runs already in ``--out``): its
+condition and command, updates, training time, stop reason, every budget plan logged, the
+validations, test BLEU and the demo translations.
 
     python benchmarks/quickstart_budget.py --minutes 10 --out benchmarks/results/X.json
     python benchmarks/quickstart_budget.py --minutes 10 --load-seconds 180 --out ...
