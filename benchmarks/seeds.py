@@ -31,7 +31,9 @@ and that run's record. A recipe of several directions (``data.directions``) is s
 the one that ``--tgt-lang`` (and ``--src-lang``) names, its files named after it, so that a
 second call with the other ``--tgt-lang`` and the same ``--work`` scores the other direction
 of the same runs; with ``--rerank``, ``--reverse-members`` has the ensemble's own members
-read their candidates back (a model trained both ways is its own reverse model). Prints one
+read their candidates back (a model trained both ways is its own reverse model), and
+``--r2l-model`` has right-to-left models of the ensemble's direction score them as well, read
+from their end (their weights tried with every reverse weight). Prints one
 JSON object (the schema of ``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out``
 keeps it.
 
@@ -60,7 +62,14 @@ from typing import Any
 
 from _common import emit, gemm_peaks_gflops, machine
 
-from nmtkit.config import TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_REVERSE_WEIGHTS, ConfigError, load
+from nmtkit.config import (
+    TUNE_LENGTH_PENALTIES,
+    TUNE_METRICS,
+    TUNE_R2L_WEIGHTS,
+    TUNE_REVERSE_WEIGHTS,
+    ConfigError,
+    load,
+)
 from nmtkit.data.multilingual import Direction, directions, evaluation_direction
 from nmtkit.io import atomic_write_text
 
@@ -218,11 +227,13 @@ def split_name(split: str) -> str:
 def evaluate(models: list[Path], split: str, beam: int, path: Path,
              length_penalty: float | None = None, nmtkit=nmtkit_in_process, mbr: int = 0,
              rerank: int = 0, reverse_weight: float | None = None,
-             reverse_models: list[str] | None = None, lang: Sequence[str] = ()) -> dict:
+             reverse_models: list[str] | None = None, lang: Sequence[str] = (),
+             r2l_weight: float | None = None, r2l_models: list[str] | None = None) -> dict:
     """``nmtkit evaluate`` of one model or an ensemble, kept in ``path``; ``nmtkit``: the
     runner of the command; ``mbr``: minimum Bayes risk decoding over that many candidates;
-    ``rerank``: that many candidates reranked with ``reverse_models`` at ``reverse_weight``;
-    ``lang``: the direction's flags for a model of several (``--tgt-lang de``)."""
+    ``rerank``: that many candidates reranked with ``reverse_models`` at ``reverse_weight``
+    and the right-to-left ``r2l_models`` at ``r2l_weight``; ``lang``: the direction's flags
+    for a model of several (``--tgt-lang de``)."""
     args = [*repeated("--model", models), "--split", split, *lang, "--beam", str(beam)]
     if length_penalty is not None:
         args += ["--length-penalty", f"{length_penalty:g}"]
@@ -231,6 +242,8 @@ def evaluate(models: list[Path], split: str, beam: int, path: Path,
     if rerank:
         args += ["--rerank", str(rerank), "--reverse-weight", f"{reverse_weight:g}"]
         args += repeated("--reverse-model", reverse_models or [])
+        if r2l_models:
+            args += ["--r2l-weight", f"{r2l_weight or 0.0:g}", *repeated("--r2l-model", r2l_models)]
     return json_file(path, ["evaluate", *args], lambda: nmtkit("evaluate", *args))
 
 
@@ -301,6 +314,9 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
             args += ["--rerank", *map(str, rerank), "--reverse-weight",
                      *[f"{w:g}" for w in a.reverse_weight]]
             args += repeated("--reverse-model", a.reverse_model)
+            if getattr(a, "r2l_model", None):  # (likewise)
+                args += ["--r2l-weight", *[f"{v:g}" for v in a.r2l_weight],
+                         *repeated("--r2l-model", a.r2l_model)]
         args += ["--length-penalty", *[f"{p:g}" for p in todo]]
         if a.metric != "bleu":  # (the default: earlier runs' tune.json stay valid)
             args += ["--metric", a.metric]
@@ -325,7 +341,9 @@ def tune_ensemble(a: argparse.Namespace, models: list[Path], valid: str) -> dict
           f"{' '.join(f'{p:g}' for p in tried)}; chosen {best.length_penalty:g}"
           + (f" with --mbr {best.mbr}" if best.mbr else "")
           + (f" with --rerank {best.rerank} --reverse-weight {best.reverse_weight:g}"
-             if best.rerank else "") + f" ({a.metric} "
+             if best.rerank else "")
+          + (f" --r2l-weight {best.r2l_weight:g}" if best.rerank and best.r2l_weight else "")
+          + f" ({a.metric} "
           f"{getattr(best, a.metric):g}), " + {None: "inside the grid",
                                  "largest": f"the largest tried: --extend {a.extend} reached",
                                  "smallest": "the smallest tried: the grid grows upwards only, "
@@ -404,6 +422,13 @@ def main() -> None:
                    help="rerank with the ensemble's own members (a recipe of both directions, "
                         "data.directions: each model reads its output back), instead of "
                         "--reverse-model")
+    p.add_argument("--r2l-model", action="append", default=[], metavar="CKPT",
+                   help="a right-to-left checkpoint of the ensemble's direction (a recipe with "
+                        "data.reverse_target) that also scores --rerank's candidates, read "
+                        "from their end (repeat: their mean)")
+    p.add_argument("--r2l-weight", type=float, nargs="+", default=list(TUNE_R2L_WEIGHTS),
+                   metavar="V", help="reranking with --r2l-model: its weights tried on val, "
+                   "each with every --reverse-weight")
     p.add_argument("--tgt-lang", help="a recipe of several directions (data.directions): the "
                    "direction scored, by its target language (the training is the same for "
                    "every direction: rerun with another --tgt-lang and the same --work)")
@@ -430,6 +455,9 @@ def main() -> None:
     if a.rerank != [0] and not (a.reverse_model or a.reverse_members):
         p.error("--rerank needs --reverse-model (a checkpoint of the reverse direction) or "
                 "--reverse-members")
+    if a.r2l_model and a.rerank == [0]:
+        p.error("--r2l-model scores the candidates of --rerank: give --rerank too "
+                "(e.g. --rerank 0 20)")
     a.seed_set = seed_overrides(p, a.seed_set, a.seeds)
     cfg = load(a.config, a.set)
     try:  # the direction scored: the recipe's own, or the one asked of a model of several
@@ -475,7 +503,8 @@ def main() -> None:
             length_penalty=alpha, mbr=tuned["chosen"].get("mbr", 0),
             rerank=tuned["chosen"].get("rerank", 0),
             reverse_weight=tuned["chosen"].get("reverse_weight"),
-            reverse_models=a.reverse_model, lang=a.lang))}}
+            reverse_models=a.reverse_model, lang=a.lang,
+            r2l_weight=tuned["chosen"].get("r2l_weight"), r2l_models=a.r2l_model))}}
 
     config = Path(a.config).resolve()
     shown = config.relative_to(ROOT) if config.is_relative_to(ROOT) else a.config  # no /home/...
@@ -511,6 +540,10 @@ def main() -> None:
                        f"model{'s' if len(a.reverse_model) > 1 else ''}: "
                        + (f"the ensemble's own members, asked for {asked.src})"
                           if a.reverse_members else f"{', '.join(a.reverse_model)})")
+                       + (f", each also with the right-to-left model"
+                          f"{'s' if len(a.r2l_model) > 1 else ''} {', '.join(a.r2l_model)} at "
+                          f"weights {', '.join(f'{v:g}' for v in a.r2l_weight)}"
+                          if a.r2l_model else "")
                        if a.rerank != [0] else "")
                     + f"). Every choice was made on val; "
                     f"{test} was scored once per system and never used to choose.",

@@ -278,6 +278,51 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
     assert seen[0][-6:] == ["--rerank", "10", "--reverse-weight", "2", "--reverse-model", "r1.pt"]
 
 
+
+def test_right_to_left_models_join_the_reranking_on_val_and_on_test(tmp_path, monkeypatch,
+                                                                   capsys):
+    """--r2l-model: nmtkit tune tries its weights with every reverse weight; the choice,
+    r2l weight included, is what the test split is translated with."""
+    seeds = load_benchmark("seeds")
+    calls = []
+    a = Namespace(length_penalty=[0.6], extend=0, beam=5, work=tmp_path, metric="bleu",
+                  rerank=[0, 10], reverse_weight=[1.0, 2.0], reverse_model=["r.pt"],
+                  r2l_weight=[0.0, 1.0], r2l_model=["l1.pt", "l2.pt"])
+
+    def fake_tune(*args):
+        calls.append(args)
+        trials = [{"beam": 5, "length_penalty": 0.6, "bleu": 30 + w + 2 * v, "chrf": 50.0,
+                   "length_ratio": 1.0, "seconds": 1.0, "mbr": 0, "rerank": r,
+                   "reverse_weight": w if r else None, "r2l_weight": v if r else None}
+                  for r in (0, 10) for w in ((1.0, 2.0) if r else (0.0,))
+                  for v in ((0.0, 1.0) if r else (0.0,))]
+        with open(args[args.index("-o") + 1], "w", encoding="utf-8") as f:
+            json.dump({"trials": trials}, f)
+        return ""
+
+    monkeypatch.setattr(seeds, "nmtkit_in_process", fake_tune)
+    got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
+    flags = " ".join(calls[0])
+    assert ("--reverse-weight 1 2 --reverse-model r.pt --r2l-weight 0 1 --r2l-model l1.pt "
+            "--r2l-model l2.pt") in flags
+    assert (got["chosen"]["reverse_weight"], got["chosen"]["r2l_weight"]) == (2.0, 1.0)
+    assert "with --rerank 10 --reverse-weight 2 --r2l-weight 1 (bleu 34)" in capsys.readouterr().err
+    seen = []
+    monkeypatch.setattr(seeds, "json_file", lambda path, command, make: seen.append(command))
+    seeds.evaluate([tmp_path / "a.pt"], "test", 5, tmp_path / "e.json", rerank=10,
+                   reverse_weight=2.0, reverse_models=["r.pt"], r2l_weight=1.0,
+                   r2l_models=["l1.pt"])
+    assert seen[0][-10:] == ["--rerank", "10", "--reverse-weight", "2", "--reverse-model",
+                             "r.pt", "--r2l-weight", "1", "--r2l-model", "l1.pt"]
+
+
+def test_a_right_to_left_model_needs_the_reranking(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
+                           "--seeds", "1", "2", "--work", str(tmp_path), "--no-matmul",
+                           "--r2l-model", "l.pt"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "--r2l-model scores the candidates of --rerank: give --rerank too" in proc.stderr
+
 def test_an_ablation_compared_on_another_score_names_it(tmp_path, monkeypatch):
     report = load_benchmark("report")
     rows = [{"ingredient": "base", "updates": 10, "val_bleu_beam5": 40.0},
