@@ -28,7 +28,8 @@
 # The --set options go to every run (both directions). Environment (defaults): SRC (en),
 # TGT (de), FWD ("1 2 3 4"), REV ("1 2"), R2L ("": none), MINUTES (7), THREADS (2), PENALTIES ("0.6 1.0"),
 # RERANK (20), METRIC (bleu_lc_tok), VALID (val), TEST (test_2016_flickr), DEVICE (cuda: where
-# decoding runs; cpu for a dry run), BATCH (512 sentences per decoding batch), PY (python3).
+# decoding runs; cpu for a dry run, or for a run on a CPU with THREADS 1), BATCH (512
+# sentences per decoding batch), PY (python3).
 set -u
 OUT=${1:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 WORK=${2:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}

@@ -12,6 +12,8 @@ test against the official references (``bleu_official_tok``, the score of issue 
 ``eval_ensemble_test.json``, ``eval_chosen_test.json``, ``work.tgz``, ``smi.txt``). ``--also``
 adds a row for a further choice on val over the same models (a wider ``nmtkit tune`` grid,
 say), with the test score of what it chose: every choice made is reported, not the best.
+A call run on a CPU (``DEVICE=cpu``: env.txt names no GPU) is described by ``--cpu-machine``
+and ``--matmul``.
 """
 
 from __future__ import annotations
@@ -72,8 +74,22 @@ def gpu_busy(smi: str) -> str:
             f" (the share of time some kernel ran), {min(busy)}-{max(busy)}%")
 
 
+def environment(env: str) -> tuple[str | None, str, str, str]:
+    """``env.txt`` (benchmarks/gpu_env.sh): the GPU (nvidia-smi's row after its CSV header:
+    name and memory; ``None`` where nvidia-smi was missing, a run with ``DEVICE=cpu``), then
+    Python, torch and CUDA from the line ``PYTHON TORCH CUDA``."""
+    lines = env.splitlines()
+    gpu = next((", ".join(lines[i + 1].split(", ")[:2]) for i, x in enumerate(lines[:-1])
+                if x.startswith("name, memory.total")), None)
+    versions = next((x.split() for x in lines if re.fullmatch(r"\d+\.\d+\S* \S+ \S+", x)),
+                    ["?"] * 3)
+    return gpu, versions[0], versions[1], versions[2]
+
+
 def report(out_dir: Path, title: str, protocol: str, commands: list[str],
-           also: list[tuple[str, Path, Path]]) -> dict:
+           also: list[tuple[str, Path, Path]], cpu: tuple[str, str] | None = None) -> dict:
+    """The ablation JSON; ``cpu``: (the machine in words, its matmul rate) for a call that
+    ran on a CPU (``DEVICE=cpu``), whose env.txt names no GPU."""
     files = work_files(out_dir)
     tune = json.loads((out_dir / "tune.json").read_text(encoding="utf-8"))
     val = tune["metric"]
@@ -131,17 +147,20 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
     for label, tune_path, test_path in also:
         rows.append(chosen_row(label, json.loads(tune_path.read_text(encoding="utf-8")),
                                json.loads(test_path.read_text(encoding="utf-8"))))
-    env = (out_dir / "env.txt").read_text(encoding="utf-8").splitlines()
-    # env.txt (benchmarks/gpu_env.sh): nvidia-smi's CSV header and row, then "PYTHON TORCH CUDA"
-    python, torch, cuda = (env[2].split() + ["?"] * 3)[:3] if len(env) > 2 else ("?",) * 3
+    gpu, python, torch, cuda = environment((out_dir / "env.txt").read_text(encoding="utf-8"))
+    if gpu is None and cpu is None:
+        raise SystemExit(f"{out_dir / 'env.txt'} names no GPU: a run on a CPU (DEVICE=cpu) "
+                         "needs --cpu-machine and --matmul")
     smi = out_dir / "smi.txt"
+    where: dict[str, str] = (
+        {"machine": gpu, "matmul": "not measured (a GPU run)",
+         "gpu_utilization": gpu_busy(smi.read_text(encoding="utf-8") if smi.exists() else "")}
+        if gpu is not None else {"machine": cpu[0], "matmul": cpu[1]})  # type: ignore[index]
     return {
         "benchmark": "ablation", "title": title,
         "val_score": val, "test_score": TEST, "protocol": protocol,
-        "machine": ", ".join(env[1].split(", ")[:2]) if len(env) > 1 else "unknown",
-        "torch": f"{torch} (CUDA {cuda}), Python {python}",
-        "matmul": "not measured (a GPU run)",
-        "gpu_utilization": gpu_busy(smi.read_text(encoding="utf-8") if smi.exists() else ""),
+        "torch": torch + (f" (CUDA {cuda})" if cuda not in ("None", "?") else "")
+        + f", Python {python}", **where,
         "runs": {n: {k: stops[n][k] for k in ("step", "elapsed_s", "valid_bleu", "stop_reason")}
                  for n in fwd + rev + r2l},
         "val_grid": tune["trials"], "commands": commands, "rows": rows}
@@ -156,10 +175,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--also", nargs=3, action="append", default=[],
                    metavar=("LABEL", "TUNE_JSON", "TEST_JSON"),
                    help="a further choice on val over the same models and its test score")
+    p.add_argument("--cpu-machine", help="a call run on a CPU (DEVICE=cpu): the machine in "
+                   "words (cores, instruction sets), for the JSON")
+    p.add_argument("--matmul", help="... and its matrix-product rate (GFLOP/s, when measured)")
     p.add_argument("--out", help="also write the JSON here")
     a = p.parse_args(argv)
+    if bool(a.cpu_machine) != bool(a.matmul):
+        p.error("--cpu-machine and --matmul go together")
     also = [(label, Path(t), Path(e)) for label, t, e in a.also]
-    emit(report(a.out_dir, a.title, a.protocol, a.command, also), a.out)
+    cpu = (a.cpu_machine, a.matmul) if a.cpu_machine else None
+    emit(report(a.out_dir, a.title, a.protocol, a.command, also, cpu), a.out)
 
 
 if __name__ == "__main__":

@@ -81,6 +81,21 @@ def test_rows_come_from_the_returned_files(tmp_path):
     assert set(r["runs"]) == {"fwd1", "fwd2", "rev1"}
 
 
+
+def test_a_call_run_on_a_cpu_names_the_machine_it_is_given(tmp_path):
+    """DEVICE=cpu: nvidia-smi was missing, env.txt has its error and the versions line."""
+    write_call(tmp_path / "out")
+    (tmp_path / "out" / "env.txt").write_text(
+        "benchmarks/gpu_env.sh: line 12: nvidia-smi: command not found\n"
+        "3.11.7 2.13.0+cpu None\n")
+    with pytest.raises(SystemExit, match="names no GPU: a run on a CPU"):
+        report.report(tmp_path / "out", "T", "P", ["cmd"], [])
+    r = report.report(tmp_path / "out", "T", "P", ["cmd"], [],
+                      cpu=("2-core AMD EPYC", "190 GFLOP/s"))
+    assert (r["machine"], r["matmul"]) == ("2-core AMD EPYC", "190 GFLOP/s")
+    assert r["torch"] == "2.13.0+cpu, Python 3.11.7" and "gpu_utilization" not in r
+    assert r["rows"][-1]["val_bleu_beam5"] == 42.1
+
 def test_a_call_cut_before_the_single_runs_still_reports_ensemble_and_reranking(tmp_path):
     write_call(tmp_path / "out", singles=False)
     rows = report.report(tmp_path / "out", "T", "P", [], [])["rows"]
