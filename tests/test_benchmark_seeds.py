@@ -177,6 +177,17 @@ def test_seed_set_refuses_what_it_cannot_apply(tmp_path):
         assert not any(tmp_path.iterdir())  # refused before anything was trained
 
 
+def tune_writing(trials, calls):
+    """A stand-in for ``nmtkit tune`` that notes its arguments in ``calls`` and writes
+    ``trials`` to its ``-o`` file."""
+    def fake_tune(*args):
+        calls.append(args)
+        with open(args[args.index("-o") + 1], "w", encoding="utf-8") as f:
+            json.dump({"trials": trials}, f)
+        return ""
+    return fake_tune
+
+
 def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeypatch, capsys):
     seeds = load_benchmark("seeds")
     calls = []
@@ -255,17 +266,11 @@ def test_the_grid_grows_upwards_while_its_largest_penalty_wins(tmp_path, monkeyp
                   reverse_model=["r1.pt", "r2.pt"])
     a.work.mkdir()
 
-    def fake_rerank_tune(*args):
-        calls.append(args)
-        trials = [{"beam": 5, "length_penalty": p, "bleu": 30 + w - p, "chrf": 50.0,
-                   "length_ratio": 1.0, "seconds": 1.0, "bleu_lc_tok": 31.0,
-                   "mbr": 0, "rerank": r, "reverse_weight": w if r else None}
-                  for p in (0.3, 0.6) for r in (0, 10) for w in ((0.0, 2.0) if r else (0.0,))]
-        with open(args[args.index("-o") + 1], "w", encoding="utf-8") as f:
-            json.dump({"trials": trials}, f)
-        return ""
-
-    monkeypatch.setattr(seeds, "nmtkit_in_process", fake_rerank_tune)
+    trials = [{"beam": 5, "length_penalty": p, "bleu": 30 + w - p, "chrf": 50.0,
+               "length_ratio": 1.0, "seconds": 1.0, "bleu_lc_tok": 31.0,
+               "mbr": 0, "rerank": r, "reverse_weight": w if r else None}
+              for p in (0.3, 0.6) for r in (0, 10) for w in ((0.0, 2.0) if r else (0.0,))]
+    monkeypatch.setattr(seeds, "nmtkit_in_process", tune_writing(trials, calls))
     got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
     flags = " ".join(calls[0])
     assert "--rerank 0 10 --reverse-weight 0 2 --reverse-model r1.pt --reverse-model r2.pt" in flags
@@ -289,18 +294,12 @@ def test_right_to_left_models_join_the_reranking_on_val_and_on_test(tmp_path, mo
                   rerank=[0, 10], reverse_weight=[1.0, 2.0], reverse_model=["r.pt"],
                   r2l_weight=[0.0, 1.0], r2l_model=["l1.pt", "l2.pt"])
 
-    def fake_tune(*args):
-        calls.append(args)
-        trials = [{"beam": 5, "length_penalty": 0.6, "bleu": 30 + w + 2 * v, "chrf": 50.0,
-                   "length_ratio": 1.0, "seconds": 1.0, "mbr": 0, "rerank": r,
-                   "reverse_weight": w if r else None, "r2l_weight": v if r else None}
-                  for r in (0, 10) for w in ((1.0, 2.0) if r else (0.0,))
-                  for v in ((0.0, 1.0) if r else (0.0,))]
-        with open(args[args.index("-o") + 1], "w", encoding="utf-8") as f:
-            json.dump({"trials": trials}, f)
-        return ""
-
-    monkeypatch.setattr(seeds, "nmtkit_in_process", fake_tune)
+    trials = [{"beam": 5, "length_penalty": 0.6, "bleu": 30 + w + 2 * v, "chrf": 50.0,
+               "length_ratio": 1.0, "seconds": 1.0, "mbr": 0, "rerank": r,
+               "reverse_weight": w if r else None, "r2l_weight": v if r else None}
+              for r in (0, 10) for w in ((1.0, 2.0) if r else (0.0,))
+              for v in ((0.0, 1.0) if r else (0.0,))]
+    monkeypatch.setattr(seeds, "nmtkit_in_process", tune_writing(trials, calls))
     got = seeds.tune_ensemble(a, [tmp_path / "a.pt"], "val")
     flags = " ".join(calls[0])
     assert ("--reverse-weight 1 2 --reverse-model r.pt --r2l-weight 0 1 --r2l-model l1.pt "
