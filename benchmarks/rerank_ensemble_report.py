@@ -148,14 +148,15 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
         rows.append(chosen_row(label, json.loads(tune_path.read_text(encoding="utf-8")),
                                json.loads(test_path.read_text(encoding="utf-8"))))
     gpu, python, torch, cuda = environment((out_dir / "env.txt").read_text(encoding="utf-8"))
-    if gpu is None and cpu is None:
+    smi = out_dir / "smi.txt"
+    if gpu is not None:
+        where = {"machine": gpu, "matmul": "not measured (a GPU run)", "gpu_utilization":
+                 gpu_busy(smi.read_text(encoding="utf-8") if smi.exists() else "")}
+    elif cpu is not None:
+        where = {"machine": cpu[0], "matmul": cpu[1]}
+    else:
         raise SystemExit(f"{out_dir / 'env.txt'} names no GPU: a run on a CPU (DEVICE=cpu) "
                          "needs --cpu-machine and --matmul")
-    smi = out_dir / "smi.txt"
-    where: dict[str, str] = (
-        {"machine": gpu, "matmul": "not measured (a GPU run)",
-         "gpu_utilization": gpu_busy(smi.read_text(encoding="utf-8") if smi.exists() else "")}
-        if gpu is not None else {"machine": cpu[0], "matmul": cpu[1]})  # type: ignore[index]
     return {
         "benchmark": "ablation", "title": title,
         "val_score": val, "test_score": TEST, "protocol": protocol,
