@@ -81,7 +81,6 @@ def test_rows_come_from_the_returned_files(tmp_path):
     assert set(r["runs"]) == {"fwd1", "fwd2", "rev1"}
 
 
-
 def test_a_call_run_on_a_cpu_names_the_machine_it_is_given(tmp_path):
     """DEVICE=cpu: nvidia-smi was missing, env.txt has its error and the versions line."""
     write_call(tmp_path / "out")
@@ -95,6 +94,7 @@ def test_a_call_run_on_a_cpu_names_the_machine_it_is_given(tmp_path):
     assert (r["machine"], r["matmul"]) == ("2-core AMD EPYC", "190 GFLOP/s")
     assert r["torch"] == "2.13.0+cpu, Python 3.11.7" and "gpu_utilization" not in r
     assert r["rows"][-1]["val_bleu_beam5"] == 42.1
+
 
 def test_a_call_cut_before_the_single_runs_still_reports_ensemble_and_reranking(tmp_path):
     write_call(tmp_path / "out", singles=False)
