@@ -203,6 +203,15 @@ def add_run_args(p: argparse.ArgumentParser, title: str) -> None:
     p.add_argument("--out", help="also write the JSON here")
 
 
+def add_direction_args(p: argparse.ArgumentParser) -> None:
+    """``--tgt-lang``/``--src-lang``: the direction a model of several directions
+    (``data.directions``) is evaluated in (:func:`load_translator`)."""
+    p.add_argument("--tgt-lang", help="a model of several directions (data.directions): the "
+                   "language to translate into")
+    p.add_argument("--src-lang", help="... and the source language, where several directions "
+                   "go into --tgt-lang")
+
+
 def use_threads(threads: int) -> dict[str, float]:
     """Set torch's threads (0: its default) and measure the matrix-product rates at that
     count, for the JSON."""
@@ -228,10 +237,7 @@ def main(argv: list[str] | None = None) -> None:
                    f"baseline; default: {' | '.join(repr(s) for s in DEFAULT_SETTINGS)})")
     p.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
                    help="the validation score that chooses (bleu_lc_tok for a lowercased model)")
-    p.add_argument("--tgt-lang", help="a model of several directions (data.directions): the "
-                   "language to translate into")
-    p.add_argument("--src-lang", help="... and the source language, where several directions "
-                   "go into --tgt-lang")
+    add_direction_args(p)
     add_run_args(p, "Minimum Bayes risk decoding against beam search")
     a = p.parse_args(argv)
     import torch

@@ -17,7 +17,10 @@ ablation issue 17 asks for where an ingredient's gain is under 0.5 BLEU ("2-3 se
 Per seed: the gain of its arm over the reverse model alone, on val and on test; then their
 mean and standard deviation. The same searches and scores serve every arm, so the arms
 differ only in the models that rerank. Prints one JSON object; ``--out`` keeps it
-(``benchmarks/report.py`` makes its table in ``docs/results.md``).
+(``benchmarks/report.py`` makes its table in ``docs/results.md``). A model of several
+directions (``data.directions``) is studied in the one ``--tgt-lang`` (and ``--src-lang``)
+names; as a reverse model it is asked for the source language, so a model trained both ways
+can rerank its own candidates.
 
     NMTKIT_DATA=... python benchmarks/rerank_seeds.py --model runs/fwd/best.pt \\
         --reverse-model runs/rev/best.pt --r2l-model runs/r2l1/best.pt \\
@@ -33,7 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from _common import emit, machine
-from mbr import add_run_args, load_split, load_translator, score_lines, use_threads
+from mbr import add_direction_args, add_run_args, load_split, load_translator, score_lines, use_threads
 from seeds import commit
 
 from nmtkit.config import TUNE_METRICS
@@ -98,10 +101,13 @@ def arm_settings(arm: dict[str, Any], alphas: list[float], reverse_weights: list
 def study(models: list[str], reverse_models: list[str], r2l_models: list[str], metric: str,
           alphas: list[float], reverse_weights: list[float], r2l_weights: list[float],
           rerank: int = 20, valid: str | None = None, test: str | None = None,
-          batch_size: int | None = None) -> dict[str, Any]:
+          batch_size: int | None = None, src_lang: str | None = None,
+          tgt_lang: str | None = None) -> dict[str, Any]:
     """Steps 1-3 of the module's description; the result's ``arms`` (each with every val
     trial, its choice and the choice's test scores) and ``gains`` (per seed, then
-    ``gain_mean``/``gain_sd``)."""
+    ``gain_mean``/``gain_sd``). ``src_lang``/``tgt_lang``: the direction that forward models
+    of several directions (``data.directions``) are evaluated in; a reverse model of several
+    directions is then asked for ``src_lang``."""
     from nmtkit.checkpoint import load_bundle
     from nmtkit.decode.rerank import reverse_scorer
     from nmtkit.decode.translator import decode_options
@@ -110,7 +116,7 @@ def study(models: list[str], reverse_models: list[str], r2l_models: list[str], m
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}")
     if not reverse_models or not r2l_models:
         raise ValueError("the study needs a reverse model and at least one right-to-left model")
-    tr, data, direction, ask = load_translator(models, batch_size)
+    tr, data, direction, ask = load_translator(models, batch_size, src_lang, tgt_lang)
     tr.reverse = reverse_scorer([load_bundle(m) for m in reverse_models], direction,
                                 reverse_models)
     seeds = [reverse_scorer([], direction, r2l=[load_bundle(m)], r2l_names=[m])
@@ -177,7 +183,8 @@ def study(models: list[str], reverse_models: list[str], r2l_models: list[str], m
     spreads = {k: spread(k) for k in ("val", "test")}
 
     protocol = (f"{len(models)} model{'s as one ensemble' if len(models) > 1 else ''} "
-                f"({', '.join(models)}) searched {valid} once per length penalty "
+                f"({', '.join(models)}, {direction.src}->{direction.tgt}) searched {valid} once "
+                "per length penalty "
                 f"({', '.join(f'{a:g}' for a in alphas)}), keeping the {rerank} best of a beam "
                 f"that wide; the reverse model ({', '.join(reverse_models)}) and each "
                 f"right-to-left model ({', '.join(r2l_models)}) scored every candidate "
@@ -210,13 +217,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reverse-weight", type=float, nargs="+", default=[1.0, 2.0, 3.0])
     p.add_argument("--r2l-weight", type=float, nargs="+", default=[0.5, 1.0, 2.0])
     p.add_argument("--rerank", type=int, default=20, help="candidates (a beam that wide)")
+    add_direction_args(p)
     add_run_args(p, "What right-to-left models add to reranking, seed by seed")
     a = p.parse_args(argv)
     import torch
 
     rates = use_threads(a.threads)
     result = study(a.model, a.reverse_model, a.r2l_model, a.metric, a.length_penalty,
-                   a.reverse_weight, a.r2l_weight, a.rerank, a.valid, a.test, a.batch_size)
+                   a.reverse_weight, a.r2l_weight, a.rerank, a.valid, a.test, a.batch_size,
+                   a.src_lang, a.tgt_lang)
     emit({"benchmark": "rerank_seeds", "machine": machine(), "torch": torch.__version__,
           "nmtkit_commit": commit(), "threads": torch.get_num_threads(),
           "matmul_gflops": rates, "title": a.title, "note": a.note, **result}, a.out)

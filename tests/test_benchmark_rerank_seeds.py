@@ -105,6 +105,43 @@ def test_the_seeds_arms_differ_only_in_their_right_to_left_scores(runs):
                           for m in (runs["r2l5"], runs["r2l6"])]
 
 
+def test_a_model_of_both_directions_is_studied_in_the_direction_asked_for(tmp_path):
+    """--tgt-lang (and --src-lang): a model trained both ways (x-z, z-x) searches x->z, its
+    own z->x direction reads the candidates back (the reverse model), and the splits' z side
+    is the reference; without a target language the study is refused, as nmtkit evaluate
+    refuses."""
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.data.multilingual import Direction
+    from nmtkit.decode.rerank import reverse_scorer
+
+    from .test_multilingual import tiny_cfg, write_corpus
+
+    root = write_corpus(tmp_path)
+    both = ["data.directions=[x-z, z-x]", f"data.test={root / 'val'}"]
+    Trainer(tiny_cfg(root, steps=40, extra=both), tmp_path / "both").run()
+    Trainer(tiny_cfg(root, steps=40, extra=[*both, "data.reverse_target=true"]),
+            tmp_path / "r2l").run()
+    model, r2l = str(tmp_path / "both" / "last.pt"), str(tmp_path / "r2l" / "last.pt")
+    out = tmp_path / "r.json"
+    seeds_bench.main(["--model", model, "--reverse-model", model, "--r2l-model", r2l,
+                      "--tgt-lang", "z", "--src-lang", "x", "--length-penalty", "1.0",
+                      "--reverse-weight", "1", "--r2l-weight", "1", "--rerank", "3",
+                      "--threads", "1", "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert r["direction"] == "x-z" and f"({model}, x->z)" in r["protocol"]
+    reverse_arm = r["arms"][1]
+    bundle = load_bundle(model)
+    tr = bundle.translator()
+    tr.reverse = reverse_scorer([bundle], Direction("x", "z"))
+    sources = (root / "val.x").read_text().splitlines()
+    references = (root / "val.z").read_text().splitlines()
+    alone = mbr_bench.run_split(tr, tr.decode_cfg, {**reverse_arm["chosen"], "rerank": 3},
+                                sources, references, None, "z")
+    assert alone["bleu"] == reverse_arm["val"]["bleu"]
+    with pytest.raises(ValueError, match="name the target language"):
+        seeds_bench.study([model], [model], [r2l], "bleu", [1.0], [1.0], [1.0], rerank=3)
+
+
 def test_refusals(runs):
     with pytest.raises(ValueError, match="at least one right-to-left model"):
         seeds_bench.study([runs["fwd"]], [runs["rev"]], [], "bleu", [0.6], [1.0], [1.0])
