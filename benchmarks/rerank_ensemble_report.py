@@ -1,6 +1,7 @@
 """The ablation JSON of one ``benchmarks/gpu_rerank_ensemble.sh`` call, from the files it
 returned (no number typed): the forward runs alone, their ensemble, and the ensemble reranked
-by the reverse runs as ``nmtkit tune`` chose on val; each row's val score against the official
+by the reverse runs as ``nmtkit tune`` chose on val (a call of one forward run: that model
+alone, one row, then reranked); each row's val score against the official
 lowercased tokenized references, its test score in the note (scored after the choice).
 Val is scored as ``nmtkit tune`` chose (``--metric``, ``bleu_lc_tok`` for lowercased models),
 test against the official references (``bleu_official_tok``, the score of issue 17's goal).
@@ -105,7 +106,7 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
                 for n in fwd + rev + r2l if f"eval_{n}_{tune['split']}.json" in files
                 and f"eval_{n}_{test}.json" in files}
     rows = []
-    singles = [n for n in fwd if n in val_test]
+    singles = [n for n in fwd if n in val_test] if len(fwd) > 1 else []  # one: the next row
     if singles:
         rows.append({
             "ingredient": f"one forward model alone (best.pt), mean of {len(singles)}",
@@ -125,13 +126,21 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
         raise SystemExit(f"{out_dir}: no val score of the ensemble at length penalty "
                          f"{ensemble_test['length_penalty']:g} (neither step 4's nor a trial of "
                          "tune.json)")
-    rows.append({"ingredient": f"the ensemble of the {len(fwd)} forward models, beam 5, length "
-                               f"penalty {ensemble_test['length_penalty']:g} (the recipe's)",
-                 "updates": None, "val_bleu_beam5": round(ensemble_val, 2),
+    recipe = f"beam 5, length penalty {ensemble_test['length_penalty']:g} (the recipe's)"
+    rows.append({"ingredient": f"the ensemble of the {len(fwd)} forward models, {recipe}"
+                 if len(fwd) > 1 else f"the forward model ({fwd[0]}) alone, {recipe}",
+                 "updates": None if len(fwd) > 1 else stops[fwd[0]]["step"],
+                 "val_bleu_beam5": round(ensemble_val, 2),
                  "note": f"test {ensemble_test[TEST]:.2f}"})
+
     def models(names: list[str], kind: str) -> list[str]:
+        if not names:
+            return []
+        if len(names) == 1:
+            return [f"the {kind} model ({names[0]}: greedy val BLEU "
+                    f"{stops[names[0]]['valid_bleu']:.2f})"]
         return [f"the {len(names)} {kind} models ({', '.join(names)}: mean greedy val BLEU "
-                f"{statistics.fmean(stops[n]['valid_bleu'] for n in names):.2f})"] if names else []
+                f"{statistics.fmean(stops[n]['valid_bleu'] for n in names):.2f})"]
 
     if r2l:  # what the right-to-left models add on val: the best choice without them
         without = [t for t in tune["trials"] if t.get("rerank") and not t.get("r2l_weight")]

@@ -71,7 +71,7 @@ def test_rows_come_from_the_returned_files(tmp_path):
     assert "fwd1: val 39.00, test 38.00" in singles["note"]
     assert ensemble["val_bleu_beam5"] == 40.5 and ensemble["note"] == "test 39.80"
     assert reranked["val_bleu_beam5"] == 42.1 and reranked["note"].startswith("test 41.20")
-    assert "1 reverse models (rev1: mean greedy val BLEU 41.80)" in reranked["ingredient"]
+    assert "the reverse model (rev1: greedy val BLEU 41.80)" in reranked["ingredient"]
     assert "--reverse-weight 2" in reranked["ingredient"]
     assert wider["val_bleu_beam5"] == 42.3 and wider["note"].startswith("test 40.80")
     assert r["torch"] == "2.11.0+cu130 (CUDA 13.0), Python 3.12.3"
@@ -129,5 +129,27 @@ def test_right_to_left_runs_are_reported_with_what_they_add_on_val(tmp_path):
     assert reverse_only["val_bleu_beam5"] == 41.9 and "test not scored" in reverse_only["note"]
     assert "reverse weight 2" in reverse_only["note"]
     assert both["val_bleu_beam5"] == 42.4 and both["note"].startswith("test 41.20")
-    assert "1 right-to-left models (r2l1: mean greedy val BLEU 37.00)" in both["ingredient"]
+    assert "the right-to-left model (r2l1: greedy val BLEU 37.00)" in both["ingredient"]
+    assert ensemble["ingredient"].startswith("the forward model (fwd1) alone, beam 5")
     assert set(r["runs"]) == {"fwd1", "rev1", "r2l1"}
+
+
+def test_one_forward_model_is_one_row_not_an_ensemble_of_one(tmp_path):
+    """FWD="1": the model alone at the recipe's decoding is one row (with its updates), not a
+    row for it alone and another for an "ensemble" of it (step 4's scores of the model alone
+    are the same decoding)."""
+    def logs(*forward):
+        return {**{f"{n}.log": stop(n, 5200, 39.5) for n in forward},
+                "rev1.log": stop("rev1", 5300, 41.8)}
+
+    write_call(tmp_path / "two", logs=logs("fwd1", "fwd2"))
+    two = report.report(tmp_path / "two", "T", "P", [], [])["rows"]
+    assert [r["ingredient"].split(",")[0] for r in two[:2]] == [
+        "one forward model alone (best.pt)", "the ensemble of the 2 forward models"]
+    write_call(tmp_path / "one", logs=logs("fwd1"))  # step 4 scored fwd1 alone too
+    alone, reranked = report.report(tmp_path / "one", "T", "P", [], [])["rows"]
+    assert alone["ingredient"] == ("the forward model (fwd1) alone, beam 5, length penalty 0.6 "
+                                   "(the recipe's)")
+    assert (alone["updates"], alone["val_bleu_beam5"], alone["note"]) == (5200, 40.5,
+                                                                          "test 39.80")
+    assert reranked["ingredient"].startswith("+ reranking by the reverse model (rev1: ")
