@@ -127,10 +127,11 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
                          f"{ensemble_test['length_penalty']:g} (neither step 4's nor a trial of "
                          "tune.json)")
     recipe = f"beam 5, length penalty {ensemble_test['length_penalty']:g} (the recipe's)"
-    rows.append({"ingredient": f"the ensemble of the {len(fwd)} forward models, {recipe}"
-                 if len(fwd) > 1 else f"the forward model ({fwd[0]}) alone, {recipe}",
-                 "updates": None if len(fwd) > 1 else stops[fwd[0]]["step"],
-                 "val_bleu_beam5": round(ensemble_val, 2),
+    if len(fwd) > 1:
+        label, updates = f"the ensemble of the {len(fwd)} forward models, {recipe}", None
+    else:  # one forward run: this row is the model alone (the singles row would repeat it)
+        label, updates = f"the forward model ({fwd[0]}) alone, {recipe}", stops[fwd[0]]["step"]
+    rows.append({"ingredient": label, "updates": updates, "val_bleu_beam5": round(ensemble_val, 2),
                  "note": f"test {ensemble_test[TEST]:.2f}"})
 
     def models(names: list[str], kind: str) -> list[str]:
