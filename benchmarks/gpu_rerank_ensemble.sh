@@ -17,6 +17,11 @@
 # 4. each run's best.pt alone on VALID and TEST, and the ensemble on VALID (what the ensemble
 #    and the reranking add); benchmarks/rerank_ensemble_report.py makes the ablation JSON.
 #
+# A call can be one of several: a run that an earlier call trained to its end in the same
+# WORK (it left WORK/NAME.done) is kept, not trained again, and STAGE=train stops after step
+# 1. So a host that trains two runs at a time in one working session trains the members of a
+# plan fixed in advance over several calls (each STAGE=train), then one call decodes them all.
+#
 # Under OUT (seven files: the device tool returns eight at most): env.txt, log.txt (every
 # command, then its stderr), smi.txt, tune.json, eval_ensemble_test.json and
 # eval_chosen_test.json (`nmtkit evaluate`'s JSON), work.tgz (the runs' logs, metrics and the
@@ -29,7 +34,7 @@
 # TGT (de), FWD ("1 2 3 4"), REV ("1 2"), R2L ("": none), MINUTES (7), THREADS (2), PENALTIES ("0.6 1.0"),
 # RERANK (20), METRIC (bleu_lc_tok), VALID (val), TEST (test_2016_flickr), DEVICE (cuda: where
 # decoding runs; cpu for a dry run, or for a run on a CPU with THREADS 1), BATCH (512
-# sentences per decoding batch), PY (python3).
+# sentences per decoding batch), STAGE (all; train: train only), PY (python3).
 set -u
 OUT=${1:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 WORK=${2:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
@@ -38,7 +43,8 @@ shift 3
 SRC=${SRC:-en} TGT=${TGT:-de} FWD=${FWD:-1 2 3 4} REV=${REV:-1 2} R2L=${R2L:-} MINUTES=${MINUTES:-7}
 THREADS=${THREADS:-2} PENALTIES=${PENALTIES:-0.6 1.0} RERANK=${RERANK:-20}
 METRIC=${METRIC:-bleu_lc_tok} VALID=${VALID:-val} TEST=${TEST:-test_2016_flickr}
-DEVICE=${DEVICE:-cuda} BATCH=${BATCH:-512}
+DEVICE=${DEVICE:-cuda} BATCH=${BATCH:-512} STAGE=${STAGE:-all}
+case $STAGE in all | train) ;; *) echo "STAGE must be all or train, not '$STAGE'" >&2; exit 2 ;; esac
 mkdir -p "$OUT" "$WORK"
 source "$(dirname "$0")/gpu_env.sh"  # wheels, PYTHONPATH, OUT/env.txt
 LOG=$OUT/log.txt
@@ -63,12 +69,17 @@ if command -v nvidia-smi > /dev/null; then
   done > "$OUT/smi.txt" 2>&1 &
   SMI=$!
 fi
-train() {  # train NAME SRC TGT SEED [--set KEY=VALUE ...]
+train() {  # train NAME SRC TGT SEED [--set KEY=VALUE ...]; NAME.done once it has trained
   local name=$1 src=$2 tgt=$3 seed=$4
   shift 4
+  if [ -e "$WORK/$name.done" ]; then
+    echo "kept $name: trained to its end by an earlier call ($(cat "$WORK/$name.done"))" >> "$LOG"
+    return 0
+  fi
   nmtkit train "$CONFIG" --run-dir "$WORK/$name" --overwrite --set "data.src_lang=$src" \
     --set "data.tgt_lang=$tgt" --set "train.seed=$seed" --set "train.max_minutes=$MINUTES" \
-    --set "train.threads=$THREADS" "$@" > "$WORK/$name.log" 2>&1
+    --set "train.threads=$THREADS" "$@" > "$WORK/$name.log" 2>&1 \
+    && echo "$(date -u +%FT%TZ), $MINUTES minutes" > "$WORK/$name.done"
 }
 pids=()
 for s in $FWD; do train "fwd$s" "$SRC" "$TGT" "$s" "$@" & pids+=($!); done
@@ -80,6 +91,7 @@ wait "${pids[@]}"
 [ -n "${SMI:-}" ] && kill "$SMI" 2> /dev/null
 echo "trained after ${SECONDS}s"
 save_logs
+[ "$STAGE" = train ] && exit 0
 fwd=() rev=()
 for s in $FWD; do fwd+=(--model "$WORK/fwd$s/best.pt"); done
 for s in $REV; do rev+=(--reverse-model "$WORK/rev$s/best.pt"); done
