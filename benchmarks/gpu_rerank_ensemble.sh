@@ -31,16 +31,17 @@
 #   NMTKIT_DATA=... bash benchmarks/gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]
 #
 # The --set options go to every run (both directions). Environment (defaults): SRC (en),
-# TGT (de), FWD ("1 2 3 4"), REV ("1 2"), R2L ("": none), MINUTES (7), THREADS (2), PENALTIES ("0.6 1.0"),
-# RERANK (20), METRIC (bleu_lc_tok), VALID (val), TEST (test_2016_flickr), DEVICE (cuda: where
-# decoding runs; cpu for a dry run, or for a run on a CPU with THREADS 1), BATCH (512
-# sentences per decoding batch), STAGE (all; train: train only), PY (python3).
+# TGT (de), FWD ("1 2 3 4"), REV ("1 2"; "" for none), R2L ("": none), MINUTES (7), THREADS
+# (2), PENALTIES ("0.6 1.0"), RERANK (20), METRIC (bleu_lc_tok), VALID (val), TEST
+# (test_2016_flickr), DEVICE (cuda: where decoding runs; cpu for a dry run, or for a run on a
+# CPU with THREADS 1), BATCH (512 sentences per decoding batch), STAGE (all; train: train
+# only), PY (python3).
 set -u
 OUT=${1:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 WORK=${2:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 CONFIG=${3:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 shift 3
-SRC=${SRC:-en} TGT=${TGT:-de} FWD=${FWD:-1 2 3 4} REV=${REV:-1 2} R2L=${R2L:-} MINUTES=${MINUTES:-7}
+SRC=${SRC:-en} TGT=${TGT:-de} FWD=${FWD:-1 2 3 4} REV=${REV-1 2} R2L=${R2L:-} MINUTES=${MINUTES:-7}
 THREADS=${THREADS:-2} PENALTIES=${PENALTIES:-0.6 1.0} RERANK=${RERANK:-20}
 METRIC=${METRIC:-bleu_lc_tok} VALID=${VALID:-val} TEST=${TEST:-test_2016_flickr}
 DEVICE=${DEVICE:-cuda} BATCH=${BATCH:-512} STAGE=${STAGE:-all}
