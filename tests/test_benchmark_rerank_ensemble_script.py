@@ -1,0 +1,77 @@
+"""benchmarks/gpu_rerank_ensemble.sh over several calls: runs trained to their end by an
+earlier call in the same work folder are kept, STAGE=train stops after training, and REV=""
+trains no reverse model. Run here on the CPU with this interpreter and tiny copy-task runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+from .conftest import ROOT, tiny_copy_overrides
+
+SCRIPT = "benchmarks/gpu_rerank_ensemble.sh"
+
+
+def call(out, work, **env):
+    sets = [x for o in tiny_copy_overrides(20) if not o.startswith("train.threads")
+            for x in ("--set", o)]
+    return subprocess.run(
+        ["bash", SCRIPT, str(out), str(work), "configs/copy_task.yaml", *sets],
+        cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "PY": sys.executable, "DEVICE": "cpu", "THREADS": "1",
+             "METRIC": "bleu", "TEST": "test", "PENALTIES": "0.6", "RERANK": "3",
+             "MINUTES": "5", **env})
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_members_trained_by_one_call_are_kept_and_decoded_by_the_next(tmp_path):
+    work = tmp_path / "work"
+    first = call(tmp_path / "out1", work, STAGE="train", FWD="1", REV="")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert sorted(p.name for p in work.iterdir()) == ["fwd1", "fwd1.done", "fwd1.log"]
+    assert "5 minutes" in (work / "fwd1.done").read_text()
+    assert not (tmp_path / "out1" / "tune.json").exists()  # nothing decoded
+    assert (tmp_path / "out1" / "work.tgz").exists()
+    trained = digest(work / "fwd1" / "best.pt")
+
+    second = call(tmp_path / "out2", work, FWD="1", REV="1")
+    assert second.returncode == 0, second.stderr[-2000:]
+    log = (tmp_path / "out2" / "log.txt").read_text()
+    assert "kept fwd1: trained to its end by an earlier call" in log
+    trains = [line for line in log.splitlines() if line.startswith("+ nmtkit train")]
+    assert len(trains) == 1 and "--run-dir " + str(work / "rev1") in trains[0]
+    assert digest(work / "fwd1" / "best.pt") == trained
+    assert (work / "rev1.done").exists()
+    tune = json.loads((tmp_path / "out2" / "tune.json").read_text())
+    assert "--reverse-model " + str(work / "rev1" / "best.pt") in \
+        " ".join(line for line in log.splitlines() if line.startswith("+ nmtkit tune"))
+    assert tune["flags"].startswith("--beam 5")
+    for name in ("eval_ensemble_test.json", "eval_chosen_test.json"):
+        assert json.loads((tmp_path / "out2" / name).read_text())["split"] == "test"
+    assert (work / "eval_rev1_val.json").exists() and (work / "eval_fwd1_test.json").exists()
+
+
+def test_a_run_cut_short_is_trained_again(tmp_path):
+    """Without NAME.done (its training did not end: a killed call) the run starts over."""
+    work = tmp_path / "work"
+    (work / "fwd1").mkdir(parents=True)
+    (work / "fwd1.log").write_text("a call that was killed\n")
+    proc = call(tmp_path / "out", work, STAGE="train", FWD="1", REV="")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "+ nmtkit train configs/copy_task.yaml --run-dir " + str(work / "fwd1") in \
+        (tmp_path / "out" / "log.txt").read_text()
+    assert (work / "fwd1.done").exists() and (work / "fwd1" / "best.pt").exists()
+    assert "killed" not in (work / "fwd1.log").read_text()
+
+
+def test_an_unknown_stage_is_refused_before_anything_runs(tmp_path):
+    proc = call(tmp_path / "out", tmp_path / "work", STAGE="decode", FWD="1", REV="")
+    assert proc.returncode == 2
+    assert "STAGE must be all or train, not 'decode'" in proc.stderr
+    assert not (tmp_path / "work" / "fwd1").exists()
