@@ -35,7 +35,8 @@
 # (2), PENALTIES ("0.6 1.0"), RERANK (20), METRIC (bleu_lc_tok), VALID (val), TEST
 # (test_2016_flickr), DEVICE (cuda: where decoding runs; cpu for a dry run, or for a run on a
 # CPU with THREADS 1), BATCH (512 sentences per decoding batch), STAGE (all; train: train
-# only), PY (python3).
+# only), JOBS (step 4's decodes at a time: 32; on a CPU its cores / THREADS, each with
+# THREADS threads), PY (python3).
 set -u
 OUT=${1:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
 WORK=${2:?usage: gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]}
@@ -45,6 +46,8 @@ SRC=${SRC:-en} TGT=${TGT:-de} FWD=${FWD:-1 2 3 4} REV=${REV-1 2} R2L=${R2L:-} MI
 THREADS=${THREADS:-2} PENALTIES=${PENALTIES:-0.6 1.0} RERANK=${RERANK:-20}
 METRIC=${METRIC:-bleu_lc_tok} VALID=${VALID:-val} TEST=${TEST:-test_2016_flickr}
 DEVICE=${DEVICE:-cuda} BATCH=${BATCH:-512} STAGE=${STAGE:-all}
+if [ "$DEVICE" = cpu ]; then JOBS=${JOBS:-$(( $(nproc) / THREADS > 1 ? $(nproc) / THREADS : 1 ))}
+else JOBS=${JOBS:-32}; fi
 case $STAGE in all | train) ;; *) echo "STAGE must be all or train, not '$STAGE'" >&2; exit 2 ;; esac
 mkdir -p "$OUT" "$WORK"
 source "$(dirname "$0")/gpu_env.sh"  # wheels, PYTHONPATH, OUT/env.txt
@@ -114,13 +117,19 @@ decode evaluate "${fwd[@]}" "${dec[@]}" --split "$TEST" $flags "${chosen[@]}" \
   > "$OUT/eval_chosen_test.json"
 echo "test after ${SECONDS}s: $(cat "$OUT/eval_chosen_test.json")"
 
-# 4. Each run alone, and the ensemble's own validation score: side by side (each process
-# spends most of its time starting; the GPU has room for them all).
-decode evaluate "${fwd[@]}" "${dec[@]}" --split "$VALID" > "$WORK/eval_ensemble_$VALID.json" &
+# 4. Each run alone, and the ensemble's own validation score: side by side, JOBS at a time
+# (each process spends most of its time starting; the GPU has room for them all, a CPU
+# for as many as it has cores for THREADS each).
+alone=()
+[ "$DEVICE" = cpu ] && alone=(--threads "$THREADS")
+at_most_jobs() { while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done; }
+decode evaluate "${fwd[@]}" "${dec[@]}" "${alone[@]}" --split "$VALID" \
+  > "$WORK/eval_ensemble_$VALID.json" &
 for run in $(for s in $FWD; do echo "fwd$s"; done; for s in $REV; do echo "rev$s"; done
              for s in $R2L; do echo "r2l$s"; done); do
   for split in "$VALID" "$TEST"; do
-    decode evaluate --model "$WORK/$run/best.pt" "${dec[@]}" --split "$split" \
+    at_most_jobs
+    decode evaluate --model "$WORK/$run/best.pt" "${dec[@]}" "${alone[@]}" --split "$split" \
       > "$WORK/eval_${run}_$split.json" &
   done
 done

@@ -40,7 +40,7 @@ def test_members_trained_by_one_call_are_kept_and_decoded_by_the_next(tmp_path):
     assert (tmp_path / "out1" / "work.tgz").exists()
     trained = digest(work / "fwd1" / "best.pt")
 
-    second = call(tmp_path / "out2", work, FWD="1", REV="1")
+    second = call(tmp_path / "out2", work, FWD="1", REV="1", JOBS="1")
     assert second.returncode == 0, second.stderr[-2000:]
     log = (tmp_path / "out2" / "log.txt").read_text()
     assert "kept fwd1: trained to its end by an earlier call" in log
@@ -55,6 +55,12 @@ def test_members_trained_by_one_call_are_kept_and_decoded_by_the_next(tmp_path):
     for name in ("eval_ensemble_test.json", "eval_chosen_test.json"):
         assert json.loads((tmp_path / "out2" / name).read_text())["split"] == "test"
     assert (work / "eval_rev1_val.json").exists() and (work / "eval_fwd1_test.json").exists()
+    # step 4 on a CPU: each decode with THREADS threads (not one per core each)
+    evaluations = [line for line in log.splitlines() if line.startswith("+ nmtkit evaluate")]
+    chosen = next(i for i, line in enumerate(evaluations) if "--beam 5" in line)  # step 3's
+    alone = evaluations[chosen + 1:]
+    assert len(alone) == 5 and all("--threads 1 " in line for line in alone), alone
+    assert "--threads" not in " ".join(evaluations[:chosen + 1])  # steps 2-3: every core
 
 
 def test_a_run_cut_short_is_trained_again(tmp_path):
