@@ -46,8 +46,8 @@ SRC=${SRC:-en} TGT=${TGT:-de} FWD=${FWD:-1 2 3 4} REV=${REV-1 2} R2L=${R2L:-} MI
 THREADS=${THREADS:-2} PENALTIES=${PENALTIES:-0.6 1.0} RERANK=${RERANK:-20}
 METRIC=${METRIC:-bleu_lc_tok} VALID=${VALID:-val} TEST=${TEST:-test_2016_flickr}
 DEVICE=${DEVICE:-cuda} BATCH=${BATCH:-512} STAGE=${STAGE:-all}
-if [ "$DEVICE" = cpu ]; then JOBS=${JOBS:-$(( $(nproc) / THREADS > 1 ? $(nproc) / THREADS : 1 ))}
-else JOBS=${JOBS:-32}; fi
+if [ "$DEVICE" = cpu ]; then JOBS=${JOBS:-$(( $(nproc) / THREADS ))}; else JOBS=${JOBS:-32}; fi
+[ "$JOBS" -ge 1 ] || JOBS=1
 case $STAGE in all | train) ;; *) echo "STAGE must be all or train, not '$STAGE'" >&2; exit 2 ;; esac
 mkdir -p "$OUT" "$WORK"
 source "$(dirname "$0")/gpu_env.sh"  # wheels, PYTHONPATH, OUT/env.txt
