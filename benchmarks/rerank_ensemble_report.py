@@ -20,6 +20,7 @@ and ``--matmul``.
 from __future__ import annotations
 
 import argparse
+import csv
 import io
 import json
 import re
@@ -50,6 +51,17 @@ def stop_line(log: str) -> dict:
     if not lines:
         raise SystemExit("a training log without its summary line: the run did not finish")
     return json.loads(lines[-1])
+
+
+def best_valid_bleu(files: dict[str, str], name: str, stop: dict) -> tuple[float, str]:
+    """The greedy val BLEU of the run's ``best.pt`` (the highest ``valid_bleu`` of its
+    ``NAME/metrics.csv``, which chose it) and a word for it; a run without that file (no
+    validation row) has only its last validation, from the summary line."""
+    rows = list(csv.DictReader(io.StringIO(files.get(f"{name}/metrics.csv", ""))))
+    scores = [float(r["valid_bleu"]) for r in rows if r.get("valid_bleu")]
+    if scores:
+        return max(scores), "best greedy val BLEU"
+    return float(stop["valid_bleu"]), "greedy val BLEU at its last validation"
 
 
 def runs(files: dict[str, str], prefix: str) -> list[str]:
@@ -134,14 +146,16 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
     rows.append({"ingredient": label, "updates": updates, "val_bleu_beam5": round(ensemble_val, 2),
                  "note": f"test {ensemble_test[TEST]:.2f}"})
 
+    best_bleu = {n: best_valid_bleu(files, n, stops[n]) for n in fwd + rev + r2l}
+
     def models(names: list[str], kind: str) -> list[str]:
         if not names:
             return []
+        word = best_bleu[names[0]][1]
         if len(names) == 1:
-            return [f"the {kind} model ({names[0]}: greedy val BLEU "
-                    f"{stops[names[0]]['valid_bleu']:.2f})"]
-        return [f"the {len(names)} {kind} models ({', '.join(names)}: mean greedy val BLEU "
-                f"{statistics.fmean(stops[n]['valid_bleu'] for n in names):.2f})"]
+            return [f"the {kind} model ({names[0]}: {word} {best_bleu[names[0]][0]:.2f})"]
+        return [f"the {len(names)} {kind} models ({', '.join(names)}: mean {word} "
+                f"{statistics.fmean(best_bleu[n][0] for n in names):.2f})"]
 
     if r2l:  # what the right-to-left models add on val: the best choice without them
         without = [t for t in tune["trials"] if t.get("rerank") and not t.get("r2l_weight")]
@@ -172,7 +186,8 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
         "val_score": val, "test_score": TEST, "protocol": protocol,
         "torch": torch + (f" (CUDA {cuda})" if cuda not in ("None", "?") else "")
         + f", Python {python}", **where,
-        "runs": {n: {k: stops[n][k] for k in ("step", "elapsed_s", "valid_bleu", "stop_reason")}
+        "runs": {n: {**{k: stops[n][k] for k in ("step", "elapsed_s", "valid_bleu",
+                                                  "stop_reason")}, "best_valid_bleu": best_bleu[n][0]}
                  for n in fwd + rev + r2l},
         "val_grid": tune["trials"], "commands": commands, "rows": rows}
 

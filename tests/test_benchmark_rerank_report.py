@@ -71,7 +71,8 @@ def test_rows_come_from_the_returned_files(tmp_path):
     assert "fwd1: val 39.00, test 38.00" in singles["note"]
     assert ensemble["val_bleu_beam5"] == 40.5 and ensemble["note"] == "test 39.80"
     assert reranked["val_bleu_beam5"] == 42.1 and reranked["note"].startswith("test 41.20")
-    assert "the reverse model (rev1: greedy val BLEU 41.80)" in reranked["ingredient"]
+    assert ("the reverse model (rev1: greedy val BLEU at its last validation 41.80)"
+            in reranked["ingredient"])  # no rev1/metrics.csv: only the summary line
     assert "--reverse-weight 2" in reranked["ingredient"]
     assert wider["val_bleu_beam5"] == 42.3 and wider["note"].startswith("test 40.80")
     assert r["torch"] == "2.11.0+cu130 (CUDA 13.0), Python 3.12.3"
@@ -129,7 +130,8 @@ def test_right_to_left_runs_are_reported_with_what_they_add_on_val(tmp_path):
     assert reverse_only["val_bleu_beam5"] == 41.9 and "test not scored" in reverse_only["note"]
     assert "reverse weight 2" in reverse_only["note"]
     assert both["val_bleu_beam5"] == 42.4 and both["note"].startswith("test 41.20")
-    assert "the right-to-left model (r2l1: greedy val BLEU 37.00)" in both["ingredient"]
+    assert ("the right-to-left model (r2l1: greedy val BLEU at its last validation 37.00)"
+            in both["ingredient"])
     assert ensemble["ingredient"].startswith("the forward model (fwd1) alone, beam 5")
     assert set(r["runs"]) == {"fwd1", "rev1", "r2l1"}
 
@@ -153,3 +155,18 @@ def test_one_forward_model_is_one_row_not_an_ensemble_of_one(tmp_path):
     assert (alone["updates"], alone["val_bleu_beam5"], alone["note"]) == (5200, 40.5,
                                                                           "test 39.80")
     assert reranked["ingredient"].startswith("+ reranking by the reverse model (rev1: ")
+
+
+def test_a_reranker_is_named_by_the_score_that_chose_its_best_pt(tmp_path):
+    """The reranking uses best.pt, chosen by the highest greedy val BLEU of metrics.csv, not
+    the last validation of the summary line (which can be lower)."""
+    header = "step,epoch,train_loss,valid_loss,valid_bleu,lr,elapsed_s\n"
+    logs = {"fwd1.log": stop("fwd1", 3900, 38.5), "fwd2.log": stop("fwd2", 3950, 38.9),
+            "rev1.log": stop("rev1", 5544, 42.55),
+            "rev1/metrics.csv": header + "250,1,4.9,3.4,8.28,0.0007,318.7\n"
+                                         "5000,40,0.8,1.4,42.95,0.0001,6400.0\n"
+                                         "5544,43,0.7,1.4,42.55,0,7187.6\n"}
+    write_call(tmp_path / "out", logs=logs)
+    r = report.report(tmp_path / "out", "T", "P", [], [])
+    assert "the reverse model (rev1: best greedy val BLEU 42.95)" in r["rows"][-1]["ingredient"]
+    assert r["runs"]["rev1"]["best_valid_bleu"] == 42.95 and r["runs"]["rev1"]["valid_bleu"] == 42.55
