@@ -54,9 +54,10 @@ def stop_line(log: str) -> dict:
 
 
 def best_valid_bleu(files: dict[str, str], name: str, stop: dict) -> tuple[float, str]:
-    """The greedy val BLEU of the run's ``best.pt`` (the highest ``valid_bleu`` of its
-    ``NAME/metrics.csv``, which chose it) and a word for it; a run without that file (no
-    validation row) has only its last validation, from the summary line."""
+    """The highest greedy val BLEU of the run's ``NAME/metrics.csv`` (the score that chose its
+    ``best.pt`` under ``train.early_stop_metric: bleu``, the default) and a word for it; a
+    run without that file (no validation row) has only its last validation, from the summary
+    line."""
     rows = list(csv.DictReader(io.StringIO(files.get(f"{name}/metrics.csv", ""))))
     scores = [float(r["valid_bleu"]) for r in rows if r.get("valid_bleu")]
     if scores:
