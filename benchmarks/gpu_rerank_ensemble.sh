@@ -21,6 +21,9 @@
 # WORK (it left WORK/NAME.done) is kept, not trained again, and STAGE=train stops after step
 # 1. So a host that trains two runs at a time in one working session trains the members of a
 # plan fixed in advance over several calls (each STAGE=train), then one call decodes them all.
+# A run that an earlier call left without NAME.done but with its WORK/NAME/last.pt (the call
+# was cut short) goes on from there (`nmtkit train --resume`: its budget plan, data position
+# and random state as they were); one without last.pt is trained from the start.
 #
 # Under OUT (seven files: the device tool returns eight at most): env.txt, log.txt (every
 # command, then its stderr), smi.txt, tune.json, eval_ensemble_test.json and
@@ -74,15 +77,21 @@ if command -v nvidia-smi > /dev/null; then
   SMI=$!
 fi
 train() {  # train NAME SRC TGT SEED [--set KEY=VALUE ...]; NAME.done once it has trained
-  local name=$1 src=$2 tgt=$3 seed=$4
+  local name=$1 src=$2 tgt=$3 seed=$4 start=--overwrite
   shift 4
   if [ -e "$WORK/$name.done" ]; then
     echo "kept $name: trained to its end by an earlier call ($(cat "$WORK/$name.done"))" >> "$LOG"
     return 0
   fi
-  nmtkit train "$CONFIG" --run-dir "$WORK/$name" --overwrite --set "data.src_lang=$src" \
+  if [ -e "$WORK/$name/last.pt" ]; then  # cut short by an earlier call: on from its last.pt
+    start=--resume
+    echo "resuming $name: cut short by an earlier call" >> "$LOG"
+  else
+    : > "$WORK/$name.log"  # from the start: a new log (a resumed run's goes on after the old)
+  fi
+  nmtkit train "$CONFIG" --run-dir "$WORK/$name" "$start" --set "data.src_lang=$src" \
     --set "data.tgt_lang=$tgt" --set "train.seed=$seed" --set "train.max_minutes=$MINUTES" \
-    --set "train.threads=$THREADS" "$@" > "$WORK/$name.log" 2>&1 \
+    --set "train.threads=$THREADS" "$@" >> "$WORK/$name.log" 2>&1 \
     && echo "$(date -u +%FT%TZ), $MINUTES minutes" > "$WORK/$name.done"
 }
 pids=()

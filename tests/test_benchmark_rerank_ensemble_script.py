@@ -64,7 +64,8 @@ def test_members_trained_by_one_call_are_kept_and_decoded_by_the_next(tmp_path):
 
 
 def test_a_run_cut_short_is_trained_again(tmp_path):
-    """Without NAME.done (its training did not end: a killed call) the run starts over."""
+    """Without NAME.done (its training did not end: a killed call) and without a last.pt to
+    go on from, the run starts over."""
     work = tmp_path / "work"
     (work / "fwd1").mkdir(parents=True)
     (work / "fwd1.log").write_text("a call that was killed\n")
@@ -74,6 +75,27 @@ def test_a_run_cut_short_is_trained_again(tmp_path):
         (tmp_path / "out" / "log.txt").read_text()
     assert (work / "fwd1.done").exists() and (work / "fwd1" / "best.pt").exists()
     assert "killed" not in (work / "fwd1.log").read_text()
+
+
+def test_a_run_cut_short_after_a_checkpoint_goes_on_from_it(tmp_path):
+    """Without NAME.done but with NAME/last.pt (a call killed after a validation) the run
+    resumes from its last.pt, and its log keeps what the earlier call wrote."""
+    work = tmp_path / "work"
+    first = call(tmp_path / "out1", work, STAGE="train", FWD="1", REV="")
+    assert first.returncode == 0, first.stderr[-2000:]
+    (work / "fwd1.done").unlink()  # as if the call had been killed before it ended
+    earlier = (work / "fwd1.log").read_text()
+    proc = call(tmp_path / "out2", work, STAGE="train", FWD="1", REV="")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log = (tmp_path / "out2" / "log.txt").read_text()
+    assert "resuming fwd1: cut short by an earlier call" in log
+    trains = [line for line in log.splitlines() if line.startswith("+ nmtkit train")]
+    assert len(trains) == 1 and " --resume " in trains[0] and "--overwrite" not in trains[0]
+    after = (work / "fwd1.log").read_text()
+    assert after.startswith(earlier)  # appended, not replaced
+    # it had reached its max_steps: resumed, it trains nothing more and stops as it was
+    assert after[len(earlier):] == earlier.splitlines()[-1] + "\n"
+    assert (work / "fwd1.done").exists()
 
 
 def test_an_unknown_stage_is_refused_before_anything_runs(tmp_path):
