@@ -187,9 +187,8 @@ def report(out_dir: Path, title: str, protocol: str, commands: list[str],
         "val_score": val, "test_score": TEST, "protocol": protocol,
         "torch": torch + (f" (CUDA {cuda})" if cuda not in ("None", "?") else "")
         + f", Python {python}", **where,
-        "runs": {n: {**{k: stops[n][k] for k in ("step", "elapsed_s", "valid_bleu",
-                                                  "stop_reason")}, "best_valid_bleu": best_bleu[n][0]}
-                 for n in fwd + rev + r2l},
+        "runs": {n: {k: stops[n][k] for k in ("step", "elapsed_s", "valid_bleu", "stop_reason")}
+                 | {"best_valid_bleu": best_bleu[n][0]} for n in fwd + rev + r2l},
         "val_grid": tune["trials"], "commands": commands, "rows": rows}
 
 
