@@ -30,7 +30,7 @@ from nmtkit.cli import main as cli_main  # noqa: E402
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig  # noqa: E402
 from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  # noqa: E402
 from nmtkit.data.vocab import BOS, EOS, PAD, Vocab  # noqa: E402
-from nmtkit.decode.search import NEVER, length_caps  # noqa: E402
+from nmtkit.decode.beams import NEVER, length_caps  # noqa: E402
 from nmtkit.export import ExportError  # noqa: E402
 from nmtkit.export.ctranslate2 import (  # noqa: E402
     CTranslate2Translator,

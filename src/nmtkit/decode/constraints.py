@@ -45,7 +45,7 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from ..data.vocab import EOS, PAD
-from .search import (
+from .beams import (
     NEVER,
     Hypothesis,
     Prefixes,

@@ -24,10 +24,11 @@ from ..data.multilingual import target_tags
 from ..data.vocab import BOS, EOS, PAD, UNK
 from ..models.seq2seq import Seq2Seq, pad_mask
 from .attention import layer_head, reading_order, teacher_forced_maps
+from .beams import Hypothesis
 from .choice import candidate_options, choose_all
 from .limits import MAX_PHRASES
 from .rerank import require_reverse
-from .search import Hypothesis, search
+from .search import search
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle

@@ -475,7 +475,7 @@ def _load_tokenizer(desc: dict[str, Any], model_dir: Path) -> Tokenizer:
 def length_cap(src_len: int, decode: DecodeConfig, max_length: int | None = None) -> int:
     """nmtkit's cap on output tokens (EOS included) for a source of ``src_len`` ids (EOS
     included): ``floor(max_len_a * src_len + max_len_b)``, at least 1, at most
-    ``max_length + 1`` (:func:`nmtkit.decode.search.length_caps`, computed in float32 as there)."""
+    ``max_length + 1`` (:func:`nmtkit.decode.beams.length_caps`, computed in float32 as there)."""
     import numpy as np
 
     cap = int(np.floor(np.float32(decode.max_len_a) * np.float32(src_len)
