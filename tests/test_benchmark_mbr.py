@@ -1,4 +1,4 @@
-"""benchmarks/mbr.py: MBR settings scored on val, the best chosen there, test scored after."""
+"""experiments/mbr.py: MBR settings scored on val, the best chosen there, test scored after."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_rerank_ensemble.sh over several calls: runs trained to their end by an
+"""experiments/gpu_rerank_ensemble.sh over several calls: runs trained to their end by an
 earlier call in the same work folder are kept, STAGE=train stops after training, and REV=""
 trains no reverse model. Run here on the CPU with this interpreter and tiny copy-task runs."""
 
@@ -12,7 +12,7 @@ import sys
 
 from .conftest import ROOT, tiny_copy_overrides
 
-SCRIPT = "benchmarks/gpu_rerank_ensemble.sh"
+SCRIPT = "experiments/gpu_rerank_ensemble.sh"
 
 
 def call(out, work, **env):

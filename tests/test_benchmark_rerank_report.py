@@ -1,4 +1,4 @@
-"""benchmarks/rerank_ensemble_report.py: the ablation JSON of a gpu_rerank_ensemble.sh call,
+"""experiments/rerank_ensemble_report.py: the ablation JSON of a gpu_rerank_ensemble.sh call,
 every number read from the files the call returned."""
 
 import io
@@ -86,7 +86,7 @@ def test_a_call_run_on_a_cpu_names_the_machine_it_is_given(tmp_path):
     """DEVICE=cpu: nvidia-smi was missing, env.txt has its error and the versions line."""
     write_call(tmp_path / "out")
     (tmp_path / "out" / "env.txt").write_text(
-        "benchmarks/gpu_env.sh: line 12: nvidia-smi: command not found\n"
+        "experiments/gpu_env.sh: line 12: nvidia-smi: command not found\n"
         "3.11.7 2.13.0+cpu None\n")
     with pytest.raises(SystemExit, match="names no GPU: a run on a CPU"):
         report.report(tmp_path / "out", "T", "P", ["cmd"], [])

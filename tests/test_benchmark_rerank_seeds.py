@@ -1,4 +1,4 @@
-"""benchmarks/rerank_seeds.py: each arm chooses on val from one search, its choice decodes as
+"""experiments/rerank_seeds.py: each arm chooses on val from one search, its choice decodes as
 the translator's own reranking would, and the seeds' gains are their arms minus the reverse
 model's."""
 

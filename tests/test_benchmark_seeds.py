@@ -1,4 +1,4 @@
-"""benchmarks/seeds.py: several seeds of one recipe, each chosen on val, their ensemble tuned
+"""experiments/seeds.py: several seeds of one recipe, each chosen on val, their ensemble tuned
 on val. End to end on the copy task (two tiny seeds), and its grid extension with a stand-in
 for ``nmtkit tune``."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import ROOT, load_benchmark, tiny_copy_overrides
 
-SCRIPT = ROOT / "benchmarks" / "seeds.py"
+SCRIPT = ROOT / "experiments" / "seeds.py"
 
 
 def run_script(work, *extra, seeds=("1", "2")):
@@ -385,7 +385,7 @@ def test_seeds_sharing_overrides_are_named_together():
 
 def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_path,
                                                                         side_by_side):
-    """benchmarks/gpu_seeds.sh (run here with this interpreter and no GPU): seeds.py's JSON,
+    """experiments/gpu_seeds.sh (run here with this interpreter and no GPU): seeds.py's JSON,
     its stderr, env.txt, and an archive of the work folder's logs and scores, no .pt. It runs
     in the side-by-side test's folder with the seeds trained already and the ensemble's
     files removed, so that the ensemble is tuned and scored again through the wrapper."""
@@ -396,7 +396,7 @@ def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_pat
     for kept in [*work.glob("ensemble_*"), *work.glob("tune.*")]:
         kept.unlink()
     sets = [x for o in tiny_copy_overrides(20) for x in ("--set", o)]
-    proc = subprocess.run(["bash", "benchmarks/gpu_seeds.sh", str(out), str(work),
+    proc = subprocess.run(["bash", "experiments/gpu_seeds.sh", str(out), str(work),
                            "--config", "configs/copy_task.yaml", "--seeds", "1", "2",
                            "--parallel", "2", "--beam", "2", "--length-penalty", "0", "1",
                            "--no-matmul", *sets], cwd=ROOT, capture_output=True, text=True,

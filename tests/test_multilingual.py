@@ -385,7 +385,7 @@ def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trai
     assert [(t["rerank"], t["bleu"]) for t in trials[:3]] == [(0, 100.0), (4, 100.0), (4, 100.0)]
     assert refs == tr.translate_lines(sources, tgt_lang="z")
 
-    bench = load_benchmark("mbr").compare(  # benchmarks/mbr.py: the direction asked for
+    bench = load_benchmark("mbr").compare(  # experiments/mbr.py: the direction asked for
         [model], ["", "rerank=4,reverse_weight=3"], "bleu", valid=str(root / "val"),
         test=str(root / "val"), reverse_models=[model], tgt_lang="z")
     assert bench["direction"] == "x-z"

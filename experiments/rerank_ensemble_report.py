@@ -1,4 +1,4 @@
-"""The ablation JSON of one ``benchmarks/gpu_rerank_ensemble.sh`` call, from the files it
+"""The ablation JSON of one ``experiments/gpu_rerank_ensemble.sh`` call, from the files it
 returned (no number typed): the forward runs alone, their ensemble, and the ensemble reranked
 by the reverse runs as ``nmtkit tune`` chose on val (a call of one forward run: that model
 alone, one row, then reranked); each row's val score against the official
@@ -6,7 +6,7 @@ lowercased tokenized references, its test score in the note (scored after the ch
 Val is scored as ``nmtkit tune`` chose (``--metric``, ``bleu_lc_tok`` for lowercased models),
 test against the official references (``bleu_official_tok``, the score of issue 17's goal).
 
-    python benchmarks/rerank_ensemble_report.py OUT_DIR --title ... --protocol ... \\
+    python experiments/rerank_ensemble_report.py OUT_DIR --title ... --protocol ... \\
         --command "..." [--also LABEL TUNE.json TEST.json] --out benchmarks/results/ablation_X.json
 
 ``OUT_DIR`` holds what the call returned (``env.txt``, ``tune.json``,
@@ -25,8 +25,11 @@ import io
 import json
 import re
 import statistics
+import sys
 import tarfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmarks/_common.py
 
 from _common import emit
 
@@ -89,7 +92,7 @@ def gpu_busy(smi: str) -> str:
 
 
 def environment(env: str) -> tuple[str | None, str, str, str]:
-    """``env.txt`` (benchmarks/gpu_env.sh): the GPU (nvidia-smi's row after its CSV header:
+    """``env.txt`` (experiments/gpu_env.sh): the GPU (nvidia-smi's row after its CSV header:
     name and memory; ``None`` where nvidia-smi was missing, a run with ``DEVICE=cpu``), then
     Python, torch and CUDA from the line ``PYTHON TORCH CUDA``."""
     lines = env.splitlines()

@@ -22,7 +22,7 @@ directions (``data.directions``) is studied in the one ``--tgt-lang`` (and ``--s
 names; as a reverse model it is asked for the source language, so a model trained both ways
 can rerank its own candidates.
 
-    NMTKIT_DATA=... python benchmarks/rerank_seeds.py --model runs/fwd/best.pt \\
+    NMTKIT_DATA=... python experiments/rerank_seeds.py --model runs/fwd/best.pt \\
         --reverse-model runs/rev/best.pt --r2l-model runs/r2l1/best.pt \\
         --r2l-model runs/r2l2/best.pt --metric bleu_official_tok --out benchmarks/results/X.json
 """
@@ -31,9 +31,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmarks/_common.py
 
 from _common import emit, machine
 from mbr import add_direction_args, add_run_args, load_split, load_translator, score_lines, use_threads

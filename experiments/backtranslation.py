@@ -14,7 +14,7 @@ Every run trains the recipe for ``--steps`` updates (not minutes: a shared CPU's
 differ between runs) with ``--set`` overrides applied to all three. The directions come
 from ``--src-lang``/``--tgt-lang``. Prints one JSON object; ``--out`` keeps it.
 
-    NMTKIT_DATA=... python benchmarks/backtranslation.py --steps 600 --work /tmp/bt \\
+    NMTKIT_DATA=... python experiments/backtranslation.py --steps 600 --work /tmp/bt \\
         --out benchmarks/results/backtranslation_cpu_DATE.json
 """
 
@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmarks/_common.py
 
 from _common import emit
 

@@ -37,7 +37,7 @@ from their end (their weights tried with every reverse weight). Prints one
 JSON object (the schema of ``benchmarks/results/multi30k_hour_seeds_*.json``); ``--out``
 keeps it.
 
-    NMTKIT_DATA=... python benchmarks/seeds.py --config configs/multi30k_transformer_hour.yaml \\
+    NMTKIT_DATA=... python experiments/seeds.py --config configs/multi30k_transformer_hour.yaml \\
         --seeds 1234 2 3 --work runs/hour_seeds --out benchmarks/results/multi30k_hour_seeds_X.json
 """
 
@@ -59,6 +59,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmarks/_common.py
 
 from _common import emit, gemm_peaks_gflops, machine
 

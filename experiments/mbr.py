@@ -12,7 +12,7 @@ official lowercased tokenized references; the setting with the best validation `
 is chosen. Only then is the test split translated, with the baseline and with the chosen
 setting, for the record: the test split never chooses anything.
 
-    NMTKIT_DATA=... python benchmarks/mbr.py --model runs/x/best.pt --metric bleu_lc_tok \\
+    NMTKIT_DATA=... python experiments/mbr.py --model runs/x/best.pt --metric bleu_lc_tok \\
         --out benchmarks/results/mbr_X.json
 
 Prints one JSON object; ``--out`` keeps it (``benchmarks/report.py`` makes its table).
@@ -21,8 +21,12 @@ Prints one JSON object; ``--out`` keeps it (``benchmarks/report.py`` makes its t
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmarks/_common.py
 
 from _common import emit, gemm_peaks_gflops, machine
 from seeds import commit

@@ -2,18 +2,21 @@
 model, after half of two epochs of warm-up, and the wall time per update without the
 profiler. The table (kernels and operators by CUDA time) is appended to ``--out``.
 
-    NMTKIT_DATA=../shared/data python benchmarks/gpu_step_profile.py --lengths wmt \\
+    NMTKIT_DATA=../shared/data python experiments/gpu_step_profile.py --lengths wmt \\
         --max-tokens 32768 --out step_profile.txt
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from gpu_speed import ROOT, wmt_like_corpus  # benchmarks/ is the script's directory
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmarks/gpu_speed.py
+
+from gpu_speed import ROOT, wmt_like_corpus
 
 
 def main() -> None:

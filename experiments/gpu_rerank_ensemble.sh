@@ -15,7 +15,7 @@
 # 3. TEST with the recipe's own decoding (the ensemble, beam 5, its length penalty) and with
 #    tune's choice: scored once, choosing nothing;
 # 4. each run's best.pt alone on VALID and TEST, and the ensemble on VALID (what the ensemble
-#    and the reranking add); benchmarks/rerank_ensemble_report.py makes the ablation JSON.
+#    and the reranking add); experiments/rerank_ensemble_report.py makes the ablation JSON.
 #
 # A call can be one of several: a run that an earlier call trained to its end in the same
 # WORK (it left WORK/NAME.done) is kept, not trained again, and STAGE=train stops after step
@@ -31,7 +31,7 @@
 # JSON of step 4, no checkpoint; made after training and after step 4). Steps are
 # in the order of their worth, so a call cut short by its limit still returns the most.
 #
-#   NMTKIT_DATA=... bash benchmarks/gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]
+#   NMTKIT_DATA=... bash experiments/gpu_rerank_ensemble.sh OUT WORK CONFIG [--set KEY=VALUE ...]
 #
 # The --set options go to every run (both directions). Environment (defaults): SRC (en),
 # TGT (de), FWD ("1 2 3 4"), REV ("1 2"; "" for none), R2L ("": none), MINUTES (7), THREADS

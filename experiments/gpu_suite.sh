@@ -8,7 +8,7 @@
 # OUT/results.jsonl, the log to OUT/log.txt. Without network: NMTKIT_DATA points at a
 # Multi30k mirror, and wheels of missing packages may lie in .whl/ (installed into /tmp/site).
 #
-#   NMTKIT_DATA=... [SUITE=compiled] bash benchmarks/gpu_suite.sh OUT_DIR [MODEL.pt]
+#   NMTKIT_DATA=... [SUITE=compiled] bash experiments/gpu_suite.sh OUT_DIR [MODEL.pt]
 set -u
 OUT=${1:?usage: gpu_suite.sh OUT_DIR [MODEL.pt]}
 MODEL=${2:-}
@@ -53,6 +53,6 @@ run wmt_eager_32k 60 --lengths wmt --set train.max_tokens=32768
 if [ -n "$MODEL" ]; then
   run decode 90 --skip-train --model "$MODEL" --beam 5 --batch-size 128
 fi
-timeout 120 python3 benchmarks/gpu_step_profile.py --lengths wmt --max-tokens 32768 \
+timeout 120 python3 experiments/gpu_step_profile.py --lengths wmt --max-tokens 32768 \
   --out "$OUT/step_profile.txt" >> "$OUT/log.txt" 2>&1
 echo done
