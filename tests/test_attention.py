@@ -3,9 +3,10 @@ import math
 import pytest
 import torch
 
+from nmtkit.data.batching import pad_mask
 from nmtkit.data.vocab import PAD
 from nmtkit.models.attention import MultiHeadAttention, scaled_dot_product_attention
-from nmtkit.models.seq2seq import pad_mask, subsequent_mask, target_mask
+from nmtkit.models.seq2seq import subsequent_mask, target_mask
 
 
 def test_scaled_dot_product_matches_hand_computation():

@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from nmtkit import fast
 from nmtkit.config import ModelConfig
-from nmtkit.models.seq2seq import pad_mask
+from nmtkit.data.batching import pad_mask
 from nmtkit.models.transformer import Transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from nmtkit.config import DecodeConfig
+from nmtkit.data.batching import pad_mask
 from nmtkit.decode.constraints import Progress, constrained_beam_search
 from nmtkit.decode.ensemble import Ensemble
 from nmtkit.decode.search import search
-from nmtkit.models.seq2seq import pad_mask
 
 from .test_search import mixed_batch, prefers_567, src_batch, tiny_model
 

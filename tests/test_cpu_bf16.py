@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from nmtkit.data.vocab import PAD
 from nmtkit.fast import linear as fast_linear
 from nmtkit.fast import onednn, output_loss
+from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train import loop
 from nmtkit.train.loop import Trainer, effective_amp
-from nmtkit.train.loss import label_smoothed_cross_entropy
 
 from .test_train_loop import make_cfg
 

@@ -11,6 +11,7 @@ from nmtkit.data.batching import (
     ROW_STEPS,
     SHAPE_STEPS,
     ParallelIds,
+    pad_mask,
     static_batches,
     static_shape,
     static_width,
@@ -19,9 +20,8 @@ from nmtkit.data.multilingual import SampledIds, epoch_indices
 from nmtkit.data.vocab import BOS, EOS, PAD
 from nmtkit.fast.cuda_graphs import GraphedLoss
 from nmtkit.models import build_model
-from nmtkit.models.seq2seq import pad_mask
+from nmtkit.models.loss import smoothed_loss_sums
 from nmtkit.train.loop import Trainer
-from nmtkit.train.loss import smoothed_loss_sums
 
 from .conftest import run_until_ctrl_c
 from .test_checkpoint import ROOT, make_cfg

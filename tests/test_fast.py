@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from nmtkit import fast
+from nmtkit.data.batching import pad_mask
 from nmtkit.fast.attention import CpuTrainingAttention
 from nmtkit.fast.dropout import FastDropout
 from nmtkit.models.attention import MultiHeadAttention
-from nmtkit.models.seq2seq import pad_mask
+from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train.loop import Trainer
-from nmtkit.train.loss import label_smoothed_cross_entropy
 
 from . import test_rnn, test_transformer
 from .test_train_loop import make_cfg

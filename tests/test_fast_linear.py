@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from nmtkit import fast
 from nmtkit.fast import onednn, output_loss
 from nmtkit.fast.linear import ROW_MULTIPLE, OneDnnLinear, linear
-from nmtkit.train.loss import label_smoothed_cross_entropy
+from nmtkit.models.loss import label_smoothed_cross_entropy
 
 from . import test_transformer
 

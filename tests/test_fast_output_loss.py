@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from nmtkit import fast
 from nmtkit.data.vocab import PAD
 from nmtkit.fast import output_loss
+from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train.loop import Trainer
-from nmtkit.train.loss import label_smoothed_cross_entropy
 
 from . import test_rnn, test_transformer
 from .test_train_loop import make_cfg

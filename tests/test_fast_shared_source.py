@@ -8,6 +8,7 @@ import torch
 
 from nmtkit import fast
 from nmtkit.config import DecodeConfig
+from nmtkit.data.batching import pad_mask
 from nmtkit.data.vocab import EOS, PAD
 from nmtkit.decode.ensemble import Ensemble
 from nmtkit.decode.search import search
@@ -21,7 +22,6 @@ from nmtkit.fast.shared_source import (
     unshare_sources,
 )
 from nmtkit.models.attention import MultiHeadAttention
-from nmtkit.models.seq2seq import pad_mask
 from nmtkit.models.transformer import Transformer
 
 from .test_transformer import make_model

@@ -8,8 +8,8 @@ import torch
 
 from nmtkit import fast
 from nmtkit.fast.unpadded_encoder import UnpaddedEncoderTransformer, UnpaddedSelfAttention
+from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.models.transformer import Transformer
-from nmtkit.train.loss import label_smoothed_cross_entropy
 
 from . import test_transformer
 

@@ -3,7 +3,7 @@ import math
 import torch
 
 from nmtkit.data.vocab import PAD
-from nmtkit.train.loss import label_smoothed_loss, smoothed_distribution
+from nmtkit.models.loss import label_smoothed_loss, smoothed_distribution
 
 
 def test_smoothed_distribution_puts_confidence_on_gold_and_nothing_on_pad():
@@ -59,7 +59,7 @@ def test_loss_is_zero_when_prediction_equals_smoothed_target_and_nll_without_smo
 
 
 def test_fused_loss_on_logits_matches_reference_value_and_gradient():
-    from nmtkit.train.loss import label_smoothed_cross_entropy
+    from nmtkit.models.loss import label_smoothed_cross_entropy
 
     torch.manual_seed(3)
     for eps in (0.0, 0.1):

@@ -6,9 +6,9 @@ import torch.nn.functional as F
 
 from nmtkit.config import load
 from nmtkit.data.vocab import PAD, UNK
+from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train import loop, regularize
 from nmtkit.train.loop import Trainer
-from nmtkit.train.loss import label_smoothed_cross_entropy
 from nmtkit.train.regularize import rdrop_loss, symmetric_kl, word_dropout
 
 from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides

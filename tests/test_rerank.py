@@ -10,12 +10,12 @@ import torch
 from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
+from nmtkit.data.batching import pad_mask
 from nmtkit.data.multilingual import Direction
 from nmtkit.data.vocab import BOS
 from nmtkit.decode import rerank
 from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
 from nmtkit.decode.translator import Translation, decode_options
-from nmtkit.models.seq2seq import pad_mask
 from nmtkit.train.loop import Trainer
 
 from .test_checkpoint import make_cfg

@@ -9,6 +9,7 @@ from torch import nn
 
 from nmtkit.checkpoint import load_bundle
 from nmtkit.config import ConfigError, DecodeConfig, ModelConfig, load
+from nmtkit.data.batching import pad_mask
 from nmtkit.data.vocab import BOS, PAD
 from nmtkit.decode.search import beam_search, greedy_search
 from nmtkit.models import build_model
@@ -20,7 +21,6 @@ from nmtkit.models.attention import (
     masked_softmax,
 )
 from nmtkit.models.rnn import RNNSeq2Seq
-from nmtkit.models.seq2seq import pad_mask
 from nmtkit.train.loop import Trainer
 
 from .conftest import ROOT

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from nmtkit.config import DecodeConfig, ModelConfig
+from nmtkit.data.batching import pad_mask
 from nmtkit.data.vocab import BOS, EOS, PAD
 from nmtkit.decode.beams import length_caps, length_penalty
 from nmtkit.decode.search import beam_search, greedy_search, search
-from nmtkit.models.seq2seq import pad_mask
 from nmtkit.models.transformer import Transformer
 
 V = 10

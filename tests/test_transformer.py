@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from nmtkit.config import POSITIONAL_ENCODINGS, ModelConfig
+from nmtkit.data.batching import pad_mask
 from nmtkit.data.vocab import BOS, PAD
-from nmtkit.models.seq2seq import pad_mask, target_mask
+from nmtkit.models.seq2seq import target_mask
 from nmtkit.models.transformer import Embeddings, Transformer, sinusoid_table
 
 D, V_SRC, V_TGT = 32, 13, 11

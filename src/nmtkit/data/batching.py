@@ -22,10 +22,15 @@ import torch
 from numpy.typing import ArrayLike
 from torch import Tensor
 
-from ..models.seq2seq import pad_mask
 from .vocab import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
+
+
+def pad_mask(ids: Tensor, pad: int = PAD) -> Tensor:
+    """(batch, S) ids -> (batch, 1, S) bool, True at real tokens: the source mask of every
+    model (the Annotated Transformer's ``(src != pad).unsqueeze(-2)``)."""
+    return (ids != pad).unsqueeze(-2)
 
 
 def token_batches(

@@ -51,10 +51,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ..data.batching import pad_batch
+from ..data.batching import pad_batch, pad_mask
 from ..data.multilingual import Direction, directions
 from ..data.vocab import BOS, PAD
-from ..models.seq2seq import pad_mask, target_mask
+from ..models.seq2seq import target_mask
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle

@@ -19,10 +19,10 @@ import torch
 
 from .. import fast
 from ..config import DecodeConfig, ModelConfig, _build, check_alignment_choice
-from ..data.batching import pad_batch
+from ..data.batching import pad_batch, pad_mask
 from ..data.multilingual import target_tags
 from ..data.vocab import BOS, EOS, PAD, UNK
-from ..models.seq2seq import Seq2Seq, pad_mask
+from ..models.seq2seq import Seq2Seq
 from .attention import layer_head, reading_order, teacher_forced_maps
 from .beams import Hypothesis
 from .choice import candidate_options, choose_all

@@ -1,7 +1,7 @@
 """The output projection and the label-smoothed loss in one pass over blocks of rows (CPU training).
 
 The readable model computes every target position's scores over the whole vocabulary,
-``generator(features)`` of shape (tokens, V), and :mod:`nmtkit.train.loss` turns them into
+``generator(features)`` of shape (tokens, V), and :mod:`nmtkit.models.loss` turns them into
 log-probabilities, the loss, and in the backward pass the gradient ``p - q``. For a
 4096-token batch and V = 6198 that (tokens, V) tensor is 100 MB: every pass over it
 (log-softmax, sums, exp, scaling) streams it through memory, and a GEMM whose output is
@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data.vocab import PAD
-from ..train.loss import entropy, row_terms, smoothed_gradient_
+from ..models.loss import entropy, row_terms, smoothed_gradient_
 from . import onednn
 from .linear import LOW_PRECISION_ROW_MULTIPLE, rows_padded
 from .swap import original_class

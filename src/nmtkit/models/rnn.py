@@ -34,9 +34,10 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..config import ModelConfig, dec_layers, enc_layers
+from ..data.batching import pad_mask
 from ..data.vocab import PAD
 from .attention import attention_context, concat_scores, dot_scores, masked_softmax
-from .seq2seq import Seq2Seq, pad_mask
+from .seq2seq import Seq2Seq
 
 
 class RNNEncoder(nn.Module):

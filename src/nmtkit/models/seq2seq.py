@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 
+from ..data.batching import pad_mask
 from ..data.vocab import PAD
 
 if TYPE_CHECKING:
@@ -77,11 +78,6 @@ class Seq2Seq(nn.Module):
         """Every attention probability of one teacher-forced pass, by kind ("encoder",
         "decoder_self", "decoder_src"): per layer, (batch, heads, queries, keys)."""
         raise NotImplementedError
-
-
-def pad_mask(ids: Tensor, pad: int = PAD) -> Tensor:
-    """(batch, S) ids -> (batch, 1, S) bool, True at real tokens."""
-    return (ids != pad).unsqueeze(-2)
 
 
 def subsequent_mask(size: int, device: torch.device | str | None = None) -> Tensor:

@@ -20,10 +20,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import ModelConfig, dec_layers, enc_layers
+from ..data.batching import pad_mask
 from ..data.vocab import PAD
 from .attention import MultiHeadAttention
 from .positions import EmbeddingDropout, LearnedPositionalEmbedding, RotaryEmbedding, shapes_only
-from .seq2seq import Seq2Seq, pad_mask
+from .seq2seq import Seq2Seq
 
 
 class Embeddings(nn.Module):

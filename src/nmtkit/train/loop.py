@@ -40,7 +40,7 @@ from tqdm import tqdm
 from .. import fast
 from ..checkpoint import Bundle, load_checkpoint, save_checkpoint
 from ..config import Config, ConfigError, check_installed, check_trainable
-from ..data.batching import Batch, ParallelIds
+from ..data.batching import Batch, ParallelIds, pad_mask
 from ..data.corpora import Parallel
 from ..data.fetch import CorpusError
 from ..data.mmap_ids import prepare_training_ids
@@ -63,11 +63,10 @@ from ..fast import onednn
 from ..fast.cuda_graphs import GraphedLoss
 from ..io import atomic_write_text
 from ..models import build_model
-from ..models.seq2seq import pad_mask
+from ..models.loss import label_smoothed_cross_entropy, smoothed_loss_sums
 from . import distributed, finetune
 from .ema import WeightAverage
 from .finetune import forgetting_report, score_splits, write_forgetting_report
-from .loss import label_smoothed_cross_entropy, smoothed_loss_sums
 from .regularize import rdrop_loss, word_dropout
 from .run_dir import RunDirLock, check_run_dir_path
 from .schedule import BudgetPlan, Schedule, build_optimizer, revision_interval

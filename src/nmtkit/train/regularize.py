@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..data.vocab import PAD, UNK
-from .loss import label_smoothed_cross_entropy
+from ..models.loss import label_smoothed_cross_entropy
 
 N_SPECIALS = 4  # <pad> <unk> <s> </s>: ids 0-3, never dropped
 

@@ -6,8 +6,8 @@ check those) and a ``*_figure`` function that draws them:
 - :func:`mask_figure`: :func:`nmtkit.models.seq2seq.subsequent_mask` (Sec. 3.2.3).
 - :func:`positional_figure`: :func:`nmtkit.models.transformer.sinusoid_table` (Sec. 3.5).
 - :func:`lr_schedule_figure`: :func:`nmtkit.train.schedule.noam_rate` (Eq. 3).
-- :func:`label_smoothing_figure`: :func:`nmtkit.train.loss.smoothed_distribution` and
-  :func:`nmtkit.train.loss.label_smoothed_loss` (Sec. 5.4).
+- :func:`label_smoothing_figure`: :func:`nmtkit.models.loss.smoothed_distribution` and
+  :func:`nmtkit.models.loss.label_smoothed_loss` (Sec. 5.4).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from ..models.loss import label_smoothed_loss, smoothed_distribution
 from ..models.seq2seq import subsequent_mask
 from ..models.transformer import sinusoid_table
-from ..train.loss import label_smoothed_loss, smoothed_distribution
 from ..train.schedule import noam_rate
 from ._common import new_figure
 
