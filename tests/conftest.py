@@ -1,4 +1,6 @@
-"""Shared fixtures: the offline Multi30k mirror and tiny configurations."""
+"""Shared fixtures (the offline Multi30k mirror, a synthetic IWSLT14 mirror, a tiny trained
+copy model, a headless browser) and the collection order. The plain builders they use, and
+that test modules import, are in ``helpers.py``."""
 
 from __future__ import annotations
 
@@ -6,9 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def _share_the_cores() -> None:
@@ -26,6 +25,13 @@ def _share_the_cores() -> None:
 
 
 _share_the_cores()
+
+from nmtkit.checkpoint import load_bundle  # noqa: E402  (after the thread count: imports torch)
+from nmtkit.config import load  # noqa: E402
+from nmtkit.data import recipes  # noqa: E402
+from nmtkit.train.loop import Trainer  # noqa: E402
+
+from .helpers import ROOT, SHARED_DATA, iwslt_members, make_tgz, sha, tiny_copy_overrides  # noqa: E402
 
 LONGEST_FIRST = ("test_benchmark_seeds", "test_cli_e2e", "test_reliability", "test_distributed",
                  "test_copy_task", "test_multilingual", "test_cuda_graphs", "test_rnn",
@@ -51,49 +57,32 @@ def multi30k_mirror(monkeypatch):
     return data
 
 
-def load_benchmark(name: str):
-    """A script of benchmarks/ imported as a module (its own ``from _common import ...``
-    resolved), so that tests can call its functions."""
-    import importlib.util
-    import sys
-
-    script = ROOT / "benchmarks" / f"{name}.py"
-    sys.path.insert(0, str(script.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(f"benchmark_{name}", script)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(script.parent))
+@pytest.fixture
+def iwslt_mirror(monkeypatch, tmp_path) -> Path:
+    """NMTKIT_DATA pointed at a mirror holding a synthetic IWSLT14 de-en archive in the real
+    format (:func:`helpers.iwslt_members`), its checksum pinned."""
+    mirror = tmp_path / "mirror"
+    archive = make_tgz(mirror / "iwslt14" / "de-en.tgz", iwslt_members())
+    monkeypatch.setitem(recipes.SHA256["iwslt14"], "de-en.tgz", sha(archive))
+    monkeypatch.setenv("NMTKIT_DATA", str(mirror))
+    return archive
 
 
-def tiny_copy_overrides(steps: int = 20) -> list[str]:
-    """A copy-task run small enough for unit tests (seconds)."""
-    return [f"train.max_steps={steps}", "train.valid_every=10", "train.keep_last=3",
-            "data.copy_train_size=400", "data.copy_valid_size=20", "model.d_model=32",
-            "model.d_ff=64", "model.heads=2", "model.layers=1", "model.dropout=0.1",
-            "train.max_tokens=256", "train.threads=1"]
+@pytest.fixture(scope="session")
+def copy_run(tmp_path_factory):
+    """A tiny copy-task model (2 layers so the page has layers to switch), trained briefly.
+    (tests/test_viz.py trains its own ``copy_run``.)"""
+    run = tmp_path_factory.mktemp("serve_copy")
+    cfg = load(ROOT / "configs" / "copy_task.yaml",
+               tiny_copy_overrides(30) + ["model.layers=2", "train.valid_bleu=false"])
+    trainer = Trainer(cfg, run)
+    trainer.run()
+    return run
 
 
-def run_until_ctrl_c(monkeypatch, trainer, at_update: int) -> None:
-    """Run ``trainer`` with a Ctrl-C (KeyboardInterrupt) at its ``at_update``-th call of
-    ``Trainer._update`` (its ``last.pt`` then holds the updates before it, saved by the
-    interrupt handler), then put ``Trainer._update`` back as it was."""
-    from nmtkit.train.loop import Trainer
-
-    real_update, calls = Trainer._update, {"n": 0}
-
-    def update_then_ctrl_c(self, group):
-        calls["n"] += 1
-        if calls["n"] == at_update:
-            raise KeyboardInterrupt
-        return real_update(self, group)
-
-    monkeypatch.setattr(Trainer, "_update", update_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        trainer.run()
-    monkeypatch.setattr(Trainer, "_update", real_update)
+@pytest.fixture(scope="session")
+def copy_bundle(copy_run):
+    return load_bundle(copy_run / "last.pt")
 
 
 # --- Chromium for the browser tests --------------------------------------------------------------
@@ -124,8 +113,3 @@ def browser(tmp_path_factory):
         driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
     yield driver
     driver.quit()
-
-
-def severe_browser_errors(driver) -> list[dict]:
-    """The browser log's SEVERE entries (JavaScript errors, failed loads)."""
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -7,7 +7,7 @@ from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import make_cfg
 
 
 @pytest.fixture(scope="module")

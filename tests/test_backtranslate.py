@@ -19,7 +19,7 @@ from nmtkit.data.prepare import (
 from nmtkit.data.vocab import Vocab
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, tiny_copy_overrides
+from .helpers import ROOT, tiny_copy_overrides
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 

@@ -6,8 +6,7 @@ import pytest
 
 from nmtkit.train.loop import Trainer
 
-from .conftest import load_benchmark
-from .test_checkpoint import make_cfg
+from .helpers import load_benchmark, make_cfg
 
 mbr_bench = load_benchmark("mbr")
 

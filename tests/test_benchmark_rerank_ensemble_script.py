@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from .conftest import ROOT, tiny_copy_overrides
+from .helpers import ROOT, tiny_copy_overrides
 
 SCRIPT = "experiments/gpu_rerank_ensemble.sh"
 

@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from .conftest import load_benchmark
+from .helpers import load_benchmark
 
 report = load_benchmark("rerank_ensemble_report")
 

@@ -9,8 +9,9 @@ import pytest
 
 from nmtkit.train.loop import Trainer
 
-from .conftest import load_benchmark
-from .test_checkpoint import make_cfg
+from .helpers import load_benchmark, make_cfg
+from .helpers import write_xyz_corpus as write_corpus
+from .helpers import xyz_cfg as tiny_cfg
 
 seeds_bench = load_benchmark("rerank_seeds")
 mbr_bench = load_benchmark("mbr")
@@ -113,8 +114,6 @@ def test_a_model_of_both_directions_is_studied_in_the_direction_asked_for(tmp_pa
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.multilingual import Direction
     from nmtkit.decode.rerank import reverse_scorer
-
-    from .test_multilingual import tiny_cfg, write_corpus
 
     root = write_corpus(tmp_path)
     both = ["data.directions=[x-z, z-x]", f"data.test={root / 'val'}"]

@@ -12,7 +12,8 @@ from argparse import Namespace
 
 import pytest
 
-from .conftest import ROOT, load_benchmark, tiny_copy_overrides
+from .helpers import ROOT, load_benchmark, tiny_copy_overrides
+from .helpers import write_xyz_corpus as write_corpus
 
 SCRIPT = ROOT / "experiments" / "seeds.py"
 
@@ -423,8 +424,6 @@ def test_a_recipe_of_both_directions_is_scored_per_direction_and_reranked_by_its
     """data.directions: --tgt-lang picks the direction every evaluation and the tuning
     score (their files named after it, so one work folder serves both directions), and
     --reverse-members reranks with the ensemble's own members read the other way."""
-    from .test_multilingual import write_corpus
-
     root = write_corpus(tmp_path)
     for lang in "xyz":  # a test split of its own (tune refuses to choose on the test split)
         (root / f"test.{lang}").write_text((root / f"val.{lang}").read_text())

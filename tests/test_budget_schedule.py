@@ -3,7 +3,6 @@ probe, linear warmup and decay to the last planned update, the plan in the check
 
 import dataclasses
 import logging
-import types
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ from nmtkit.train import loop
 from nmtkit.train.loop import Trainer
 from nmtkit.train.schedule import Schedule, budget_rate, noam_rate, peak_rate, plan_budget
 
-from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
+from .helpers import ROOT, clocked_updates, run_until_ctrl_c, tiny_copy_overrides
 
 
 def test_budget_rate_rises_to_the_peak_and_falls_to_min_lr_at_the_last_update():
@@ -77,28 +76,6 @@ def test_bad_budget_settings_are_refused(kw, msg):
 
 
 # --- a tiny run on a clock that advances one second per update --------------------------------
-
-
-def clocked_updates(monkeypatch, seconds, validation_s: float = 0.0):
-    """loop.time.perf_counter reads a clock that only the updates (and validations, if
-    ``validation_s``) move: update n (from 1) takes ``seconds(n)``, each validation
-    ``validation_s``, the same in every run."""
-    clock = {"t": 0.0, "n": 0}
-    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
-    real_update, real_validate = Trainer._update, Trainer.validate
-
-    def update(self, group):
-        clock["n"] += 1
-        clock["t"] += seconds(clock["n"])
-        return real_update(self, group)
-
-    def validate(self):
-        clock["t"] += validation_s
-        return real_validate(self)
-
-    monkeypatch.setattr(Trainer, "_update", update)
-    monkeypatch.setattr(Trainer, "validate", validate)
-    return update
 
 
 @pytest.fixture

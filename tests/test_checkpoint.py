@@ -6,15 +6,10 @@ import pytest
 import torch
 
 from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint, save_checkpoint
-from nmtkit.config import load
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, tiny_copy_overrides
-
-
-def make_cfg(steps=20, extra=()):
-    return load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps) + list(extra))
+from .helpers import make_cfg
 
 
 def test_checkpoint_round_trip_translates_identically(tmp_path):

@@ -16,7 +16,7 @@ from nmtkit.cli import main as cli_main
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import make_cfg
 
 
 @pytest.fixture(scope="module")

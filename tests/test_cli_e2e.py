@@ -2,18 +2,8 @@
 average. A tiny model and a few steps: this checks the plumbing, not the quality."""
 
 import json
-import subprocess
-import sys
 
-from .conftest import ROOT
-
-
-def nmtkit(*args, input=None, env=None, check=True):
-    proc = subprocess.run([sys.executable, "-m", "nmtkit.cli", *map(str, args)], input=input,
-                          capture_output=True, text=True, env=env, cwd=ROOT)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"nmtkit {' '.join(map(str, args))} failed:\n{proc.stderr[-3000:]}")
-    return proc
+from .helpers import ROOT, nmtkit
 
 
 def test_train_translate_evaluate_average_on_multi30k(tmp_path, multi30k_mirror):

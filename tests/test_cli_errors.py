@@ -9,8 +9,7 @@ import pytest
 from nmtkit.cli import main as cli_main
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT
-from .test_checkpoint import make_cfg
+from .helpers import ROOT, make_cfg
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import ConfigError, DataConfig, check_trainable, load
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import make_cfg
 
 
 @pytest.fixture(scope="module")

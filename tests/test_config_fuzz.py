@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from nmtkit.cli import main as cli_main
 from nmtkit.config import Config, ConfigError, load
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}

@@ -9,11 +9,7 @@ from nmtkit.decode.constraints import Progress, constrained_beam_search
 from nmtkit.decode.ensemble import Ensemble
 from nmtkit.decode.search import search
 
-from .test_search import mixed_batch, prefers_567, src_batch, tiny_model
-
-
-def contains(tokens, phrase):
-    return any(tokens[i:i + len(phrase)] == list(phrase) for i in range(len(tokens) - len(phrase) + 1))
+from .helpers import contains, make_cfg, mixed_batch, prefers_567, src_batch, tiny_model
 
 
 def test_progress_follows_phrases_and_unwinds_a_phrase_left_halfway():
@@ -76,8 +72,6 @@ def test_every_constraint_appears_in_a_batch_and_each_sentence_gets_what_it_gets
 def test_constraints_appear_in_a_trained_models_translations(tmp_path):
     from nmtkit.checkpoint import load_bundle
     from nmtkit.train.loop import Trainer
-
-    from .test_checkpoint import make_cfg
 
     Trainer(make_cfg(60), tmp_path).run()
     tr = load_bundle(tmp_path / "last.pt").translator(beam=4, n_best=1)

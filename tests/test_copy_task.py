@@ -12,7 +12,7 @@ import pytest
 from nmtkit.config import load
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 pytestmark = pytest.mark.numerics
 

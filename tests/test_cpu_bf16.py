@@ -20,7 +20,7 @@ from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train import loop
 from nmtkit.train.loop import Trainer, effective_amp
 
-from .test_train_loop import make_cfg
+from .helpers import make_cfg
 
 CPU = torch.device("cpu")
 

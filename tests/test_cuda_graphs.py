@@ -23,8 +23,7 @@ from nmtkit.models import build_model
 from nmtkit.models.loss import smoothed_loss_sums
 from nmtkit.train.loop import Trainer
 
-from .conftest import run_until_ctrl_c
-from .test_checkpoint import ROOT, make_cfg
+from .helpers import ROOT, make_cfg, run_until_ctrl_c
 
 
 def random_ids(n, rng, lo=1, hi=60, vocab=50):

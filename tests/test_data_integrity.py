@@ -26,9 +26,9 @@ from nmtkit.data.corpora import CorpusError, load_parallel
 from nmtkit.data.fetch import fetch_file
 from nmtkit.io import atomic_save
 
-from .conftest import ROOT
-from .test_mmap_ids import parallel_cfg, write_corpus
-from .test_recipes import iwslt_mirror  # noqa: F401 (a fixture)
+from .helpers import ROOT
+from .helpers import parallel_data_cfg as parallel_cfg
+from .helpers import write_word_corpus as write_corpus
 
 
 @pytest.fixture(autouse=True)

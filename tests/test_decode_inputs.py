@@ -22,9 +22,7 @@ from nmtkit.decode.search import search
 from nmtkit.decode.translator import TargetTextError, Translation
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
-from .test_constraints import contains
-from .test_search import mixed_batch, tiny_model
+from .helpers import contains, make_cfg, mixed_batch, tiny_model
 
 CAP = 15
 """The output cap of the fixture's model (model.max_positions=16: </s> takes one)."""

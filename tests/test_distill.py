@@ -10,7 +10,7 @@ from nmtkit.config import load
 from nmtkit.data.corpora import load_parallel
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, tiny_copy_overrides
+from .helpers import ROOT, tiny_copy_overrides
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 

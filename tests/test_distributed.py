@@ -17,7 +17,7 @@ import torch
 
 from nmtkit.checkpoint import load_checkpoint
 
-from .conftest import ROOT, tiny_copy_overrides
+from .helpers import ROOT, tiny_copy_overrides
 
 
 def free_port() -> int:

@@ -19,7 +19,7 @@ from nmtkit.cli import main  # noqa: E402
 from nmtkit.config import load  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .conftest import ROOT, severe_browser_errors, tiny_copy_overrides  # noqa: E402
+from .helpers import ROOT, severe_browser_errors, tiny_copy_overrides  # noqa: E402
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # ![alt](path), [text](path) and <img src="path">, for local files only

@@ -9,7 +9,7 @@ from nmtkit.config import load
 from nmtkit.train.ema import WeightAverage
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, tiny_copy_overrides
+from .helpers import ROOT, tiny_copy_overrides
 
 
 def make_cfg(steps, extra=()):

@@ -11,7 +11,7 @@ from nmtkit.data.vocab import Vocab
 from nmtkit.decode.ensemble import Ensemble, ensemble_translator
 from nmtkit.decode.search import search
 
-from .test_search import PREFIXES, mixed_batch, tiny_model
+from .helpers import PREFIXES, make_cfg, mixed_batch, tiny_model
 
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
@@ -56,8 +56,6 @@ def test_a_step_is_the_log_of_the_models_mean_probability(archs):
 def bundle(tmp_path_factory):
     from nmtkit.checkpoint import load_bundle
     from nmtkit.train.loop import Trainer
-
-    from .test_checkpoint import make_cfg
 
     run = tmp_path_factory.mktemp("ensemble")
     Trainer(make_cfg(20), run).run()

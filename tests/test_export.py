@@ -20,17 +20,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 ct2 = pytest.importorskip("ctranslate2")
 pytestmark = pytest.mark.numerics
 
-from nmtkit.checkpoint import load_bundle, save_checkpoint  # noqa: E402
+from nmtkit.checkpoint import load_bundle  # noqa: E402
 from nmtkit.cli import main as cli_main  # noqa: E402
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig  # noqa: E402
 from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  # noqa: E402
-from nmtkit.data.vocab import BOS, EOS, PAD, Vocab  # noqa: E402
-from nmtkit.decode.beams import NEVER, length_caps  # noqa: E402
+from nmtkit.data.vocab import BOS, Vocab  # noqa: E402
+from nmtkit.decode.beams import length_caps  # noqa: E402
 from nmtkit.export import ExportError  # noqa: E402
 from nmtkit.export.ctranslate2 import (  # noqa: E402
     CTranslate2Translator,
@@ -39,10 +38,10 @@ from nmtkit.export.ctranslate2 import (  # noqa: E402
 )
 from nmtkit.models import build_model  # noqa: E402
 
-from .conftest import ROOT  # noqa: E402
-
-SYMBOLS = [f"w{i}" for i in range(20)]
-VOCAB = Vocab(["<pad>", "<unk>", "<s>", "</s>", *SYMBOLS])
+from .helpers import COPY_VARIANTS as VARIANTS  # noqa: E402
+from .helpers import COPY_VOCAB as VOCAB  # noqa: E402
+from .helpers import ROOT, copy_config, exported_copy_model, nmtkit_log_prob, save_tiny_checkpoint  # noqa: E402
+from .helpers import copy_sentences as sentences  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,97 +53,10 @@ def one_torch_thread():
     torch.set_num_threads(n)
 
 
-def save_tiny_checkpoint(path: Path, cfg: Config, src_tok, tgt_tok, src_vocab: Vocab,
-                         tgt_vocab: Vocab, model: torch.nn.Module) -> Path:
-    save_checkpoint(path, {"config": cfg.to_dict(),
-                           "tokenizers": {"src": src_tok.state(), "tgt": tgt_tok.state()},
-                           "vocab": {"src": src_vocab.to_dict(), "tgt": tgt_vocab.to_dict()},
-                           "model": model.state_dict()})
-    return path
-
-
-def train_copy(model: torch.nn.Module, steps: int, seed: int = 1) -> None:
-    """A few Adam steps on the copy task (symbols -> the same symbols), no dropout."""
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    g = torch.Generator().manual_seed(seed)
-    v = model.tgt_vocab_size
-    for _ in range(steps):
-        lens = torch.randint(1, 11, (64,), generator=g).tolist()
-        src = torch.full((64, max(lens) + 1), PAD)
-        tgt_in, tgt_out = src.clone(), src.clone()
-        for i, n in enumerate(lens):
-            sym = torch.randint(4, v, (n,), generator=g)
-            src[i, :n], src[i, n] = sym, EOS
-            tgt_in[i, 0], tgt_in[i, 1:n + 1] = BOS, sym
-            tgt_out[i, :n], tgt_out[i, n] = sym, EOS
-        log_probs = model(src, (src != PAD).unsqueeze(-2), tgt_in)
-        loss = F.nll_loss(log_probs.reshape(-1, v), tgt_out.reshape(-1), ignore_index=PAD)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
-
-
-VARIANTS = {  # norm, output_bias, tied (output and source embeddings), reverse_source[, positional]
-    "pre-bias-tied": ("pre", True, True, False),
-    "pre-nobias-untied-reversed": ("pre", False, False, True),
-    "post-bias-untied": ("post", True, False, False),
-    "post-nobias-tied": ("post", False, True, False),
-    "pre-tied-learned": ("pre", True, True, False, "learned"),
-    "post-untied-rope": ("post", True, False, False, "rope"),
-}
-
-
-def copy_config(norm: str, bias: bool, tied: bool, reverse: bool,
-                positional: str = "sinusoidal") -> Config:
-    return Config(
-        name="export_test",
-        data=DataConfig(corpus="copy", tokenizer="whitespace", reverse_source=reverse),
-        model=ModelConfig(d_model=32, d_ff=64, heads=2, layers=2, dropout=0.0, norm=norm,
-                          output_bias=bias, tie_output=tied, tie_all=tied, max_positions=48,
-                          positional=positional),
-        decode=DecodeConfig(beam=4, length_penalty=0.0, max_len_a=1.0, max_len_b=10))
-
-
-def exported_copy_model(tmp: Path, variant: str) -> tuple[Path, Path]:
-    """(checkpoint, float32 export directory) of a copy model of ``variant`` (one of
-    :data:`VARIANTS`) trained briefly, written under ``tmp``."""
-    cfg = copy_config(*VARIANTS[variant])
-    torch.manual_seed(0)
-    model = build_model(cfg.model, len(VOCAB), len(VOCAB))
-    train_copy(model, steps=60)
-    tok = WhitespaceTokenizer()
-    ckpt = save_tiny_checkpoint(tmp / "model.pt", cfg, tok, tok, VOCAB, VOCAB, model)
-    return ckpt, export_ctranslate2(ckpt, tmp / "ct2")
-
-
 @pytest.fixture(scope="module", params=list(VARIANTS))
 def copy_export(request, tmp_path_factory):
     """(checkpoint, float32 export directory) of a briefly trained copy model."""
     return exported_copy_model(tmp_path_factory.mktemp(f"export_{request.param}"), request.param)
-
-
-def sentences(n: int = 24, seed: int = 0) -> list[str]:
-    rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(SYMBOLS, size=int(rng.integers(1, 11)))) for _ in range(n)]
-
-
-def nmtkit_log_prob(bundle, line: str, tokens: list[str], allowed_only: bool = False) -> torch.Tensor:
-    """log P(tokens, </s> | line) per target position, by nmtkit's teacher-forced forward.
-
-    ``allowed_only``: renormalised over the tokens a search may produce (all but <pad> and
-    <s>), which is what CTranslate2's search scores with those two suppressed.
-    """
-    toks = bundle.src_tok.encode(line)
-    src = torch.tensor([bundle.src_vocab.encode(toks[::-1] if bundle.cfg.data.reverse_source
-                                                else toks, add_eos=True)])
-    tgt = bundle.tgt_vocab.encode(tokens, add_bos=True, add_eos=True)
-    with torch.no_grad():
-        lp = bundle.model(src, (src != PAD).unsqueeze(-2), torch.tensor([tgt[:-1]]))[0]
-    if allowed_only:
-        lp = lp - lp[:, [i for i in range(lp.size(1)) if i not in NEVER]].logsumexp(-1, keepdim=True)
-    return lp.gather(-1, torch.tensor(tgt[1:]).unsqueeze(-1)).squeeze(-1)
 
 
 def test_exported_files(copy_export):

@@ -14,16 +14,15 @@ from nmtkit.models.attention import MultiHeadAttention
 from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train.loop import Trainer
 
-from . import test_rnn, test_transformer
-from .test_train_loop import make_cfg
+from .helpers import make_cfg, make_rnn, make_transformer, padded_batch
 
 
 def models():
-    yield "transformer-pre", test_transformer.make_model(norm="pre")
-    yield "transformer-post", test_transformer.make_model(norm="post")
-    yield "transformer-learned", test_transformer.make_model(norm="pre", positional="learned")
-    yield "transformer-rope", test_transformer.make_model(norm="post", positional="rope")
-    yield "rnn", test_rnn.make_model()
+    yield "transformer-pre", make_transformer(norm="pre")
+    yield "transformer-post", make_transformer(norm="post")
+    yield "transformer-learned", make_transformer(norm="pre", positional="learned")
+    yield "transformer-rope", make_transformer(norm="post", positional="rope")
+    yield "rnn", make_rnn()
 
 
 def loss_and_grads(model, batch):
@@ -47,7 +46,7 @@ def test_training_speedups_change_no_loss_or_gradient(name):
     assert any(isinstance(m, FastDropout) for m in fast_model.modules())
     if name.startswith("transformer"):
         assert "attention" in applied
-    batch = test_transformer.padded_batch()
+    batch = padded_batch()
     plain_loss, plain_grads = loss_and_grads(model, batch)
     fast_loss, fast_grads = loss_and_grads(fast_model, batch)
     assert torch.allclose(plain_loss, fast_loss, atol=1e-6)
@@ -84,7 +83,7 @@ def test_cpu_training_attention_never_calls_the_fused_kernel_and_agrees_with_it(
 
 def test_fast_dropout_keeps_the_rate_of_nn_dropout():
     torch.manual_seed(3)
-    model = test_transformer.make_model(dropout=0.3)
+    model = make_transformer(dropout=0.3)
     fast.for_training(model, retain_memory=False)
     drop = next(m for m in model.modules() if isinstance(m, FastDropout)).train()
     y = drop(torch.ones(100_000))
@@ -92,13 +91,13 @@ def test_fast_dropout_keeps_the_rate_of_nn_dropout():
 
 
 def test_plain_takes_every_speedup_off():
-    model = test_transformer.make_model()
+    model = make_transformer()
     fast.for_training(model, retain_memory=False)
     fast.for_inference(model.eval())
     assert fast.is_fast(model)
     fast.plain(model)
     assert not fast.is_fast(model)
-    assert {type(m) for m in model.modules()} == {type(m) for m in test_transformer.make_model().modules()}
+    assert {type(m) for m in model.modules()} == {type(m) for m in make_transformer().modules()}
 
 
 def test_swap_refuses_a_class_that_is_not_a_subclass():
@@ -139,7 +138,7 @@ def test_train_no_fast_flag_turns_both_switches_off(monkeypatch, tmp_path):
     import nmtkit.train.loop as loop
     from nmtkit.cli import main as cli_main
 
-    from .conftest import ROOT
+    from .helpers import ROOT
 
     seen = {}
 

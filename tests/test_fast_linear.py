@@ -12,7 +12,7 @@ from nmtkit.fast import onednn, output_loss
 from nmtkit.fast.linear import ROW_MULTIPLE, OneDnnLinear, linear
 from nmtkit.models.loss import label_smoothed_cross_entropy
 
-from . import test_transformer
+from .helpers import D, make_transformer, padded_batch
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="PyTorch built without oneDNN")
 
@@ -67,7 +67,7 @@ def test_the_vendor_and_the_flags_are_read_from_linux(monkeypatch, tmp_path):
 def test_on_an_intel_cpu_without_amx_nothing_is_swapped(monkeypatch):
     monkeypatch.setattr(onednn, "trains_faster", lambda: False)
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: False)
-    model = test_transformer.make_model()
+    model = make_transformer()
     assert "onednn linear" not in fast.for_training(model, retain_memory=False)
     assert not any(isinstance(m, OneDnnLinear) for m in model.modules())
 
@@ -75,7 +75,7 @@ def test_on_an_intel_cpu_without_amx_nothing_is_swapped(monkeypatch):
 def test_on_an_intel_cpu_with_amx_the_layers_are_swapped_for_bf16s_padded_rows(monkeypatch):
     monkeypatch.setattr(onednn, "trains_faster", lambda: False)
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: True)
-    model = test_transformer.make_model()
+    model = make_transformer()
     assert "onednn linear" in fast.for_training(model, retain_memory=False)
     assert any(isinstance(m, OneDnnLinear) for m in model.modules())
     calls = counted(monkeypatch)
@@ -151,7 +151,7 @@ def test_without_gradients_or_oneDNN_it_is_f_linear(monkeypatch):
 
 
 def test_for_training_swaps_every_linear_layer_and_plain_takes_them_back():
-    model = test_transformer.make_model()
+    model = make_transformer()
     n_linear = sum(type(m) is torch.nn.Linear for m in model.modules())
     applied = fast.for_training(model, retain_memory=False)
     assert "onednn linear" in applied
@@ -164,7 +164,7 @@ def test_with_onednn_switched_off_nothing_is_swapped(monkeypatch):
     monkeypatch.undo()  # the real choice, on a CPU where oneDNN would be chosen
     monkeypatch.setattr(onednn, "cpu_vendor", lambda: "AuthenticAMD")
     monkeypatch.setattr(onednn, "has_avx512", lambda: True)
-    model = test_transformer.make_model()
+    model = make_transformer()
     with torch.backends.mkldnn.flags(enabled=False):
         applied = fast.for_training(model, retain_memory=False)
     assert "onednn linear" not in applied
@@ -172,11 +172,11 @@ def test_with_onednn_switched_off_nothing_is_swapped(monkeypatch):
 
 
 def test_a_training_step_of_the_model_goes_through_onednn_and_agrees(monkeypatch):
-    model = test_transformer.make_model(norm="pre")
+    model = make_transformer(norm="pre")
     fast_model = copy.deepcopy(model)
     fast.for_training(fast_model, retain_memory=False)
     calls = counted(monkeypatch)
-    src, src_mask, tgt = test_transformer.padded_batch()
+    src, src_mask, tgt = padded_batch()
     losses = []
     for m in (model, fast_model):
         m.train()
@@ -187,7 +187,7 @@ def test_a_training_step_of_the_model_goes_through_onednn_and_agrees(monkeypatch
     for (n, p), q in zip(model.named_parameters(), fast_model.parameters(), strict=True):
         assert torch.allclose(p.grad, q.grad, atol=1e-5), n
     weights = {w for _, w in calls}
-    d = test_transformer.D
+    d = D
     assert (3 * d, d) in weights  # self-attention's [W^Q; W^K; W^V]
     assert (2 * d, d) in weights  # the cross-attention's slice [W^K; W^V]
     assert (d, 3 * d) in weights  # ... and the input gradient through the transposed weight

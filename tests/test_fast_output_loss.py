@@ -13,8 +13,7 @@ from nmtkit.fast import output_loss
 from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train.loop import Trainer
 
-from . import test_rnn, test_transformer
-from .test_train_loop import make_cfg
+from .helpers import make_cfg, make_rnn, make_transformer, padded_batch
 
 
 def readable(features, weight, bias, target, eps):
@@ -61,14 +60,14 @@ def test_no_gradient_is_computed_where_none_is_wanted():
 
 
 def test_training_loss_applies_to_cpu_transformers_only():
-    assert output_loss.training_loss(test_transformer.make_model()) is not None
-    assert output_loss.training_loss(test_rnn.make_model()) is None  # no features()
+    assert output_loss.training_loss(make_transformer()) is not None
+    assert output_loss.training_loss(make_rnn()) is None  # no features()
 
 
 @pytest.mark.parametrize("tie", [False, True])
 def test_a_transformer_gets_the_same_gradients_through_the_blocked_loss(tie):
-    model = test_transformer.make_model(tie_output=tie, output_bias=not tie).train()
-    src, src_mask, tgt = test_transformer.padded_batch()
+    model = make_transformer(tie_output=tie, output_bias=not tie).train()
+    src, src_mask, tgt = padded_batch()
     results = []
     for blocked in (False, True):
         m = copy.deepcopy(model)

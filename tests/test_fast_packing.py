@@ -8,7 +8,8 @@ from nmtkit.fast import onednn, packing
 from nmtkit.fast.packing import PackedAttention, PackedLinear, pack_for_inference, unpack
 from nmtkit.models.attention import MultiHeadAttention
 
-from .test_transformer import make_model, padded_batch
+from .helpers import make_transformer as make_model
+from .helpers import padded_batch
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="PyTorch built without oneDNN")
 

@@ -24,7 +24,8 @@ from nmtkit.fast.shared_source import (
 from nmtkit.models.attention import MultiHeadAttention
 from nmtkit.models.transformer import Transformer
 
-from .test_transformer import make_model
+from .helpers import make_rnn
+from .helpers import make_transformer as make_model
 
 
 def model_for(seed: int = 0, **kw) -> Transformer:
@@ -181,8 +182,6 @@ def test_for_inference_installs_it_over_packing_and_leaving_restores_the_classes
 
 
 def test_the_rnn_is_left_alone():
-    from .test_rnn import make_model as make_rnn
-
     model = make_rnn()
     assert share_sources(model) == 0
     assert not fast.is_fast(model)

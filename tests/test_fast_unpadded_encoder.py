@@ -11,7 +11,7 @@ from nmtkit.fast.unpadded_encoder import UnpaddedEncoderTransformer, UnpaddedSel
 from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.models.transformer import Transformer
 
-from . import test_transformer
+from .helpers import make_transformer, padded_batch
 
 
 def run(model, src, src_mask, tgt):
@@ -26,12 +26,12 @@ def run(model, src, src_mask, tgt):
 @pytest.mark.parametrize("kw", [dict(norm="pre"), dict(norm="post"), dict(positional="rope"),
                                 dict(positional="learned", tie_output=True)])
 def test_unpadded_encoder_agrees_with_the_readable_one(kw):
-    plain = test_transformer.make_model(**kw).train()  # dropout 0: deterministic
+    plain = make_transformer(**kw).train()  # dropout 0: deterministic
     unpadded = copy.deepcopy(plain)
     assert "unpadded encoder" in fast.for_training(unpadded, retain_memory=False)
     assert isinstance(unpadded, UnpaddedEncoderTransformer)
     assert all(isinstance(layer.self_attn, UnpaddedSelfAttention) for layer in unpadded.encoder_layers)
-    src, src_mask, tgt = test_transformer.padded_batch()  # rows with 6, 4 and 2 real tokens
+    src, src_mask, tgt = padded_batch()  # rows with 6, 4 and 2 real tokens
     m0, l0, g0 = run(plain, src, src_mask, tgt)
     m1, l1, g1 = run(unpadded, src, src_mask, tgt)
     real = src_mask[:, 0]  # (batch, S)
@@ -46,7 +46,7 @@ def test_unpadded_encoder_agrees_with_the_readable_one(kw):
 
 
 def test_the_unpadded_encoder_leaves_padding_out_only_while_training_on_padding(monkeypatch):
-    model = test_transformer.make_model()
+    model = make_transformer()
     fast.for_training(model, retain_memory=False)
     calls = []
     original = UnpaddedSelfAttention.forward
@@ -56,7 +56,7 @@ def test_the_unpadded_encoder_leaves_padding_out_only_while_training_on_padding(
         return original(self, query, *args, **kw)
 
     monkeypatch.setattr(UnpaddedSelfAttention, "forward", spy)
-    src, src_mask, _ = test_transformer.padded_batch()  # 3 x 6 positions, 12 real
+    src, src_mask, _ = padded_batch()  # 3 x 6 positions, 12 real
     model.encode(src, src_mask)
     assert calls == [(1, 12)] * 2  # two layers, each on the 12 real positions
     calls.clear()

@@ -16,7 +16,7 @@ from nmtkit.models import build_model
 from nmtkit.train.finetune import parameter_groups
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
+from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 

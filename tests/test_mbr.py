@@ -16,7 +16,8 @@ from nmtkit.decode.translator import Translation, decode_options
 from nmtkit.evaluate import word_punct_tokens
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import copy_sentences as sentences
+from .helpers import exported_copy_model, make_cfg, nmtkit_log_prob
 
 PAIRS = [
     ("ein mann fährt mit dem fahrrad .", "ein mann fährt fahrrad auf der straße ."),
@@ -196,8 +197,6 @@ def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
     length-normalised score (what MBR weighs), and chooses as nmtkit.decode.mbr does."""
     pytest.importorskip("ctranslate2")
     from nmtkit.export.ctranslate2 import CTranslate2Translator
-
-    from .test_export import exported_copy_model, nmtkit_log_prob, sentences
 
     ckpt, out = exported_copy_model(tmp_path, "pre-bias-tied")
     bundle = load_bundle(ckpt)

@@ -18,23 +18,9 @@ from nmtkit.data.prepare import build_vocabularies, encode_parallel, pairs_of, s
 from nmtkit.data.vocab import BOS, EOS
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
-
-WORDS = "ein Hund läuft über die grüne Wiese und der Mann schaut zu heute".split()
-
-
-def write_corpus(prefix, n=300, seed=0, src_lang="de", tgt_lang="en"):
-    rng = np.random.default_rng(seed)
-    for lang in (src_lang, tgt_lang):
-        lines = [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 12)))) for _ in range(n)]
-        (prefix.parent / f"{prefix.name}.{lang}").write_text("\n".join(lines) + "\n",
-                                                             encoding="utf-8")
-
-
-def parallel_cfg(prefix, **kw):
-    return DataConfig(**{"corpus": "parallel", "train": str(prefix), "valid": str(prefix),
-                         "tokenizer": "whitespace", "min_freq": 1, **kw})
-
+from .helpers import make_cfg
+from .helpers import parallel_data_cfg as parallel_cfg
+from .helpers import write_word_corpus as write_corpus
 
 # --- flat ids and batches ------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ by name."""
 
 import csv
 import json
-import random
 from collections import Counter
 
 import numpy as np
@@ -31,35 +30,9 @@ from nmtkit.data.tokenizers import WhitespaceTokenizer
 from nmtkit.decode.translator import TextTranslator
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, load_benchmark, severe_browser_errors
-
-SYMBOLS = "abcdef"
-
-
-def write_corpus(root, n_train=500, n_valid=20, blank_z=0):
-    """Three line-aligned languages: x (random symbols), y = x (a copy), z = x reversed, so
-    the two directions x-y and x-z read the same sources and differ only in what they write.
-    ``blank_z``: that many training lines of z left empty (the direction x-z drops them)."""
-    rng = random.Random(0)
-    for split, n in (("train", n_train), ("val", n_valid)):
-        xs = [" ".join(rng.choice(SYMBOLS) for _ in range(rng.randint(3, 5))) for _ in range(n)]
-        zs = [" ".join(x.split()[::-1]) for x in xs]
-        if split == "train":
-            zs = ["" if i < blank_z else z for i, z in enumerate(zs)]
-        for lang, lines in (("x", xs), ("y", xs), ("z", zs)):
-            (root / f"{split}.{lang}").write_text("".join(t + "\n" for t in lines))
-    return root
-
-
-def tiny_cfg(root, steps=400, extra=()):
-    """A two-direction model small enough to learn both tasks in seconds."""
-    return load(ROOT / "configs" / "copy_task.yaml", [
-        f"train.max_steps={steps}", "train.valid_every=200", "train.keep_last=1",
-        "model.d_model=32", "model.d_ff=64", "model.heads=2", "model.layers=2",
-        "train.max_tokens=400", "train.threads=1", "train.lr_schedule=constant", "train.lr=0.005",
-        "data.corpus=parallel", f"data.train={root / 'train'}", f"data.valid={root / 'val'}",
-        "data.tokenizer=sentencepiece", "data.vocab_size=16", "data.directions=[x-y, x-z]",
-        "train.samples=2", *extra])
+from .helpers import ROOT, load_benchmark, severe_browser_errors, step_by_step
+from .helpers import write_xyz_corpus as write_corpus
+from .helpers import xyz_cfg as tiny_cfg
 
 
 @pytest.fixture(scope="module")
@@ -351,8 +324,6 @@ def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trai
                                                                  capsys):
     from nmtkit.data.multilingual import Direction
     from nmtkit.decode.rerank import reverse_scorer
-
-    from .test_rerank import step_by_step
 
     root, run = both_ways
     model = str(run / "last.pt")

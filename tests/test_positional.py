@@ -27,9 +27,8 @@ from nmtkit.models.positions import (
 from nmtkit.models.transformer import PositionalEncoding, Transformer
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT
-from .test_train_loop import make_cfg
-from .test_transformer import make_model, padded_batch
+from .helpers import ROOT, make_cfg, padded_batch
+from .helpers import make_transformer as make_model
 
 V = 14  # <pad> <unk> <s> </s> and 10 symbols
 

@@ -22,11 +22,7 @@ from nmtkit.data.prepare import (
 )
 from nmtkit.data.vocab import EOS, SPECIALS, UNK
 
-PAR = Parallel(src=["a b c", "a b", "a d", "e"], tgt=["x y", "x y z", "x", "w w"], name="tiny")
-
-
-def whitespace_cfg(**kw) -> DataConfig:
-    return DataConfig(corpus="parallel", tokenizer="whitespace", **kw)
+from .helpers import PAR, whitespace_cfg
 
 
 def test_pairs_of_gives_a_fresh_pass_each_call():

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import logging
-import tarfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,80 +14,9 @@ from nmtkit.config import DataConfig, load
 from nmtkit.data import corpora, fetch, recipes
 from nmtkit.data.corpora import CorpusError, iter_parallel, load_parallel, split_files
 
-from .conftest import ROOT
+from .helpers import IWSLT_SETS, ROOT, TRAIN_DE, TRAIN_EN, iwslt_members, make_tgz, seg_text, sha, train_tags
 
 # --- building synthetic archives ------------------------------------------------
-
-
-def make_tgz(path: Path, members: dict[str, str | bytes]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(path, "w:gz") as tar:
-        dirs = sorted({name.split("/")[0] + "/" for name in members if "/" in name})
-        for d in dirs:  # real archives list their folder first
-            info = tarfile.TarInfo(d.rstrip("/"))
-            info.type = tarfile.DIRTYPE
-            tar.addfile(info)
-        for name, text in members.items():
-            data = text.encode("utf-8") if isinstance(text, str) else text
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-TRAIN_DE = [f"Satz {i} auf Deutsch." for i in range(1, 51)]
-TRAIN_EN = [f"Sentence {i} in English." for i in range(1, 51)]
-TRAIN_DE[29], TRAIN_EN[29] = "   ", "an English line whose German side is empty"
-
-
-def train_tags(lines: list[str], lang: str) -> str:
-    head = [
-        "<url>http://www.ted.com/talks/lang/de/speaker.html</url>",
-        f"<keywords>talks, {lang}</keywords>",
-        "<speaker>Jane Doe</speaker>",
-        "<talkid>1</talkid>",
-        f"<title>Titel {lang}</title>",
-        f"<description>TED Talk Subtitles and Transcript: about {lang}</description>",
-    ]
-    return "\n".join(head + lines[:25] + ["<reviewer href=''>R</reviewer>"] + lines[25:]) + "\n"
-
-
-IWSLT_SETS = {
-    "IWSLT14.TED.dev2010": 2,
-    "IWSLT14.TEDX.dev2012": 1,
-    "IWSLT14.TED.tst2010": 2,
-    "IWSLT14.TED.tst2011": 1,
-    "IWSLT14.TED.tst2012": 3,
-}
-
-
-def seg_text(stem: str, lang: str, i: int) -> str:
-    return f"{stem} {lang} {i} Tom &amp; Jerry &lt;3 &#228;"
-
-
-def iwslt_xml(stem: str, lang: str, n: int) -> str:
-    segs = "\n".join(f'<seg id="{i}"> {seg_text(stem, lang, i)} </seg>' for i in range(1, n + 1))
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<mteval>\n<refset setid="{stem}" '
-            f'srclang="de" trglang="{lang}">\n<doc docid="1" genre="lectures">\n'
-            f"<url>http://www.ted.com/talks/x.html</url>\n<talkid>1</talkid>\n"
-            f"<title>Ein Titel</title>\n{segs}\n</doc>\n</refset>\n</mteval>\n")
-
-
-def iwslt_members(**override: str | None) -> dict[str, str]:
-    members: dict[str, str | None] = {
-        "de-en/README": "IWSLT 2014 de-en\n",
-        "de-en/train.tags.de-en.de": train_tags(TRAIN_DE, "de"),
-        "de-en/train.tags.de-en.en": train_tags(TRAIN_EN, "en"),
-    }
-    for stem, n in IWSLT_SETS.items():
-        for lang in ("de", "en"):
-            members[f"de-en/{stem}.de-en.{lang}.xml"] = iwslt_xml(stem, lang, n)
-    members.update(override)
-    return {k: v for k, v in members.items() if v is not None}
 
 
 def expected_iwslt_train() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -116,15 +42,6 @@ def isolated_env(monkeypatch, tmp_path):
         for name in urls:
             monkeypatch.setitem(urls, name, f"http://invalid.test/{corpus}/{name}")
     monkeypatch.setattr(fetch.urllib.request, "urlopen", refuse)
-
-
-@pytest.fixture
-def iwslt_mirror(monkeypatch, tmp_path) -> Path:
-    mirror = tmp_path / "mirror"
-    archive = make_tgz(mirror / "iwslt14" / "de-en.tgz", iwslt_members())
-    monkeypatch.setitem(recipes.SHA256["iwslt14"], "de-en.tgz", sha(archive))
-    monkeypatch.setenv("NMTKIT_DATA", str(mirror))
-    return archive
 
 
 def read(path: Path) -> list[str]:

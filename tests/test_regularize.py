@@ -11,7 +11,7 @@ from nmtkit.train import loop, regularize
 from nmtkit.train.loop import Trainer
 from nmtkit.train.regularize import rdrop_loss, symmetric_kl, word_dropout
 
-from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
+from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 
 def test_word_dropout_replaces_ordinary_tokens_at_its_rate_and_nothing_else():

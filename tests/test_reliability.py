@@ -23,7 +23,7 @@ from nmtkit.data.vocab import Vocab
 from nmtkit.models import build_model
 from nmtkit.train.loop import Trainer, TrainingError
 
-from .conftest import ROOT, tiny_copy_overrides
+from .helpers import ROOT, tiny_copy_overrides
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 

@@ -5,20 +5,18 @@ line, `nmtkit tune` and validation."""
 import json
 
 import pytest
-import torch
 
 from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
-from nmtkit.data.batching import pad_mask
 from nmtkit.data.multilingual import Direction
-from nmtkit.data.vocab import BOS
 from nmtkit.decode import rerank
 from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
 from nmtkit.decode.translator import Translation, decode_options
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import copy_sentences as sentences
+from .helpers import exported_copy_model, make_cfg, step_by_step
 
 WEIGHT = 20.0  # enough for the reverse score to change some choices of these barely trained models
 LINES = ["1 2 3 4 5", "7 7 8", "", "3 9 1 4 4 2", "5"]
@@ -32,24 +30,6 @@ def models(tmp_path_factory):
     Trainer(make_cfg(20, ["data.src_lang=en", "data.tgt_lang=de", "train.seed=7"]),
             run / "rev").run()
     return run / "fwd" / "last.pt", run / "rev" / "last.pt"
-
-
-def step_by_step(bundle, candidate: str, source: str, tag: str | None = None) -> float:
-    """(1 / (|x| + 1)) log P(x </s> | y) by the model's incremental decoder, one position at
-    a time: another path than the scorer's batched, padded, teacher-forced pass. ``tag``: a
-    target-language token put before the candidate (a model of several directions)."""
-    toks = ([tag] if tag else []) + bundle.src_tok.encode(candidate)
-    src = torch.tensor([bundle.src_vocab.encode(toks, add_eos=True)])
-    tgt = bundle.tgt_vocab.encode(bundle.tgt_tok.encode(source), add_eos=True)
-    model = bundle.model.eval()
-    with torch.no_grad():
-        state = model.start(model.encode(src, pad_mask(src)), pad_mask(src))
-        prev, total = torch.tensor([BOS]), 0.0
-        for t in tgt:
-            log_probs, state, _ = model.step(state, prev)
-            total += float(log_probs[0, t])
-            prev = torch.tensor([t])
-    return total / len(tgt)
 
 
 def test_the_reverse_score_is_the_mean_log_probability_of_the_source(models):
@@ -215,8 +195,6 @@ def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
     same rule (its scores are CTranslate2's own: log P / (len + 1) ** length_penalty)."""
     pytest.importorskip("ctranslate2")
     from nmtkit.export.ctranslate2 import CTranslate2Translator
-
-    from .test_export import exported_copy_model, sentences
 
     ckpt, out = exported_copy_model(tmp_path, "pre-bias-tied")
     scorer = ReverseScorer([load_bundle(ckpt).translator()])  # the copy model reads both ways

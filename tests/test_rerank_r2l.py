@@ -19,9 +19,7 @@ from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
 from nmtkit.decode.translator import Translation
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
-from .test_prepare import PAR, whitespace_cfg
-from .test_rerank import step_by_step
+from .helpers import PAR, make_cfg, step_by_step, whitespace_cfg
 
 LINES = ["1 2 3 4 5", "7 7 8", "", "3 9 1 4 4 2", "5"]
 WEIGHT = 20.0  # large enough for the right-to-left score to change choices of these tiny models

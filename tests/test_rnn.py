@@ -9,8 +9,7 @@ from torch import nn
 
 from nmtkit.checkpoint import load_bundle
 from nmtkit.config import ConfigError, DecodeConfig, ModelConfig, load
-from nmtkit.data.batching import pad_mask
-from nmtkit.data.vocab import BOS, PAD
+from nmtkit.data.vocab import PAD
 from nmtkit.decode.search import beam_search, greedy_search
 from nmtkit.models import build_model
 from nmtkit.models.attention import (
@@ -20,32 +19,12 @@ from nmtkit.models.attention import (
     general_scores,
     masked_softmax,
 )
-from nmtkit.models.rnn import RNNSeq2Seq
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT
-from .test_cli_e2e import nmtkit
+from .helpers import ROOT, V_TGT, nmtkit, padded_batch
+from .helpers import make_rnn as make_model
 
-V_SRC, V_TGT = 13, 11
 KINDS = ["concat", "general", "dot"]
-
-
-def make_model(seed: int = 0, vocab=(V_SRC, V_TGT), **kw) -> RNNSeq2Seq:
-    torch.manual_seed(seed)
-    base = dict(arch="rnn", layers=2, emb_dim=8, rnn_hidden=12, dropout=0.0, tie_output=False,
-                tie_all=False)
-    base.update(kw)
-    return RNNSeq2Seq(ModelConfig(**base), *vocab).eval()
-
-
-def padded_batch():
-    torch.manual_seed(7)
-    src = torch.randint(4, V_SRC, (3, 6))
-    src[1, 4:] = PAD
-    src[2, 2:] = PAD
-    tgt = torch.randint(4, V_TGT, (3, 5))
-    tgt[:, 0] = BOS
-    return src, pad_mask(src), tgt
 
 
 def run_steps(model, src, src_mask, tokens, need_attention=False):

@@ -16,7 +16,7 @@ from nmtkit.train.schedule import (
     noam_rate,
 )
 
-from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
+from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 
 def test_noam_formula_and_peak_at_warmup():

@@ -10,54 +10,13 @@ from nmtkit.decode.beams import length_caps, length_penalty
 from nmtkit.decode.search import beam_search, greedy_search, search
 from nmtkit.models.transformer import Transformer
 
-V = 10
-
-
-class BigramModel:
-    """A fake model implementing encode/start/step/reorder: the next-token distribution
-    depends only on the previous token, through a fixed table (prev -> probabilities)."""
-
-    def __init__(self, table: dict[int, dict[int, float]], floor: float = 1e-4):
-        self.src_vocab_size = self.tgt_vocab_size = V
-        probs = torch.full((V, V), floor)
-        for prev, row in table.items():
-            for tok, p in row.items():
-                probs[prev, tok] = p
-        self.log_probs = (probs / probs.sum(-1, keepdim=True)).log()  # (prev, next)
-        self.reorders = 0
-
-    def encode(self, src, src_mask):
-        return src
-
-    def start(self, memory, src_mask, need_attention=False):
-        return {"rows": torch.arange(memory.size(0)), "t": 0}
-
-    def step(self, state, prev_tokens):
-        state["t"] += 1
-        return self.log_probs[prev_tokens].clone(), state, None
-
-    def reorder(self, state, index, same_source=False):
-        self.reorders += 1
-        state["rows"] = state["rows"].index_select(0, index)
-        return state
-
-
-def prefers_567():
-    # BOS -> 5 -> 6 -> 7 -> EOS, each the most likely next token; some mass on alternatives.
-    return BigramModel({BOS: {5: 0.7, 6: 0.2}, 5: {6: 0.7, 7: 0.2}, 6: {7: 0.7, EOS: 0.2},
-                        7: {EOS: 0.7, 5: 0.2}})
+from .helpers import BIGRAM_VOCAB as V
+from .helpers import PREFIXES, BigramModel, mixed_batch, prefers_567, src_batch, tiny_model
 
 
 def opts(**kw) -> DecodeConfig:
     """Decoding options for a test: the defaults, some replaced."""
     return DecodeConfig(**kw)
-
-
-def src_batch(lengths, s=8):
-    src = torch.full((len(lengths), s), PAD)
-    for i, n in enumerate(lengths):
-        src[i, :n] = 4
-    return src, pad_mask(src)
 
 
 def test_greedy_and_beam_stop_at_eos():
@@ -275,26 +234,6 @@ def test_early_stop_is_read_from_the_config():
 
 # --- forced prefixes, per-token scores, sampling (issue 15) ----------------------------------
 
-def tiny_model(arch: str, seed: int = 0):
-    """A small random Transformer or RNN (12 source/target types) that favours EOS a little."""
-    from .test_rnn import make_model as make_rnn
-    from .test_transformer import make_model as make_transformer
-
-    model = (make_transformer if arch == "transformer" else make_rnn)(seed, vocab=(12, 12))
-    with torch.no_grad():
-        model.generator.bias[EOS] += 1.0
-    return model
-
-
-def mixed_batch():
-    torch.manual_seed(11)
-    lengths = [6, 3, 5, 2]
-    src = torch.randint(4, 12, (len(lengths), 6))
-    for i, n in enumerate(lengths):
-        src[i, n:] = PAD
-    return src, pad_mask(src)
-
-
 def forced_log_probs(model, src, mask, tokens):
     """Teacher-forced log P of each token of BOS tokens EOS, for one sentence: (len + 1,)."""
     ys = torch.tensor([[BOS, *tokens]])
@@ -357,9 +296,6 @@ def test_ended_hypotheses_leave_the_models_batch(arch):
         alone = search(model, one, pad_mask(one), cfg)[0]
         assert [h.tokens for h in hyps] == [h.tokens for h in alone]
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
-
-
-PREFIXES = [[5, 6, 7], [], [9], [4] * 12]  # the last one is longer than its length cap
 
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])

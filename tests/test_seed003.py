@@ -10,7 +10,7 @@ import pytest
 from nmtkit.cli import main
 from nmtkit.config import load
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 RECIPE = ROOT / "configs" / "seed003_rnn_ru_en.yaml"
 PLACES = [("station", "вокзала"), ("beach", "пляжа"), ("airport", "аэропорта"), ("museum", "музея")]

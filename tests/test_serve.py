@@ -28,27 +28,9 @@ from nmtkit.serve.batcher import MicroBatcher, QueueFull  # noqa: E402
 from nmtkit.serve.limits import ServeLimits  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .conftest import ROOT, SHARED_DATA, tiny_copy_overrides  # noqa: E402
+from .helpers import ROOT, SHARED_DATA, tiny_copy_overrides  # noqa: E402
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-
-
-@pytest.fixture(scope="session")
-def copy_run(tmp_path_factory):
-    """A tiny copy-task model (2 layers so the page has layers to switch), trained briefly."""
-    run = tmp_path_factory.mktemp("serve_copy")
-    cfg = load(ROOT / "configs" / "copy_task.yaml",
-               tiny_copy_overrides(30) + ["model.layers=2", "train.valid_bleu=false"])
-    trainer = Trainer(cfg, run)
-    trainer.run()
-    return run
-
-
-@pytest.fixture(scope="session")
-def copy_bundle(copy_run):
-    from nmtkit.checkpoint import load_bundle
-
-    return load_bundle(copy_run / "last.pt")
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from nmtkit.decode.confidence import (
 from nmtkit.decode.translator import Translation
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, severe_browser_errors, tiny_copy_overrides
+from .helpers import ROOT, severe_browser_errors, tiny_copy_overrides
 
 # --- the computation -----------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from nmtkit.serve.app import create_app  # noqa: E402
 from nmtkit.serve.limits import ServeLimits  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .conftest import ROOT, tiny_copy_overrides  # noqa: E402
+from .helpers import ROOT, tiny_copy_overrides  # noqa: E402
 
 TEXTS = ["1 2 3 4 5", "", "7 7 8", "9 1 2 3 4 5 6 7", "3", "10 9 8 7 6 5 4 3 2 1", "5 5 5"]
 

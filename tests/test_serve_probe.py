@@ -20,8 +20,6 @@ from nmtkit.serve.security import (  # noqa: E402
     parse_allowed_hosts,
 )
 
-from .test_serve import copy_bundle, copy_run  # noqa: E402, F401  (the tiny copy model)
-
 INF, NAN = math.inf, math.nan
 
 

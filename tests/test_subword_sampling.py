@@ -16,7 +16,7 @@ from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import UNK
 from nmtkit.train.loop import Trainer
 
-from .conftest import ROOT, tiny_copy_overrides
+from .helpers import ROOT, tiny_copy_overrides
 
 SUBJECTS = [("ein mann", "a man"), ("eine frau", "a woman"), ("zwei hunde", "two dogs"),
             ("ein kind", "a child"), ("drei männer", "three men")]

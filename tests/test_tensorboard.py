@@ -8,7 +8,7 @@ import torch
 from nmtkit.train import tensorboard
 from nmtkit.train.loop import Trainer
 
-from .test_train_loop import make_cfg
+from .helpers import make_cfg
 
 
 def test_samples_markdown_is_one_row_per_sentence_with_pipes_escaped():

@@ -6,7 +6,7 @@ import torch
 
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import make_cfg
 
 
 def test_compiled_training_matches_eager(tmp_path):

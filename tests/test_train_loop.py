@@ -10,11 +10,7 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import load
 from nmtkit.train.loop import Trainer, TrainingError
 
-from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
-
-
-def make_cfg(steps=20, extra=()):
-    return load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps) + list(extra))
+from .helpers import ROOT, make_cfg, run_until_ctrl_c, tiny_copy_overrides
 
 
 def parallel_cfg(tmp_path, src_lines, tgt_lines, extra=()):

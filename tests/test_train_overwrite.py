@@ -13,7 +13,7 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import load
 from nmtkit.train.loop import Trainer, TrainingError
 
-from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
+from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 

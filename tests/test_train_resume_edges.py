@@ -14,8 +14,7 @@ from nmtkit.config import ConfigError, load
 from nmtkit.train.loop import Trainer
 from nmtkit.train.run_dir import RunDirLock
 
-from .conftest import ROOT, run_until_ctrl_c, tiny_copy_overrides
-from .test_budget_schedule import clocked_updates
+from .helpers import ROOT, clocked_updates, run_until_ctrl_c, tiny_copy_overrides
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 

@@ -4,35 +4,12 @@ import pytest
 import torch
 
 from nmtkit.config import POSITIONAL_ENCODINGS, ModelConfig
-from nmtkit.data.batching import pad_mask
-from nmtkit.data.vocab import BOS, PAD
+from nmtkit.data.vocab import PAD
 from nmtkit.models.seq2seq import target_mask
 from nmtkit.models.transformer import Embeddings, Transformer, sinusoid_table
 
-D, V_SRC, V_TGT = 32, 13, 11
-
-
-def make_model(seed: int = 0, vocab=(V_SRC, V_TGT), **kw) -> Transformer:
-    torch.manual_seed(seed)
-    base = dict(layers=2, d_model=D, d_ff=64, heads=4, dropout=0.0, tie_output=False,
-                tie_all=False, max_positions=64)
-    base.update(kw)
-    model = Transformer(ModelConfig(**base), *vocab).eval()
-    with torch.no_grad():  # make biases and norms non-trivial
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                p.add_(0.1 * torch.randn_like(p))
-    return model
-
-
-def padded_batch():
-    torch.manual_seed(7)
-    src = torch.randint(4, V_SRC, (3, 6))
-    src[1, 4:] = PAD
-    src[2, 2:] = PAD
-    tgt = torch.randint(4, V_TGT, (3, 5))
-    tgt[:, 0] = BOS
-    return src, pad_mask(src), tgt
+from .helpers import V_SRC, V_TGT, D, padded_batch
+from .helpers import make_transformer as make_model
 
 
 def test_sinusoid_table_matches_formula():

@@ -11,7 +11,7 @@ from nmtkit.data.vocab import UNK
 from nmtkit.decode.translator import Translator, decode_options, pharaoh
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import make_cfg
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +203,7 @@ def test_stream_answers_each_line_before_the_input_ends(bundle):
     import subprocess
     import sys
 
-    from .conftest import ROOT
+    from .helpers import ROOT
 
     proc = subprocess.Popen([sys.executable, "-m", "nmtkit.cli", "translate", "--model", str(bundle.path),
                              "--stream", "--beam", "1", "--n-best", "1", "--scores"],

@@ -10,7 +10,7 @@ from nmtkit.decode.translator import TextTranslator
 from nmtkit.decode.tune import Trial, at_the_edge, best_trial, grid, tune_search
 from nmtkit.train.loop import Trainer
 
-from .test_checkpoint import make_cfg
+from .helpers import make_cfg
 
 REFS = ["a man rides a red bike down the hill", "two dogs play in the deep snow",
         "a woman reads a book"]

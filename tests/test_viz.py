@@ -14,7 +14,6 @@ import torch
 
 pytest.importorskip("matplotlib")
 
-from matplotlib.image import imread  # noqa: E402
 
 from nmtkit import viz  # noqa: E402
 from nmtkit.checkpoint import load_bundle  # noqa: E402
@@ -24,17 +23,7 @@ from nmtkit.data.vocab import BOS, EOS  # noqa: E402
 from nmtkit.models import build_model  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .conftest import ROOT, severe_browser_errors, tiny_copy_overrides  # noqa: E402
-
-
-def assert_png(path: Path) -> None:
-    """The file is a PNG that decodes, with more than one colour in it."""
-    assert path.is_file(), path
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    img = imread(path)
-    assert img.ndim == 3 and img.shape[0] > 50 and img.shape[1] > 50
-    assert float(img[..., :3].var()) > 0.0, f"{path} is blank"
-
+from .helpers import ROOT, assert_png, severe_browser_errors, tiny_copy_overrides  # noqa: E402
 
 # --- the data behind the concept figures -------------------------------------------------------
 

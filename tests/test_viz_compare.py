@@ -13,7 +13,7 @@ pytest.importorskip("matplotlib")
 from nmtkit.cli import main  # noqa: E402
 from nmtkit.viz.curves import compare_figure, read_metrics, write_comparison  # noqa: E402
 
-from .test_viz import assert_png  # noqa: E402
+from .helpers import assert_png  # noqa: E402
 
 HEADER = "step,epoch,train_loss,train_ppl,valid_loss,valid_ppl,valid_bleu,lr,tgt_tokens,elapsed_s\n"
 
