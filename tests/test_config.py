@@ -274,13 +274,13 @@ def test_every_check_has_exactly_one_case(monkeypatch):
     """Each message of a check is built whether or not the check fails, so validating the
     defaults (a Transformer: the RNN-only branch runs too) lists every check of a section."""
     made = []
-    real = config._Checks.require
+    real = config.Checks.require
 
     def require(self, cond, msg):
         made.append(_check_name(f"{self.source}: {msg}"))
         real(self, cond, msg)
 
-    monkeypatch.setattr(config._Checks, "require", require)
+    monkeypatch.setattr(config.Checks, "require", require)
     validate(Config(), "recipe.yaml")
     monkeypatch.undo()
     finite = {m for m in made if "must be a finite number" in m}

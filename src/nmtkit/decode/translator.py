@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .. import fast
-from ..config import DecodeConfig, ModelConfig, _build, check_alignment_choice
+from ..config import DecodeConfig, ModelConfig, build_section, check_alignment_choice
 from ..data.batching import pad_batch, pad_mask
 from ..data.multilingual import target_tags
 from ..data.vocab import BOS, EOS, PAD, UNK
@@ -180,7 +180,7 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     given = {k: v for k, v in overrides.items() if v is not None}
     if not given and max_beam is None:
         return cfg
-    typed = _build(DecodeConfig, given, "decoding options", "")  # names and types, as in a config
+    typed = build_section(DecodeConfig, given, "decoding options")  # names and types, as in a config
     given = {k: getattr(typed, k) for k in given}
     beam = given.get("beam", cfg.beam)
     if max_beam is not None:
