@@ -51,3 +51,14 @@ def test_perplexity():
     assert perplexity(10 * math.log(4), 10) == pytest.approx(4.0)
     assert perplexity(1.0, 0) == pytest.approx(math.e)  # no tokens: no division by zero
     assert math.isfinite(perplexity(1e9, 1))  # capped, never inf
+
+
+def test_ter_is_sacrebleus_edit_rate_with_its_signature():
+    """TER (Snover et al. 2006): word edits per reference word x 100, lower is better."""
+    refs = ["a man rides a bike .", "two dogs play in the snow ."]
+    assert score(refs, refs)["ter"] == 0.0
+    # One substitution in 6 reference words, none in the 7 of the second: 1/13 edits per word.
+    s = score(["a man rides a horse .", refs[1]], refs)
+    assert s["ter"] == round(100 * 1 / 13, 2)
+    assert s["signature"]["ter"].startswith("nrefs:1") and "case:lc" in s["signature"]["ter"]
+    assert score(["", ""], refs)["ter"] == 100.0  # every reference word deleted

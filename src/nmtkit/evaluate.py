@@ -28,6 +28,10 @@ from typing import Any
 
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
+from sacrebleu.metrics.ter import TER
+
+from .data.corpora import multi30k_reference_file
+from .data.fetch import CorpusError
 
 log = logging.getLogger(__name__)
 
@@ -52,27 +56,33 @@ def tokenized_bleu(hypotheses: list[str], references: list[str]) -> tuple[float,
 
 
 def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
-    """BLEU and chrF of detokenized hypotheses against one reference each, and
+    """BLEU, chrF (Popovic 2015) and TER (Snover et al. 2006) of detokenized hypotheses
+    against one reference each, all three sacreBLEU's with their signatures, and
     ``bleu_lc_tok`` (:func:`tokenized_bleu`).
 
-    Returns {"bleu", "chrf", "bleu_lc_tok", "length_ratio", "signature": {"bleu", "chrf",
-    "bleu_lc_tok"}, "n"}; ``length_ratio`` is the hypotheses' length over the references' in
-    BLEU's tokens (below 1 BLEU's brevity penalty applies).
+    Returns {"bleu", "chrf", "ter", "bleu_lc_tok", "length_ratio", "signature": {"bleu",
+    "chrf", "ter", "bleu_lc_tok"}, "n"}; ``length_ratio`` is the hypotheses' length over the
+    references' in BLEU's tokens (below 1 BLEU's brevity penalty applies). TER is an edit
+    rate: the number of word edits (insertions, deletions, substitutions and shifts of
+    word sequences) per reference word, x 100, so lower is better, unlike the others.
     """
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses vs {len(references)} references")
     bleu = BLEU()
     chrf = CHRF()
+    ter = TER()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
+    t = ter.corpus_score(hypotheses, [references])
     lc_tok, lc_tok_signature = tokenized_bleu(hypotheses, references)
     return {
         "bleu": round(b.score, 2),
         "chrf": round(c.score, 2),
+        "ter": round(t.score, 2),
         "bleu_lc_tok": lc_tok,
         "length_ratio": round(b.sys_len / b.ref_len, 4) if b.ref_len else 0.0,
         "signature": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature()),
-                      "bleu_lc_tok": lc_tok_signature},
+                      "ter": str(ter.get_signature()), "bleu_lc_tok": lc_tok_signature},
         "n": len(hypotheses),
     }
 
@@ -95,9 +105,6 @@ def official_reference(split: str, lang: str) -> Path | None:
     (missing offline, a sha256 mismatch). The reference is optional: only
     ``bleu_official_tok`` needs it, so ``nmtkit evaluate`` looks it up before translating
     and, without it, reports every other score rather than failing after the translation."""
-    from .data.corpora import multi30k_reference_file
-    from .data.fetch import CorpusError
-
     try:
         return multi30k_reference_file(split, lang)
     except (CorpusError, OSError) as e:
@@ -113,8 +120,6 @@ def multi30k_tok_bleu(hypotheses: list[str], split: str, lang: str,
     literature (``multi-bleu.perl`` on these files): the hypotheses go through
     :func:`moses_lc_norm_tok`, then sacreBLEU with ``tokenize="none"`` (the text is already
     tokenized and lowercased). Returns (score, signature)."""
-    from .data.corpora import multi30k_reference_file
-
     path = reference if reference is not None else multi30k_reference_file(split, lang)
     refs = path.read_text(encoding="utf-8").splitlines()
     if len(refs) != len(hypotheses):
