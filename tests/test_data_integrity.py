@@ -94,7 +94,7 @@ def test_evaluate_without_the_official_reference_keeps_every_other_score(
     refs = load_parallel(cfg.data, "val").tgt
     tr = SimpleNamespace(translate_lines=translate_lines,
                          decode_cfg=DecodeConfig(beam=1, length_penalty=0.6))
-    monkeypatch.setattr(cli, "_translator", lambda a, *rest: (SimpleNamespace(cfg=cfg), tr))
+    monkeypatch.setattr(cli.evaluate, "translator_from_args", lambda a: (SimpleNamespace(cfg=cfg), tr))
     with caplog.at_level(logging.WARNING):
         assert cli.main(["evaluate", "--model", str(tmp_path / "m.pt"), "--split", "val"]) == 0
     result = json.loads(capsys.readouterr().out)

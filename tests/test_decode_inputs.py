@@ -4,15 +4,16 @@ do not fit), forced prefixes, the Python API's arguments, and the languages of a
 several directions."""
 
 import copy
+import importlib
 import logging
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from nmtkit import cli
 from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
+from nmtkit.cli.translate import answer
 from nmtkit.config import Config, ConfigError, DecodeConfig
 from nmtkit.data.multilingual import evaluation_direction
 from nmtkit.data.tokenizers import SentencePieceTokenizer
@@ -169,11 +170,11 @@ def test_n_best_output_leaves_out_translations_that_lack_a_phrase(caplog):
         return Translation(text, text.split(), ["1"], -1.0, constraints_met=met)
 
     a = SimpleNamespace(scores=False, alignments=False, input="in.txt", constraints_file="c.txt")
-    assert cli._answer(0, [t("1 7", True), t("1", False), t("7 1", True)], a, True) == \
+    assert answer(0, [t("1 7", True), t("1", False), t("7 1", True)], a, True) == \
         "0\t-1.0000\t1 7\n0\t-1.0000\t7 1\n"
     with caplog.at_level(logging.WARNING, logger="nmtkit.cli"):
-        assert cli._answer(4, [t("1", False), t("2", False)], a, True) == "4\t-1.0000\t1\n"
-        assert cli._answer(4, [t("1", False)], a, False) == "1\n"
+        assert answer(4, [t("1", False), t("2", False)], a, True) == "4\t-1.0000\t1\n"
+        assert answer(4, [t("1", False)], a, False) == "1\n"
     assert [r.getMessage().split(":")[:2] for r in caplog.records] == [["in.txt", "5"]] * 2
 
 
@@ -259,8 +260,8 @@ def test_backtranslate_and_evaluate_refuse_it_before_any_work(monkeypatch, tmp_p
         raise AssertionError("translated")
 
     fake = SimpleNamespace(translate_lines=no_translation, target_tag=lambda lang: "")
-    monkeypatch.setattr(cli, "_translator", lambda a, overrides=None: (
-        SimpleNamespace(cfg=MULTI), fake))
+    monkeypatch.setattr(importlib.import_module(f"nmtkit.cli.{command[0]}"), "translator_from_args",
+                        lambda a: (SimpleNamespace(cfg=MULTI), fake))
     mono, out = write(tmp_path / "mono.en", "a b\n"), tmp_path / "bt"
     argv = [x.format(mono=mono, out=out) for x in command]
     assert cli_main([*argv, "--model", "m.pt", "--src-lang", "xx", "--tgt-lang", "de"]) == 2

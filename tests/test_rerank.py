@@ -244,13 +244,14 @@ def test_the_server_reranks_every_answer_with_the_reverse_models_given(models):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from nmtkit.cli import _serve_bundle, build_parser
+    from nmtkit.cli import build_parser
+    from nmtkit.cli.serve import served_bundle
     from nmtkit.serve.app import create_app
 
     fwd, rev = map(str, models)
 
     def serve(*flags):
-        return _serve_bundle(build_parser().parse_args(["serve", "--model", fwd, *flags]))
+        return served_bundle(build_parser().parse_args(["serve", "--model", fwd, *flags]))
 
     bundle, tr = serve("--reverse-model", rev, "--rerank", "6", "--reverse-weight", str(WEIGHT))
     fwd_tr = load_bundle(fwd).translator(rerank=6, reverse_weight=WEIGHT)

@@ -192,11 +192,12 @@ def test_the_server_reranks_with_r2l_models_and_says_so(models):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from nmtkit.cli import _serve_bundle, build_parser
+    from nmtkit.cli import build_parser
+    from nmtkit.cli.serve import served_bundle
     from nmtkit.serve.app import create_app
 
     l2r, r2l = map(str, models)
-    bundle, tr = _serve_bundle(build_parser().parse_args(
+    bundle, tr = served_bundle(build_parser().parse_args(
         ["serve", "--model", l2r, "--r2l-model", r2l, "--rerank", "6", "--r2l-weight", str(WEIGHT)]))
     want = load_bundle(l2r).translator(rerank=6, r2l_weight=WEIGHT)
     want.reverse = reverse_scorer([], Direction("de", "en"), r2l=[load_bundle(r2l)])

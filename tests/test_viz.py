@@ -180,9 +180,9 @@ def test_a_failed_plot_does_not_stop_training(tmp_path, caplog, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # matplotlib not installed: no callback
     for name in [m for m in sys.modules if m == "nmtkit.viz" or m.startswith("nmtkit.viz.")]:
         monkeypatch.delitem(sys.modules, name)
-    from nmtkit.cli import _curves_callback
+    from nmtkit.cli.train import curves_callback
 
-    assert _curves_callback() is None
+    assert curves_callback() is None
 
 
 def test_training_does_not_import_the_figures():

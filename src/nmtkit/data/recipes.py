@@ -60,8 +60,8 @@ WMT14 (en-de, the ``--icml17`` variant of fairseq's recipe: news-commentary v9):
   training pair as its validation set, newstest2013 is the validation set here
   (as in Vaswani et al. 2017) and every training pair is kept for training.
 
-Run ``python -m nmtkit.data.recipes iwslt14`` (or ``wmt14``) to fetch and prepare
-ahead of training.
+Run ``nmtkit prepare iwslt14`` (or ``wmt14``; :func:`prepare` from Python) to fetch and
+prepare ahead of training.
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ import json
 import logging
 import re
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -517,14 +516,3 @@ def prepare(corpus: str, splits: Iterable[str] | None = None) -> dict[str, int]:
         manifest = json.loads(_manifest_path(corpus, group).read_text(encoding="utf-8"))
         counts[split] = manifest["lines"][stem]
     return counts
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m nmtkit.data.recipes CORPUS [SPLIT...]``: the same as ``nmtkit prepare``."""
-    from ..cli import main as cli_main
-
-    return cli_main(["prepare", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -31,6 +31,7 @@ from .translator import Translator, decode_options
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
+    from ..config import DecodeConfig
 
 
 class Ensemble(Seq2Seq):
@@ -71,10 +72,12 @@ class Ensemble(Seq2Seq):
 
 
 def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] | None = None,
+                        decode: DecodeConfig | None = None,
                         **decode_overrides: Any) -> Translator:
     """A :class:`~nmtkit.decode.translator.Translator` over the ensemble of ``bundles``'
-    models, with the first one's tokenizers and decoding options (``decode_overrides``
-    replace some, see :func:`~nmtkit.decode.translator.decode_options`).
+    models, with the first one's tokenizers and ``decode`` (default: the first one's
+    decoding options; ``decode_overrides`` replace some, see
+    :func:`~nmtkit.decode.translator.decode_options`).
 
     ``ValueError`` naming the files (``names``, default the bundles' paths) if the
     vocabularies or the source direction differ. One bundle gives a plain translator.
@@ -85,7 +88,7 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
         str(b.path) if b.path is not None else f"model {i + 1}" for i, b in enumerate(bundles)]
     first = bundles[0]
     if len(bundles) == 1:
-        return first.translator(**decode_overrides)
+        return Translator.from_bundle(first, decode, **decode_overrides)
     for b, name in zip(bundles[1:], shown[1:], strict=True):
         for what, mine, theirs in (("target vocabulary", b.tgt_vocab, first.tgt_vocab),
                                    ("source vocabulary", b.src_vocab, first.src_vocab)):
@@ -106,6 +109,7 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
     cfg = first.cfg
     max_positions = min(b.cfg.model.max_positions for b in bundles)
     return Translator(Ensemble([b.model for b in bundles]), first.src_tok, first.tgt_tok,
-                      first.src_vocab, first.tgt_vocab, decode_options(cfg.decode, **decode_overrides),
+                      first.src_vocab, first.tgt_vocab,
+                      decode_options(cfg.decode if decode is None else decode, **decode_overrides),
                       cfg.data.reverse_source, max_positions, target_tags=target_tags(cfg.data),
                       reverse_target=cfg.data.reverse_target)

@@ -338,13 +338,15 @@ class Translator(TextTranslator):
     """Wraps a model with its tokenizers and vocabularies (everything a checkpoint holds)."""
 
     @classmethod
-    def from_bundle(cls, bundle: Bundle, **decode_overrides: Any) -> Translator:
+    def from_bundle(cls, bundle: Bundle, decode: DecodeConfig | None = None,
+                    **decode_overrides: Any) -> Translator:
         """A translator for a loaded checkpoint (:func:`nmtkit.checkpoint.load_bundle`) with
-        the stored decoding options, ``decode_overrides`` replacing some (see
-        :func:`decode_options`)."""
+        ``decode`` (default: the stored decoding options), ``decode_overrides`` replacing
+        some (see :func:`decode_options`)."""
         cfg = bundle.cfg
+        decode = decode_options(cfg.decode if decode is None else decode, **decode_overrides)
         return cls(bundle.model, bundle.src_tok, bundle.tgt_tok, bundle.src_vocab,
-                   bundle.tgt_vocab, decode_options(cfg.decode, **decode_overrides),
+                   bundle.tgt_vocab, decode,
                    cfg.data.reverse_source, cfg.model.max_positions,
                    target_tags=target_tags(cfg.data), reverse_target=cfg.data.reverse_target)
 

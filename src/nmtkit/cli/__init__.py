@@ -1,0 +1,82 @@
+"""The ``nmtkit`` command: :func:`main` and the top-level parser.
+
+Each command is a module of this package with its parser (``add_parser``), its examples and
+its run function (``run``); :data:`COMMANDS` lists them in the order of ``nmtkit --help``.
+The decoding flags are declared once (:mod:`nmtkit.cli.decode_options`). The layers below
+are imported when a command runs, so that ``nmtkit --help`` and a mistyped flag answer
+without loading PyTorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .. import __version__
+from ..io import OutputError
+from . import (
+    average,
+    backtranslate,
+    distill,
+    evaluate,
+    export,
+    plot,
+    prepare,
+    serve,
+    train,
+    translate,
+    tune,
+)
+from .options import HelpFormatter
+
+COMMANDS = (prepare, train, translate, evaluate, tune, backtranslate, distill, average, serve,
+            plot, export)
+"""The command modules, each with ``add_parser(subparsers)`` and ``run(args) -> int``."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``nmtkit`` and every command's parser; the summary names every command."""
+    p = argparse.ArgumentParser(prog="nmtkit", formatter_class=HelpFormatter,
+                                description="nmtkit: attention-based neural machine translation.")
+    p.add_argument("--version", action="version", version=f"nmtkit {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug-level logging")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="one of the commands below; nmtkit COMMAND --help for its options")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    p.description = f"{p.description}\n\nCommands: {', '.join(sub.choices)}."
+    return p
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``nmtkit ARGV`` (default: the command line); the exit status: 0, 2 for an error
+    the message names (no traceback), 130 when interrupted."""
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    from ..checkpoint import CheckpointError
+    from ..config import ConfigError
+    from ..data.fetch import CorpusError
+    from ..train.step import TrainingError
+
+    if isinstance(getattr(args, "beam", None), int) and args.beam < 1:
+        print(f"nmtkit: error: --beam must be >= 1, got {args.beam}", file=sys.stderr)
+        return 2
+    try:
+        rc: int = args.func(args)
+        return rc
+    except (ConfigError, CorpusError, CheckpointError, TrainingError, FileNotFoundError,
+            ValueError, OutputError) as e:
+        print(f"nmtkit: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an unwritable output, run directory or export directory
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"nmtkit: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,215 @@
+"""The decoding flags, declared once, and the one function that turns them into a
+:class:`~nmtkit.config.DecodeConfig`.
+
+translate, evaluate, backtranslate and distill take every flag (:func:`add_decode_args`);
+tune its model flags (it searches the others: its grids have their own destinations), serve
+its ``--no-fast`` and reranking flags. :func:`decode_config_from_args` reads whichever of
+them the command declared; a flag not given (``None``) keeps the checkpoint's value, and the
+options are resolved as the server's and the Python API's are
+(:func:`nmtkit.decode.translator.decode_options`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ..config import MBR_UTILITIES
+from .options import NO_FAST_HELP, THREADS_HELP, device, set_threads, thread_count
+
+if TYPE_CHECKING:
+    from ..checkpoint import Bundle
+    from ..config import DecodeConfig
+    from ..data.multilingual import Direction
+    from ..decode.translator import Translator
+
+
+def add_model_args(q: argparse.ArgumentParser) -> None:
+    """``--model`` (one, or several for an ensemble) and how to load and run it."""
+    q.add_argument("--model", required=True, action="append",
+                   help="checkpoint (.pt); repeat it for an ensemble, which averages the "
+                   "models' probabilities at each step (same vocabularies required)")
+    q.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+    q.add_argument("--device", type=device, default="cpu",
+                   help="torch device: cpu, cuda, cuda:1 ...")
+    q.add_argument("--no-verify", action="store_true",
+                   help="load a checkpoint whose weights do not match their stored checksum")
+    q.add_argument("--no-fast", action="store_true", help=NO_FAST_HELP)
+    q.add_argument("--threads", type=thread_count, default=0, help=THREADS_HELP)
+
+
+def add_reverse_model_arg(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--reverse-model", action="append", default=None, metavar="CKPT",
+                   help="a checkpoint of the reverse direction (target -> source) that "
+                   "reranks the candidates (--rerank), or a model of several directions "
+                   "that has it (a model trained both ways can be its own); repeat it to "
+                   "average several")
+
+
+def add_r2l_model_arg(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--r2l-model", action="append", default=None, metavar="CKPT",
+                   help="a right-to-left checkpoint of the same direction (trained with "
+                   "data.reverse_target: true) that also scores the candidates of --rerank, "
+                   "reading each from its end; repeat it to average several")
+
+
+def add_rerank_args(q: argparse.ArgumentParser) -> None:
+    """The reranking models and flags (:mod:`nmtkit.decode.rerank`)."""
+    add_reverse_model_arg(q)
+    add_r2l_model_arg(q)
+    q.add_argument("--rerank", type=int, default=None, metavar="N",
+                   help="rerank N candidates (the N best of a beam at least N wide) by their "
+                   "beam score plus --reverse-weight times the --reverse-model's log P(source "
+                   "| candidate) per source token (and --r2l-weight times the --r2l-model's "
+                   "per-token score; default: the checkpoint's decode.rerank, 0 = off)")
+    q.add_argument("--reverse-weight", type=float, default=None, metavar="W",
+                   help="reranking: the weight of the reverse model's score (default: the "
+                   "checkpoint's decode.reverse_weight; `nmtkit tune` chooses it on val)")
+    q.add_argument("--r2l-weight", type=float, default=None, metavar="V",
+                   help="reranking: the weight of the --r2l-model's score, its log P("
+                   "candidate | source) per token (default: the checkpoint's "
+                   "decode.r2l_weight; `nmtkit tune` chooses it on val)")
+
+
+def add_decode_args(q: argparse.ArgumentParser) -> None:
+    """The model flags, the search flags (beam, length, sampling, MBR) and reranking."""
+    add_model_args(q)
+    q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
+    q.add_argument("--length-penalty", type=float, default=None, metavar="ALPHA",
+                   help="beam search ranks by log-prob / ((5 + length) / 6)^ALPHA "
+                   "(GNMT; 0 = raw log-prob, larger favours longer outputs; default: the "
+                   "checkpoint's decode.length_penalty; `nmtkit tune` chooses it on val)")
+    q.add_argument("--max-len-a", type=float, default=None, metavar="A",
+                   help="outputs stop at A * source length + B tokens (default: the "
+                   "checkpoint's decode.max_len_a)")
+    q.add_argument("--max-len-b", type=int, default=None, metavar="B",
+                   help="... see --max-len-a (default: the checkpoint's decode.max_len_b)")
+    q.add_argument("--early-stop", action="store_true",
+                   help="beam search: stop a sentence once its best hypotheses have ended")
+    q.add_argument("--sampling", action="store_true",
+                   help="draw each token from the model's distribution instead of searching "
+                   "(back-translation, diversity); the beam is not used")
+    q.add_argument("--temperature", type=float, default=None,
+                   help="sampling: divide the log-probs by T (< 1 sharper, > 1 flatter; default 1)")
+    q.add_argument("--top-k", type=int, default=None,
+                   help="sampling: only among the K most probable tokens (default 0 = all)")
+    q.add_argument("--top-p", type=float, default=None,
+                   help="sampling: only among the most probable tokens whose mass reaches P "
+                   "(nucleus; default 1 = all)")
+    q.add_argument("--epsilon", type=float, default=None,
+                   help="sampling: only among tokens of probability >= E (epsilon sampling; "
+                   "default 0 = all; e.g. 0.02 for MBR's candidates)")
+    q.add_argument("--seed", type=int, default=None,
+                   help="sampling: random seed (default 0); the same seed, input and batch "
+                   "size give the same samples")
+    q.add_argument("--mbr", type=int, default=None, metavar="N",
+                   help="minimum Bayes risk decoding: of N candidates (the N best of a beam "
+                   "at least N wide, or N samples with --sampling) output the one with the "
+                   "highest expected --mbr-utility against the others (default: the "
+                   "checkpoint's decode.mbr, 0 = off); with --rerank M (M > N): among the "
+                   "N best of the reranking")
+    q.add_argument("--mbr-utility", choices=MBR_UTILITIES, default=None,
+                   help="MBR: sentence BLEU+1 on words, or chrF on characters (default bleu)")
+    q.add_argument("--mbr-scale", type=float, default=None, metavar="S",
+                   help="MBR over a beam's N best: each candidate weighs its probability "
+                   "to the power S (default 0: the same for each; 1: the model's posterior)")
+    add_rerank_args(q)
+
+
+def add_n_best_args(q: argparse.ArgumentParser) -> None:
+    """``--n-best`` and ``--n-samples``: several translations of each line (translate)."""
+    q.add_argument("--n-best", type=int, default=None,
+                   help="print N best as 'i<TAB>score<TAB>text', the score that orders them: "
+                   "the search's, with --rerank the reranking score, with --mbr the expected "
+                   "utility (default: the checkpoint's decode.n_best, 1 unless set)")
+    q.add_argument("--n-samples", type=int, default=None,
+                   help="with --sampling: draw N translations per line, printed as with --n-best "
+                   "(in the order drawn)")
+
+
+def add_alignment_choice_args(q: argparse.ArgumentParser) -> None:
+    """The attention that alignments read (translate ``--alignments``)."""
+    q.add_argument("--alignment-layer", type=int, default=None, metavar="L",
+                   help="--alignments from decoder layer L's source attention, counted from 0 "
+                   "(default: the checkpoint's decode.alignment_layer, -1 = the last layer); "
+                   "Transformer only")
+    q.add_argument("--alignment-head", type=int, default=None, metavar="H",
+                   help="--alignments from head H of that layer, counted from 0 (default: the "
+                   "checkpoint's decode.alignment_head, -1 = the heads' mean); Transformer only")
+
+
+def decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~nmtkit.config.DecodeConfig` fields that the flags of ``a`` give (``None``:
+    not given, or not a flag of this command: the checkpoint's). ``ValueError`` for flags
+    that do not go together."""
+    def given(dest: str) -> Any:
+        return getattr(a, dest, None)
+
+    n_samples = given("n_samples")
+    if n_samples is not None and not given("sampling"):
+        raise ValueError("--n-samples needs --sampling")
+    return {"beam": given("beam"), "n_best": n_samples or given("n_best"),
+            "length_penalty": given("length_penalty"), "max_len_a": given("max_len_a"),
+            "max_len_b": given("max_len_b"), "batch_size": given("batch_size"),
+            "fast": False if given("no_fast") else None,
+            "early_stop": True if given("early_stop") else None,
+            "sampling": True if given("sampling") else None,
+            "sampling_temperature": given("temperature"), "sampling_top_k": given("top_k"),
+            "sampling_top_p": given("top_p"), "sampling_seed": given("seed"),
+            "sampling_epsilon": given("epsilon"),
+            "mbr": given("mbr"), "mbr_utility": given("mbr_utility"),
+            "mbr_scale": given("mbr_scale"),
+            "rerank": given("rerank"), "reverse_weight": given("reverse_weight"),
+            "r2l_weight": given("r2l_weight"),
+            "alignment_layer": given("alignment_layer"),
+            "alignment_head": given("alignment_head")}
+
+
+def decode_config_from_args(a: argparse.Namespace, base: DecodeConfig) -> DecodeConfig:
+    """``base`` (a checkpoint's ``decode`` section) with the decoding flags of ``a`` applied:
+    the one place a command's flags become decoding options
+    (:func:`nmtkit.decode.translator.decode_options` resolves and checks them)."""
+    from ..decode.translator import decode_options
+
+    return decode_options(base, **decode_overrides(a))
+
+
+def translator_from_args(a: argparse.Namespace, *, tuning: bool = False
+                         ) -> tuple[Bundle, Translator]:
+    """(the first checkpoint's bundle, a translator of the one or more ``--model`` given,
+    with the decoding options of the flags, :func:`decode_config_from_args`); with
+    ``--reverse-model``/``--r2l-model``, the models that rerank its candidates (``tuning``:
+    also without ``decode.rerank``, whose sizes tune tries)."""
+    from ..checkpoint import load_bundle
+    from ..decode.ensemble import ensemble_translator
+
+    decode_overrides(a)  # flags that do not go together: said before loading anything
+    set_threads(a.threads)
+    bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
+    decode = decode_config_from_args(a, bundles[0].cfg.decode)
+    tr = ensemble_translator(bundles, a.model, decode=decode)
+    if getattr(a, "reverse_model", None) or getattr(a, "r2l_model", None):
+        from ..data.multilingual import evaluation_direction
+
+        _, forward = evaluation_direction(bundles[0].cfg.data, getattr(a, "src_lang", None),
+                                          getattr(a, "tgt_lang", None))
+        attach_reverse(a, tr, forward, rerank_given=not tuning)
+    return bundles[0], tr
+
+
+def attach_reverse(a: argparse.Namespace, tr: Translator, forward: Direction,
+                   rerank_given: bool = True) -> None:
+    """``tr.reverse``: the ``--reverse-model`` and ``--r2l-model`` checkpoints that rerank
+    ``tr``'s candidates, checked against ``forward``, the direction ``tr`` translates.
+    ``rerank_given``: refuse them without ``decode.rerank`` (false for tune, which tries
+    ``--rerank`` sizes of its own)."""
+    from ..checkpoint import load_bundle
+    from ..decode.rerank import reverse_scorer
+
+    reverse, r2l = a.reverse_model or [], getattr(a, "r2l_model", None) or []
+    if not tr.decode_cfg.rerank and rerank_given:
+        raise ValueError(f"{'--reverse-model' if reverse else '--r2l-model'} scores the "
+                         "candidates of decode.rerank: add --rerank N (e.g. --rerank 10)")
+    tr.reverse = reverse_scorer(
+        [load_bundle(m, a.device, verify=not a.no_verify) for m in reverse], forward, reverse,
+        r2l=[load_bundle(m, a.device, verify=not a.no_verify) for m in r2l], r2l_names=r2l)

@@ -1,0 +1,151 @@
+"""``nmtkit serve``: the HTTP API and web page of a checkpoint (PyTorch) or of a CTranslate2
+export."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..serve.limits import ServeLimits as L
+from .decode_options import add_rerank_args, attach_reverse, decode_config_from_args, decode_overrides
+from .options import NO_FAST_HELP, Subparsers, add_command, device, port, set_threads, thread_count
+
+if TYPE_CHECKING:
+    from ..decode.translator import TextTranslator
+    from ..serve.app import ServedBundle
+
+EXAMPLES = ("  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
+            "  curl -s localhost:8000/v1/translate -H 'content-type: application/json' "
+            "-d '{\"texts\": [\"Ein Hund.\"]}'\n"
+            "  nmtkit serve --model runs/DE_EN/best.pt --reverse-model runs/EN_DE/best.pt "
+            "--rerank 20 --reverse-weight 2")
+
+
+def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    sv = add_command(sub, "serve", run, examples=EXAMPLES,
+                     help="HTTP API and web page for a checkpoint or a CTranslate2 export "
+                     "(needs [serve])")
+    sv.add_argument("--model", required=True,
+                    help="checkpoint (.pt); with --engine ctranslate2 an export directory")
+    sv.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+                    help="what runs the search: torch (nmtkit's model; attention maps on the "
+                    "page) or ctranslate2 (a directory written by `nmtkit export "
+                    "--format ctranslate2`; faster, no attention maps; needs [export])")
+    sv.add_argument("--compute-type", default=None,
+                    choices=["default", "auto", "int8", "int8_float32", "int8_float16",
+                             "int8_bfloat16", "int16", "float16", "bfloat16", "float32"],
+                    help="--engine ctranslate2: CTranslate2's compute type (default: int8 on "
+                    "cpu, float16 on cuda; 'default': the type the export stores)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    sv.add_argument("--port", type=port, default=8000, help="TCP port (0 = any free port)")
+    sv.add_argument("--device", type=device, default="cpu", help="torch device: cpu, cuda ...")
+    sv.add_argument("--no-verify", action="store_true",
+                    help="load a checkpoint whose weights do not match their stored checksum")
+    sv.add_argument("--no-fast", action="store_true", help=NO_FAST_HELP)
+    sv.add_argument("--threads", type=thread_count, default=0,
+                    help="torch threads, or CTranslate2's intra-op threads (0 = the library's "
+                    "own choice)")
+    sv.add_argument("--max-texts", type=int, default=L.max_texts, help="texts per request")
+    sv.add_argument("--max-chars", type=int, default=L.max_chars, help="characters per text")
+    sv.add_argument("--max-beam", type=int, default=L.max_beam, help="largest beam a request may ask for")
+    sv.add_argument("--max-length", type=int, default=L.max_length,
+                    help="the most output tokens of any answer (a request's max_length may "
+                    "ask for fewer)")
+    sv.add_argument("--max-body-bytes", type=int, default=L.max_body_bytes,
+                    help="largest request body accepted (413 above)")
+    sv.add_argument("--timeout", type=float, default=L.timeout_s,
+                    help="seconds per request before a 503")
+    sv.add_argument("--max-batch", type=int, default=L.max_batch,
+                    help="sentences merged into one model call")
+    sv.add_argument("--allowed-hosts", metavar="H1,H2",
+                    help="Host header names accepted, comma-separated ('*' = any; default: the "
+                    "bind address, 127.0.0.1, localhost, ::1)")
+    sv.add_argument("--timeout-keep-alive", type=float, default=5.0,
+                    help="seconds an idle keep-alive connection is held open (default 5; "
+                    "rounded up to whole seconds)")
+    sv.add_argument("--max-wait-ms", type=float, default=L.max_wait_ms,
+                    help="how long a request waits for others to batch with")
+    add_rerank_args(sv)  # every answer reranked (--engine torch, a model of one direction)
+
+
+def run(a: argparse.Namespace) -> int:
+    from ..serve.security import (
+        check_bindable,
+        check_keep_alive,
+        default_allowed_hosts,
+        parse_allowed_hosts,
+    )
+
+    # Every option checked before the model is loaded (ValueError -> "nmtkit: error: ...", 2).
+    limits = L(max_texts=a.max_texts, max_chars=a.max_chars, max_beam=a.max_beam,
+               max_length=a.max_length, max_body_bytes=a.max_body_bytes,
+               timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms)
+    hosts = (parse_allowed_hosts(a.allowed_hosts) if a.allowed_hosts is not None
+             else default_allowed_hosts(a.host))
+    keep_alive = check_keep_alive(a.timeout_keep_alive)
+    check_bindable(a.host, a.port)
+    try:  # fastapi, uvicorn: optional dependencies
+        import uvicorn
+
+        from ..serve.app import create_app
+    except ImportError as e:
+        raise SystemExit(f"nmtkit: error: serving needs the 'serve' extra "
+                         f"(pip install 'nmtkit[serve]'): {e}") from None
+    bundle, translator = served_bundle(a)
+    if a.host not in ("127.0.0.1", "localhost", "::1"):
+        logging.getLogger("nmtkit.serve").warning(
+            "listening on %s: the service is reachable from other machines", a.host)
+    uvicorn.run(create_app(bundle, limits, translator, allowed_hosts=hosts), host=a.host, port=a.port,
+                log_level="debug" if a.verbose else "info",
+                timeout_keep_alive=math.ceil(keep_alive))  # uvicorn takes whole seconds
+    return 0
+
+
+def served_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator | None]:
+    """What ``nmtkit serve`` serves: a checkpoint run by PyTorch (``--engine torch``), or an
+    ``nmtkit export --format ctranslate2`` directory run by CTranslate2 (``--engine
+    ctranslate2``); and the translator, where the flags ask for other than the default one."""
+    if a.engine == "ctranslate2":
+        if a.no_fast or a.no_verify:
+            raise ValueError("--no-fast and --no-verify apply to --engine torch (a checkpoint) only")
+        if (a.reverse_model or a.r2l_model or a.rerank or a.reverse_weight is not None
+                or a.r2l_weight is not None):
+            raise ValueError("--reverse-model, --r2l-model, --rerank and their weights: the "
+                             "server reranks with --engine torch (a checkpoint) only")
+        try:  # ctranslate2: an optional dependency
+            from ..export.ctranslate2 import load_export_bundle
+        except ImportError as e:
+            raise SystemExit(f"nmtkit: error: --engine ctranslate2 needs the 'export' extra "
+                             f"(pip install 'nmtkit[export]'): {e}") from None
+        return load_export_bundle(a.model, a.device, a.compute_type, a.threads), None
+    if a.compute_type is not None:
+        raise ValueError("--compute-type applies to --engine ctranslate2 only")
+    if (Path(a.model) / "nmtkit.json").is_file():
+        raise ValueError(f"{a.model}: a CTranslate2 export directory; serve it with "
+                         "--engine ctranslate2 (or serve the checkpoint it was exported from)")
+    from ..checkpoint import load_bundle
+    from ..decode.translator import Translator
+
+    set_threads(a.threads)
+    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
+    given = any(v is not None for v in decode_overrides(a).values())  # --no-fast, reranking
+    if not (given or a.reverse_model or a.r2l_model):
+        return bundle, None
+    tr = Translator.from_bundle(bundle, decode_config_from_args(a, bundle.cfg.decode))
+    if tr.decode_cfg.rerank and not (a.reverse_model or a.r2l_model):
+        raise ValueError("--rerank needs the model(s) of the reverse direction that score the "
+                         "candidates: give --reverse-model CKPT (or a right-to-left model, "
+                         "--r2l-model CKPT)")
+    if a.reverse_model or a.r2l_model:
+        data = bundle.cfg.data
+        if data.directions:
+            raise ValueError(f"{a.model} translates {', '.join(data.directions)}: the server "
+                             "reranks a model of one direction (each request's tgt_lang would "
+                             "need reverse models of its own)")
+        from ..data.multilingual import Direction
+
+        attach_reverse(a, tr, Direction(data.src_lang, data.tgt_lang))
+    return bundle, tr

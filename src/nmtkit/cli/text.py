@@ -1,0 +1,88 @@
+"""Text the commands read: input lines (a file or stdin, one output line per input line), and
+the scored text of evaluate and tune (a corpus split, or ``--src FILE --ref FILE``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..checkpoint import Bundle
+    from ..config import DataConfig
+
+
+class InputError(ValueError):
+    """Input text that cannot be read (the message names where)."""
+
+
+def read_input(path: str | None) -> list[str]:
+    """The lines of ``path`` (``None`` or ``-``: stdin), without their line ends."""
+    if path and path != "-":
+        from ..data.corpora import read_lines
+
+        return read_lines(path)
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(f"<stdin>:{line}: invalid UTF-8") from None
+    # Split on "\n" only: str.splitlines() would also break at \x1c, \x85, \u2028 and friends,
+    # and one input line must always give exactly one output line.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def one_line(text: str) -> str:
+    """A translation never spans lines (output line i answers input line i)."""
+    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+
+
+def check_lines(path: str | None, given: list[Any] | None, n: int) -> None:
+    """``InputError`` unless the lines of ``path`` (``given``, if any) are one per input line."""
+    if given is not None and len(given) != n:
+        raise InputError(f"{path} has {len(given)} lines but the input has {n}: give one line per "
+                         "input line (empty for none)")
+
+
+def add_scored_text_args(q: argparse.ArgumentParser, split_help: str) -> None:
+    """``--split`` or ``--src``/``--ref``, and the direction of a multilingual model."""
+    q.add_argument("--split", help=split_help)
+    q.add_argument("--src", help="source file")
+    q.add_argument("--ref", help="reference file")
+    q.add_argument("--src-lang", metavar="LANG",
+                   help="a model of several directions (data.directions): the source "
+                   "language of --split (needed when several directions go into --tgt-lang)")
+    q.add_argument("--tgt-lang", metavar="LANG",
+                   help="a model of several directions: the direction's target language "
+                   "(needed when it has several)")
+
+
+def scored_text(a: argparse.Namespace, bundle: Bundle, command: str
+                ) -> tuple[list[str], list[str], str, DataConfig, str | None]:
+    """(sources, references, their name, the data section they come from, the target
+    language to ask for) of ``--split NAME`` (a corpus split, one direction of a multilingual
+    model) or of ``--src FILE --ref FILE``."""
+    from ..data.corpora import load_parallel, read_lines
+    from ..data.multilingual import evaluation_direction
+
+    data = bundle.cfg.data
+    if a.split and (a.src or a.ref):
+        raise InputError(f"{command} takes --split NAME or --src FILE --ref FILE, not both")
+    if a.split:  # one direction of a multilingual model (data.directions): its files
+        data, direction = evaluation_direction(data, a.src_lang, a.tgt_lang)
+        tgt_lang = direction.tgt if bundle.cfg.data.directions else a.tgt_lang
+        par = load_parallel(data, a.split)
+        return par.src, par.tgt, a.split, data, tgt_lang
+    if a.src and a.ref:
+        if a.src_lang:  # not needed to translate --src, but a wrong one is a mistake: say so
+            evaluation_direction(data, a.src_lang, a.tgt_lang)
+        src, ref = read_lines(a.src), read_lines(a.ref)
+        if len(src) != len(ref):
+            raise InputError(f"{a.src} has {len(src)} lines but {a.ref} has {len(ref)}: "
+                             "give one reference line per source line")
+        return src, ref, a.src, data, a.tgt_lang
+    raise InputError(f"{command} needs --split NAME or --src FILE --ref FILE")

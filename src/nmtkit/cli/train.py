@@ -1,0 +1,73 @@
+"""``nmtkit train``: train a model from a YAML recipe (resume, fine-tune, overwrite)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from .options import NO_FAST_HELP, Subparsers, add_command
+
+EXAMPLES = ("  nmtkit train configs/copy_task.yaml\n"
+            "  nmtkit train configs/multi30k_transformer_small.yaml --set train.max_minutes=60\n"
+            "  nmtkit train configs/multi30k_transformer_small.yaml --resume\n"
+            "  nmtkit train NEW.yaml --init-from runs/NAME/best.pt --report-splits val "
+            "test_2016_flickr")
+
+
+def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    t = add_command(sub, "train", run, examples=EXAMPLES, help="train a model from a YAML recipe")
+    t.add_argument("config", help="YAML recipe (see configs/)")
+    t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (repeatable)")
+    t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
+    t.add_argument("--no-fast", action="store_true",
+                   help=NO_FAST_HELP + "; sets train.fast and decode.fast")
+    mode = t.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
+    mode.add_argument("--overwrite", action="store_true",
+                      help="start afresh in a RUN_DIR that holds an earlier run: its checkpoints "
+                      "and metrics are moved aside to RUN_DIR/.overwritten.*/ and deleted once the "
+                      "new run saves its first checkpoint (put back if the new run fails or is "
+                      "interrupted before then)")
+    t.add_argument("--init-from", metavar="CKPT",
+                   help="fine-tune: start from this checkpoint's weights, tokenizers and "
+                   "vocabularies (its model section must match), with a fresh optimizer and "
+                   "schedule; see train.freeze")
+    t.add_argument("--vocab-from", metavar="CKPT",
+                   help="encode the corpus with this checkpoint's tokenizers and vocabularies "
+                   "instead of learning new ones (fresh weights, any model section): e.g. a "
+                   "distilled student that is to join its teachers' ensemble")
+    t.add_argument("--report-splits", nargs="+", metavar="SPLIT",
+                   help="score these splits (BLEU, chrF) before training and at its end into "
+                   "RUN_DIR/forgetting.json (sets train.forgetting_splits); SRC-TGT:SPLIT "
+                   "scores a split in another direction, e.g. de-en:test_2016_flickr")
+
+
+def run(a: argparse.Namespace) -> int:
+    from ..config import check_trainable, load
+    from ..train.distributed import world_info
+    from ..train.loop import train
+
+    sets = [*a.set, *(["train.fast=false", "decode.fast=false"] if a.no_fast else [])]
+    if a.report_splits:
+        sets.append(f"train.forgetting_splits={json.dumps(a.report_splits)}")
+    cfg = load(a.config, sets)
+    check_trainable(cfg, a.config)
+    run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
+    result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
+                   on_validation=curves_callback(), init_from=a.init_from,
+                   vocab_from=a.vocab_from)
+    if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
+        print(json.dumps({"run_dir": str(run_dir), **result}))
+    return 0
+
+
+def curves_callback() -> Callable[[str | Path], None] | None:
+    """``curves.png`` redrawn after each validation when matplotlib is installed, else None."""
+    try:  # matplotlib: an optional dependency
+        from ..viz.curves import redraw_curves
+    except ImportError:
+        return None
+    return redraw_curves
