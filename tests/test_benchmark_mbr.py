@@ -105,20 +105,3 @@ def test_reranked_settings_share_one_search_and_r2l_models_score_too(model_path,
     alone = mbr_bench.run_split(tr, tr.decode_cfg, r["rows"][3]["options"], par.src, par.tgt,
                                 None, None)
     assert alone["bleu"] == r["rows"][3]["val"]["bleu"]
-
-
-def test_the_report_shows_tunes_val_grid_one_row_per_length_penalty():
-    report = load_benchmark("report")
-    trials = [{"length_penalty": 0.6, "rerank": 0, "reverse_weight": None, "bleu": 30.0},
-              {"length_penalty": 0.6, "rerank": 20, "reverse_weight": 1.0, "bleu": 31.0},
-              {"length_penalty": 0.6, "rerank": 20, "reverse_weight": 3.0, "bleu": 31.5},
-              {"length_penalty": 1.0, "rerank": 0, "reverse_weight": None, "bleu": 30.5}]
-    lines = report.val_grid_table({"trials": trials, "command": "nmtkit tune ..."}, "bleu")
-    assert lines[2] == "| length penalty | beam alone | rerank 20, w 1 | rerank 20, w 3 |"
-    assert lines[4:] == ["| 0.6 | 30.00 | 31.00 | **31.50** |", "| 1 | 30.50 | - | - |"]
-    with_mbr = [*trials, {"length_penalty": 0.6, "mbr": 5, "rerank": 0, "bleu": 30.2},
-                {"length_penalty": 0.6, "mbr": 5, "rerank": 20, "reverse_weight": 3.0, "bleu": 32.0}]
-    lines = report.val_grid_table({"trials": with_mbr, "command": "nmtkit tune ..."}, "bleu")
-    assert lines[2] == ("| length penalty | beam alone | MBR 5 | rerank 20, w 1 | rerank 20, w 3 "
-                        "| rerank 20, w 3, then MBR 5 |")
-    assert lines[4] == "| 0.6 | 30.00 | 30.20 | 31.00 | 31.50 | **32.00** |"

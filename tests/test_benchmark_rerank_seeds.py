@@ -153,31 +153,3 @@ def test_refusals(runs):
     with pytest.raises(ValueError, match="has no official tokenized reference"):
         seeds_bench.study([runs["fwd"]], [runs["rev"]], [runs["r2l5"]], "bleu_official_tok",
                           [0.6], [1.0], [1.0], rerank=4)
-
-
-def test_the_report_shows_every_arm_and_the_seeds_mean_gain():
-    report = load_benchmark("report")
-
-    def arm(name, kind, val, test, r2l=()):
-        return {"name": name, "kind": kind, "r2l_models": list(r2l),
-                "chosen": {"length_penalty": 1.0, "reverse_weight": 2.0, "r2l_weight": 1.0},
-                "val": {"bleu_official_tok": val, "bleu": val - 2},
-                "test": {"bleu_official_tok": test, "bleu": test - 2}}
-
-    r = {"title": "T", "protocol": "P", "metric": "bleu_official_tok", "command": "python x",
-         "machine": "M", "threads": 2, "torch": "2.13.0+cpu",
-         "matmul_gflops": {"torch": 120.0, "onednn": 110.0},
-         "arms": [arm("beam 20 alone", "beam", 38.0, 37.5), arm("reverse model", "reverse", 39.0, 38.0),
-                  arm("reverse + right-to-left a", "seed", 39.5, 38.75, "a"),
-                  arm("reverse + right-to-left b", "seed", 39.25, 37.75, "b")],
-         "gains": [{"val": 0.5, "test": 0.75}, {"val": 0.25, "test": -0.25}],
-         "gain_mean": {"val": 0.38, "test": 0.25}, "gain_sd": {"val": 0.18, "test": 0.71}}
-    lines = report.rerank_seeds_table(r, "rerank_seeds_x.json")
-    assert lines[0] == "### T"
-    assert "| reverse model | 1, 2, 1 | 39.00 | 38.00 | 36.00 | - | - |" in lines
-    assert "| reverse + right-to-left a | 1, 2, 1 | 39.50 | 38.75 | 36.75 | +0.50 | +0.75 |" in lines
-    assert "| beam 20 alone | 1, 2, 1 | 38.00 | 37.50 | 35.50 | -1.00 | -0.50 |" in lines
-    assert ("Over 2 right-to-left seeds, the gain over the reverse model alone: val +0.38 "
-            "(s.d. 0.18), test +0.25 (s.d. 0.71) bleu_official_tok.") in lines
-    assert lines[-2].startswith("Machine: M, 2 threads, torch 2.13.0+cpu, matmul torch 120, "
-                                "onednn 110 GFLOP/s (`rerank_seeds_x.json`).")
