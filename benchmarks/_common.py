@@ -184,3 +184,24 @@ def nmtkit_checkpoint_module():
     except ImportError:
         from nmtkit.train import checkpoint  # type: ignore[no-redef]
     return checkpoint
+
+
+def nmtkit_translator(bundle, **decode_overrides):
+    """A translator of a loaded checkpoint: ``Translator.from_bundle`` (``bundle.translator()``
+    in trees before the CLI and translator options of issue 63), so that ``--src`` can time
+    such a tree."""
+    if hasattr(bundle, "translator"):  # a tree before issue 63
+        return bundle.translator(**decode_overrides)
+    from nmtkit.decode.translator import Translator
+
+    return Translator.from_bundle(bundle, **decode_overrides)
+
+
+def nmtkit_translate(tr, lines, **options):
+    """``tr.translate(lines, TranslateOptions(**options))`` (keyword arguments in trees before
+    issue 63), so that ``--src`` can time such a tree."""
+    try:
+        from nmtkit.decode.options import TranslateOptions
+    except ImportError:  # a tree before issue 63
+        return tr.translate(lines, **options)
+    return tr.translate(lines, TranslateOptions(**options))

@@ -61,7 +61,7 @@ PEERS_REFERENCE_GREEDY = 1.92
 
 def worker(a: argparse.Namespace) -> dict:
     import torch
-    from _common import nmtkit_checkpoint_module
+    from _common import nmtkit_checkpoint_module, nmtkit_translate, nmtkit_translator
 
     from nmtkit.data.corpora import load_parallel
 
@@ -80,13 +80,14 @@ def worker(a: argparse.Namespace) -> dict:
         runs += [("beam5_prefix", 5, False, {"prefixes": prefixes}),
                  ("beam5_constraint", 5, False, {"constraints": constraints})]
     for name, beam, early, extra in runs:
-        tr = bundle.translator(early_stop=early, **({"fast": False} if a.no_fast else {}))
+        tr = nmtkit_translator(bundle, early_stop=early, **({"fast": False} if a.no_fast else {}))
 
         def run(lines: list[str], tr=tr, beam: int = beam, extra: dict = extra) -> list[str]:
             if not extra:
                 return tr.translate_lines(lines, beam=beam, batch_size=a.batch_size)
             cut = {k: v[: len(lines)] for k, v in extra.items()}
-            return [r[0].text for r in tr.translate(lines, beam=beam, batch_size=a.batch_size, **cut)]
+            return [r[0].text for r in nmtkit_translate(tr, lines, beam=beam, batch_size=a.batch_size,
+                                                        **cut)]
 
         run(src[: a.batch_size])  # warm-up
         best = float("inf")

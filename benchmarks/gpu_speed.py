@@ -140,7 +140,7 @@ def _padded_target_tokens(tr, index) -> int:
 
 
 def decode_speed(a: argparse.Namespace, torch) -> dict:
-    from _common import nmtkit_checkpoint_module
+    from _common import nmtkit_checkpoint_module, nmtkit_translator
 
     from nmtkit.data.corpora import load_parallel
 
@@ -148,7 +148,7 @@ def decode_speed(a: argparse.Namespace, torch) -> dict:
 
     bundle = load_bundle(a.model, "cuda")
     src = load_parallel(bundle.cfg.data, "test_2016_flickr").src
-    tr = bundle.translator()
+    tr = nmtkit_translator(bundle)
     out = {"model": a.model, "n": len(src), "batch_size": a.batch_size}
     for name, beam in (("greedy", 1), (f"beam{a.beam}", a.beam)):
         tr.translate_lines(src[: a.batch_size], beam=beam, batch_size=a.batch_size)  # warm-up

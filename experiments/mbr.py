@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # b
 from _common import emit, gemm_peaks_gflops, machine
 from seeds import commit
 
-from nmtkit.config import TUNE_METRICS, DecodeConfig, _build, parse_override
+from nmtkit.config import TUNE_METRICS, DecodeConfig, build_section, parse_override
+from nmtkit.decode.options import TranslateOptions
 
 DEFAULT_SETTINGS = ["", "mbr=10", "mbr=20", "mbr=20,mbr_scale=1", "mbr=20,mbr_utility=chrf",
                     "mbr=20,sampling=true,sampling_epsilon=0.02"]
@@ -48,7 +49,7 @@ def parse_setting(text: str) -> dict[str, Any]:
     for item in filter(None, (p.strip() for p in text.split(","))):
         path, value = parse_override(item)
         given[".".join(path)] = value
-    typed = _build(DecodeConfig, given, "--setting", "")
+    typed = build_section(DecodeConfig, given, "--setting", "")
     return {k: getattr(typed, k) for k in given}
 
 
@@ -76,7 +77,8 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
         if key not in searches:
             tr.decode_cfg = search
             start = time.perf_counter()
-            searches[key] = (tr.translate(sources, tgt_lang=tgt_lang), time.perf_counter() - start)
+            results = tr.translate(sources, TranslateOptions(tgt_lang=tgt_lang))
+            searches[key] = (results, time.perf_counter() - start)
         results, seconds = searches[key]
         hyps = [choose(r, replace(cfg, n_best=1))[0].text for r in results]
     else:
@@ -149,7 +151,7 @@ def compare(models: list[str], settings: list[str], metric: str, valid: str | No
     parsed = [parse_setting(s) for s in settings]
     tr, data, direction, ask = load_translator(models, batch_size, src_lang, tgt_lang)
     if reverse_models or r2l_models:
-        from nmtkit.decode.rerank import reverse_scorer
+        from nmtkit.decode.reverse_models import reverse_scorer
 
         tr.reverse = reverse_scorer([load_bundle(m) for m in reverse_models or []], direction,
                                     reverse_models or [],

@@ -44,6 +44,7 @@ from mbr import add_direction_args, add_run_args, load_split, load_translator, s
 from seeds import commit
 
 from nmtkit.config import TUNE_METRICS
+from nmtkit.decode.options import TranslateOptions
 
 METRICS = (*TUNE_METRICS, "bleu_official_tok")
 """The scores an arm may choose by: ``nmtkit tune``'s, or BLEU against the official
@@ -58,7 +59,7 @@ def candidate_lists(tr: Any, base: Any, sources: list[str], alpha: float,
 
     tr.decode_cfg = reranking_search(replace(base, length_penalty=alpha))
     start = time.perf_counter()
-    results = tr.translate(sources, tgt_lang=tgt_lang)
+    results = tr.translate(sources, TranslateOptions(tgt_lang=tgt_lang))
     return results, time.perf_counter() - start
 
 
@@ -113,7 +114,7 @@ def study(models: list[str], reverse_models: list[str], r2l_models: list[str], m
     of several directions (``data.directions``) are evaluated in; a reverse model of several
     directions is then asked for ``src_lang``."""
     from nmtkit.checkpoint import load_bundle
-    from nmtkit.decode.rerank import reverse_scorer
+    from nmtkit.decode.reverse_models import reverse_scorer
     from nmtkit.decode.translator import decode_options
 
     if metric not in METRICS:

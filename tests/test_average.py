@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint
+from nmtkit.decode.translator import Translator
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
 
@@ -27,7 +28,7 @@ def test_mean_of_weights_and_what_is_kept(steps, tmp_path):
     assert "optimizer" not in avg and "rng" not in avg
     assert avg["averaged_from"] == [str(p) for p in steps]
     assert avg["config"] == parts[-1]["config"] and avg["vocab"] == parts[-1]["vocab"]
-    assert load_bundle(out).translator().translate_lines(["1 2 3"], beam=1)[0] is not None
+    assert Translator.from_bundle(load_bundle(out)).translate_lines(["1 2 3"], beam=1)[0] is not None
 
 
 def test_refusals(steps, tmp_path):

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import load_benchmark, make_cfg
@@ -71,7 +72,6 @@ def test_reranking_settings_use_the_reverse_model_given(model_path, tmp_path):
 
 def test_reranked_settings_share_one_search_and_r2l_models_score_too(model_path, tmp_path,
                                                                      monkeypatch):
-    from nmtkit.decode.translator import Translator
 
     Trainer(make_cfg(20, ["data.src_lang=en", "data.tgt_lang=de"]), tmp_path / "rev").run()
     Trainer(make_cfg(20, ["data.reverse_target=true", "train.seed=5"]), tmp_path / "r2l").run()
@@ -95,10 +95,10 @@ def test_reranked_settings_share_one_search_and_r2l_models_score_too(model_path,
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
     from nmtkit.data.multilingual import Direction
-    from nmtkit.decode.rerank import reverse_scorer
+    from nmtkit.decode.reverse_models import reverse_scorer
 
     bundle = load_bundle(model_path)
-    tr = bundle.translator()
+    tr = Translator.from_bundle(bundle)
     tr.reverse = reverse_scorer([load_bundle(rev)], Direction("de", "en"),
                                 r2l=[load_bundle(r2l)])
     par = load_parallel(bundle.cfg.data, r["valid"])

@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import load_benchmark, make_cfg
@@ -81,13 +82,13 @@ def test_an_arms_choice_scores_as_the_translator_reranking_with_those_models(run
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
     from nmtkit.data.multilingual import Direction
-    from nmtkit.decode.rerank import reverse_scorer
+    from nmtkit.decode.reverse_models import reverse_scorer
 
     r = seeds_bench.study([runs["fwd"]], [runs["rev"]], [runs["r2l5"], runs["r2l6"]], "bleu",
                           [0.6], [2.0], [3.0], rerank=4)
     chosen = r["arms"][arm]
     bundle = load_bundle(runs["fwd"])
-    tr = bundle.translator()
+    tr = Translator.from_bundle(bundle)
     tr.reverse = reverse_scorer([load_bundle(runs["rev"])], Direction("de", "en"),
                                 r2l=[load_bundle(m) for m in chosen["r2l_models"]])
     par = load_parallel(bundle.cfg.data, r["valid"])
@@ -113,7 +114,7 @@ def test_a_model_of_both_directions_is_studied_in_the_direction_asked_for(tmp_pa
     refuses."""
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.multilingual import Direction
-    from nmtkit.decode.rerank import reverse_scorer
+    from nmtkit.decode.reverse_models import reverse_scorer
 
     root = write_corpus(tmp_path)
     both = ["data.directions=[x-z, z-x]", f"data.test={root / 'val'}"]
@@ -130,7 +131,7 @@ def test_a_model_of_both_directions_is_studied_in_the_direction_asked_for(tmp_pa
     assert r["direction"] == "x-z" and f"({model}, x->z)" in r["protocol"]
     reverse_arm = r["arms"][1]
     bundle = load_bundle(model)
-    tr = bundle.translator()
+    tr = Translator.from_bundle(bundle)
     tr.reverse = reverse_scorer([bundle], Direction("x", "z"))
     sources = (root / "val.x").read_text().splitlines()
     references = (root / "val.z").read_text().splitlines()

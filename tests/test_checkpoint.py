@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint, save_checkpoint
+from nmtkit.decode.translator import Translator
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
 
@@ -23,8 +24,8 @@ def test_checkpoint_round_trip_translates_identically(tmp_path):
     for k, v in trainer.model.state_dict().items():
         assert torch.equal(v, bundle.model.state_dict()[k]), k
     lines = ["1 2 3 4 5", "7 7 8"]
-    a = trainer.bundle().translator().translate_lines(lines, beam=2)
-    assert bundle.translator().translate_lines(lines, beam=2) == a
+    a = Translator.from_bundle(trainer.bundle()).translate_lines(lines, beam=2)
+    assert Translator.from_bundle(bundle).translate_lines(lines, beam=2) == a
     assert (tmp_path / "best.pt").exists() and (tmp_path / "metrics.csv").exists()
     assert len(list(tmp_path.glob("step_*.pt"))) == 1
 
@@ -119,7 +120,7 @@ def test_average_is_the_elementwise_mean(tmp_path):
             expect = sum(s[k].double() for s in states) / 3
             assert torch.allclose(v.double(), expect, atol=1e-6), k
     bundle = load_bundle(tmp_path / "avg.pt")
-    assert bundle.translator().translate_lines(["1 2 3"], beam=1)[0] is not None
+    assert Translator.from_bundle(bundle).translate_lines(["1 2 3"], beam=1)[0] is not None
     same = average_checkpoints([steps[0], steps[0]], tmp_path / "same.pt")
     for k, v in same["model"].items():
         assert torch.equal(v, states[0][k])
@@ -131,7 +132,7 @@ def test_a_checkpoint_written_before_nmtkit_fast_loads_and_translates_the_same()
     --n-best 2` output for the same three lines."""
     data = Path(__file__).parent / "data"
     bundle = load_bundle(data / "copy_task_v1_b02ce64.pt")
-    results = bundle.translator(beam=3, n_best=2).translate(["1 2 3", "4 5 6 7", "8 9"])
+    results = Translator.from_bundle(bundle, beam=3, n_best=2).translate(["1 2 3", "4 5 6 7", "8 9"])
     expected = [line.split("\t") for line in
                 (data / "copy_task_v1_b02ce64.expected.tsv").read_text().splitlines()]
     got = [(str(i), h.score, h.text) for i, hs in enumerate(results) for h in hs]

@@ -131,7 +131,8 @@ def test_loading_and_translating_import_no_compiler(trained):
     import sys
 
     code = ("import sys; from nmtkit.checkpoint import load_bundle; "
-            "print(load_bundle(sys.argv[1]).translator().translate_lines(['1 2 3'])); "
+            "from nmtkit.decode.translator import Translator; "
+            "print(Translator.from_bundle(load_bundle(sys.argv[1])).translate_lines(['1 2 3'])); "
             "print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(trained)], capture_output=True,
                          text=True, check=True)

@@ -8,6 +8,7 @@ import pytest
 
 from nmtkit.cli import main as cli_main
 from nmtkit.config import ConfigError, DataConfig, check_trainable, load
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import make_cfg
@@ -70,7 +71,7 @@ def test_distill_refuses_to_write_over_the_split_it_translates(run, tmp_path):
         (tmp_path / f"corpus.{lang}").write_text(line)
     data = DataConfig(corpus="parallel", train=str(tmp_path / "corpus"),
                       valid=str(tmp_path / "corpus"), src_lang="de", tgt_lang="en")
-    tr = load_bundle(run / "last.pt").translator()
+    tr = Translator.from_bundle(load_bundle(run / "last.pt"))
     with pytest.raises(ValueError, match=r"corpus\.de is also an input .*output prefix"):
         distill(tr, data, tmp_path / "corpus")
     assert (tmp_path / "corpus.en").read_text() == "2 1\n"  # the references are kept

@@ -7,7 +7,9 @@ from nmtkit.config import DecodeConfig
 from nmtkit.data.batching import pad_mask
 from nmtkit.decode.constraints import Progress, constrained_beam_search
 from nmtkit.decode.ensemble import Ensemble
+from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.search import search
+from nmtkit.decode.translator import Translator
 
 from .helpers import contains, make_cfg, mixed_batch, prefers_567, src_batch, tiny_model
 
@@ -74,10 +76,10 @@ def test_constraints_appear_in_a_trained_models_translations(tmp_path):
     from nmtkit.train.loop import Trainer
 
     Trainer(make_cfg(60), tmp_path).run()
-    tr = load_bundle(tmp_path / "last.pt").translator(beam=4, n_best=1)
+    tr = Translator.from_bundle(load_bundle(tmp_path / "last.pt"), beam=4, n_best=1)
     lines = ["1 2 3 4 5", "6 7 8", "9 9 1 2", "3 4"]
     cons = [["7 7"], [], ["1", "2 3"], ["9"]]
-    out = tr.translate(lines, constraints=cons)
+    out = tr.translate(lines, TranslateOptions(constraints=cons))
     for (h,), cs in zip(out, cons, strict=True):
         assert all(contains(h.tokens, c.split()) for c in cs), (h.text, cs)
     assert out[1][0].text == tr.translate(["6 7 8"])[0][0].text

@@ -10,6 +10,7 @@ test asks for what "learned to copy" means as bounds, not for one host's exact n
 import pytest
 
 from nmtkit.config import load
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT
@@ -32,7 +33,7 @@ def test_copy_task_is_learned(tmp_path):
     result = trainer.run()
     assert result["valid_bleu"] >= 99.0
     assert result["valid_loss"] < 0.05
-    tr = trainer.bundle().translator()
+    tr = Translator.from_bundle(trainer.bundle())
     valid = trainer.valid_text.src
     hyps = tr.translate_lines(valid, beam=1)
     # Lengths are right for all but at most 1% of the sentences: on a 2-core Intel AVX-512

@@ -14,6 +14,8 @@ from nmtkit.decode.attention import (
     sentence_attention,
     teacher_forced_maps,
 )
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.translator import Translator
 from nmtkit.models import build_model
 
 SYMBOLS = [str(i) for i in range(1, 20)]
@@ -73,7 +75,7 @@ def test_reading_order_flips_only_the_subwords():
 @pytest.mark.parametrize("reverse_source", [False, True])
 def test_sentence_attention_is_in_reading_order(reverse_source):
     bundle = tiny_bundle(reverse_source)
-    tr = bundle.translator()
+    tr = Translator.from_bundle(bundle)
     att = sentence_attention(tr, "1 2 3 4", need_attention=True)
     assert att.tokens["source"] == ["1", "2", "3", "4", "</s>"]
     t = len(att.tokens["target"])
@@ -91,7 +93,7 @@ def test_sentence_attention_is_in_reading_order(reverse_source):
 
 
 def test_sentence_attention_refuses_empty_and_long_sources():
-    tr = tiny_bundle().translator()
+    tr = Translator.from_bundle(tiny_bundle())
     with pytest.raises(ValueError, match="nothing to translate"):
         sentence_attention(tr, "   ")
     with pytest.raises(ValueError, match="attention is limited to 3"):
@@ -137,7 +139,7 @@ def test_a_model_without_attention_maps_falls_back_to_the_search():
                 raise AttributeError(name)
             return getattr(self._model, name)
 
-    tr = bundle.translator()
+    tr = Translator.from_bundle(bundle)
     att = sentence_attention(tr, "1 2 3", model=NoMaps(bundle.model), need_attention=True)
     assert list(att.maps) == ["decoder_src"]
     torch.testing.assert_close(att.maps["decoder_src"][0, 0], att.translation.attention)
@@ -147,8 +149,8 @@ def test_a_model_without_attention_maps_falls_back_to_the_search():
 
 def test_translator_attention_is_in_reading_order():
     rev = tiny_bundle(True)
-    h = rev.translator(beam=1).translate(["1 2 3"], need_attention=True)[0][0]
-    src_toks, src_ids = rev.translator().encode_source("1 2 3")
+    h = Translator.from_bundle(rev, beam=1).translate(["1 2 3"], TranslateOptions(need_attention=True))[0][0]
+    src_toks, src_ids = Translator.from_bundle(rev).encode_source("1 2 3")
     assert src_ids.tolist() == [*VOCAB.encode(["3", "2", "1"], add_eos=True)]
     tgt_in = [BOS, *VOCAB.encode(h.tokens, add_eos=False)]
     raw = teacher_forced_maps(rev.model, src_ids.tolist(), tgt_in)["decoder_src"][-1].mean(0)

@@ -19,8 +19,9 @@ from nmtkit.data.multilingual import evaluation_direction
 from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import SPECIALS, Vocab
 from nmtkit.decode.limits import MAX_PHRASES
+from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.search import search
-from nmtkit.decode.translator import TargetTextError, Translation
+from nmtkit.decode.translator import TargetTextError, Translation, Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import contains, make_cfg, mixed_batch, tiny_model
@@ -43,7 +44,7 @@ def bundle(model_path):
 
 @pytest.fixture(scope="module")
 def tr(bundle):
-    return bundle.translator(beam=2, n_best=1)
+    return Translator.from_bundle(bundle, beam=2, n_best=1)
 
 
 def write(path, text):
@@ -63,8 +64,8 @@ def test_a_constraints_file_line_over_the_phrase_cap_is_refused_naming_file_and_
     assert f"{cons}:2: 1000 phrases, more than {MAX_PHRASES} a line" in capsys.readouterr().err
     assert not out.exists()
     with pytest.raises(TargetTextError, match=rf"constraints\[1\]: {MAX_PHRASES + 1} phrases"):
-        tr.translate(["1", "2"], constraints=[[], ["1"] * (MAX_PHRASES + 1)])
-    (h,), = tr.translate(["1 2"], constraints=[["1"] * MAX_PHRASES])  # at the cap: searched
+        tr.translate(["1", "2"], TranslateOptions(constraints=[[], ["1"] * (MAX_PHRASES + 1)]))
+    (h,), = tr.translate(["1 2"], TranslateOptions(constraints=[["1"] * MAX_PHRASES]))  # at the cap: searched
     assert h.tokens.count("1") >= MAX_PHRASES
     schemas = pytest.importorskip("nmtkit.serve.schemas")
     assert schemas.MAX_PHRASES is MAX_PHRASES  # the server's cap is this one
@@ -88,9 +89,10 @@ def test_an_unknown_word_in_a_constraint_or_prefix_is_refused_naming_file_line_a
 
 def test_the_library_and_the_server_refuse_unknown_words_too(tr, bundle):
     with pytest.raises(TargetTextError, match=r"constraints\[0\]: constraint 'qqq'"):
-        tr.translate(["1 2"], constraints=[["1", "qqq"]])
+        tr.translate(["1 2"], TranslateOptions(constraints=[["1", "qqq"]]))
     with pytest.raises(ValueError, match=r"prefixes\[1\]: prefix '1 <pad>'.* no '<pad>'"):
-        tr.translate(["1", "2"], prefixes=["", "1 <pad>"])  # a control token is no word either
+        # a control token is no word either
+        tr.translate(["1", "2"], TranslateOptions(prefixes=["", "1 <pad>"]))
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
@@ -125,8 +127,8 @@ def test_a_subword_spelling_of_an_unseen_word_is_fine_a_piece_the_vocabulary_lac
 
 def test_a_constraint_longer_than_the_output_cap_is_cut_with_the_prefixs_warning(tr, caplog):
     with caplog.at_level(logging.WARNING, logger="nmtkit.decode.translator"):
-        (h,), = tr.translate(["1 2"], constraints=[[" ".join(["7"] * 20)]])
-        (p,), = tr.translate(["1 2"], prefixes=[" ".join(["7"] * 20)])
+        (h,), = tr.translate(["1 2"], TranslateOptions(constraints=[[" ".join(["7"] * 20)]]))
+        (p,), = tr.translate(["1 2"], TranslateOptions(prefixes=[" ".join(["7"] * 20)]))
     said = [r.getMessage() for r in caplog.records]
     assert f"constraint of 20 tokens truncated to {CAP}" in said
     assert f"prefix of 20 tokens truncated to {CAP}" in said  # the same words for both
@@ -137,9 +139,9 @@ def test_a_constraint_longer_than_the_output_cap_is_cut_with_the_prefixs_warning
 def test_a_line_whose_constraints_did_not_fit_is_named_in_a_warning(model_path, tr, tmp_path,
                                                                     caplog, capsys):
     too_much = [" ".join(["7"] * 10), " ".join(["8"] * 10)]  # 20 tokens under a cap of 15
-    (h,), = tr.translate(["1 2"], constraints=[too_much])
+    (h,), = tr.translate(["1 2"], TranslateOptions(constraints=[too_much]))
     assert not h.constraints_met
-    (ok,), = tr.translate(["1 2"], constraints=[too_much[:1]])
+    (ok,), = tr.translate(["1 2"], TranslateOptions(constraints=[too_much[:1]]))
     assert ok.constraints_met and contains(ok.tokens, ["7"] * 10)
     src = write(tmp_path / "in.txt", "1 2\n3 4\n")
     cons = write(tmp_path / "cons.txt", "7\n" + "\t".join(too_much) + "\n")
@@ -196,9 +198,9 @@ def test_translate_lines_takes_a_list_of_str_only(tr, lines, message):
 def test_lines_are_checked_as_they_are_consumed_and_any_iterable_of_str_is_fine(tr):
     assert tr.translate_lines(iter(["1 2", "3"])) == tr.translate_lines(["1 2", "3"])
     with pytest.raises(TypeError, match=r"constraints\[0\] must be an iterable of str, got str"):
-        tr.translate(["1 2"], constraints=["7 7"])  # one list of phrases per line
+        tr.translate(["1 2"], TranslateOptions(constraints=["7 7"]))  # one list of phrases per line
     with pytest.raises(TypeError, match="prefixes must be an iterable of str, got str"):
-        tr.translate(["1 2"], prefixes="7")
+        tr.translate(["1 2"], TranslateOptions(prefixes="7"))
 
 
 @pytest.mark.parametrize("options, message", [
@@ -211,13 +213,13 @@ def test_lines_are_checked_as_they_are_consumed_and_any_iterable_of_str_is_fine(
 ])
 def test_decoding_options_of_the_python_api_are_checked_by_name(bundle, tr, options, message):
     with pytest.raises(ConfigError, match=message):
-        bundle.translator(**options)
+        Translator.from_bundle(bundle, **options)
     if "bogus" not in options:
         with pytest.raises(ConfigError, match=message):
             tr.translate_lines(["1 2"], **options) if "n_best" not in options else \
-                tr.translate(["1 2"], **options)
+                tr.translate(["1 2"], TranslateOptions(**options))
     with pytest.raises(ValueError, match="max_length must be an int >= 1, got '3'"):
-        tr.translate(["1 2"], max_length="3")
+        tr.translate(["1 2"], TranslateOptions(max_length="3"))
 
 
 @pytest.mark.parametrize("path", [None, 123, ["x.pt"]])

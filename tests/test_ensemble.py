@@ -9,7 +9,9 @@ import torch
 from nmtkit.config import DecodeConfig
 from nmtkit.data.vocab import Vocab
 from nmtkit.decode.ensemble import Ensemble, ensemble_translator
+from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.search import search
+from nmtkit.decode.translator import Translator
 
 from .helpers import PREFIXES, make_cfg, mixed_batch, tiny_model
 
@@ -64,8 +66,9 @@ def bundle(tmp_path_factory):
 
 def test_ensemble_translator_checks_vocabularies_and_names_the_files(bundle):
     lines = ["1 2 3", "4 5 6 7"]
-    one = bundle.translator(beam=2).translate(lines, token_scores=True)
-    two = ensemble_translator([bundle, bundle], ["a.pt", "b.pt"], beam=2).translate(lines, token_scores=True)
+    scores = TranslateOptions(token_scores=True)
+    one = Translator.from_bundle(bundle, beam=2).translate(lines, scores)
+    two = ensemble_translator([bundle, bundle], ["a.pt", "b.pt"], beam=2).translate(lines, scores)
     assert [h[0].text for h in one] == [h[0].text for h in two]
     assert [h[0].score for h in two] == pytest.approx([h[0].score for h in one], abs=1e-5)
     other = Vocab([*bundle.tgt_vocab.itos, "extra"])

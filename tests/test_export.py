@@ -30,6 +30,8 @@ from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig  # noqa:
 from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  # noqa: E402
 from nmtkit.data.vocab import BOS, Vocab  # noqa: E402
 from nmtkit.decode.beams import length_caps  # noqa: E402
+from nmtkit.decode.options import TranslateOptions  # noqa: E402
+from nmtkit.decode.translator import Translator  # noqa: E402
 from nmtkit.export import ExportError  # noqa: E402
 from nmtkit.export.ctranslate2 import (  # noqa: E402
     CTranslate2Translator,
@@ -89,8 +91,9 @@ def test_token_log_probs_equal_teacher_forcing(copy_export):
 def test_greedy_output_equals_nmtkit(copy_export):
     ckpt, out = copy_export
     lines = sentences() + ["w3 unknown-symbol w4", ""]
-    ours = load_bundle(ckpt).translator().translate(lines, beam=1)
-    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines, beam=1, batch_size=5)
+    ours = Translator.from_bundle(load_bundle(ckpt)).translate(lines, TranslateOptions(beam=1))
+    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines,
+                                                                   TranslateOptions(beam=1, batch_size=5))
     assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
     assert [h[0].text for h in theirs] == [h[0].text for h in ours]
     bundle = load_bundle(ckpt)
@@ -112,8 +115,9 @@ def test_beam_output_equals_nmtkit(copy_export):
     ckpt, out = copy_export
     bundle = load_bundle(ckpt)
     lines = sentences(32, seed=1)
-    ours = bundle.translator().translate(lines, beam=4)
-    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines, beam=4, batch_size=7)
+    ours = Translator.from_bundle(bundle).translate(lines, TranslateOptions(beam=4))
+    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines,
+                                                                   TranslateOptions(beam=4, batch_size=7))
     same = 0
     for line, o, t in zip(lines, ours, theirs, strict=True):
         o, t = o[0], t[0]
@@ -134,9 +138,9 @@ def test_beam_with_length_penalty_is_consistent(copy_export):
     ckpt, out = copy_export
     bundle = load_bundle(ckpt)
     lines = sentences(16, seed=2)
-    ours = bundle.translator(length_penalty=0.6).translate(lines, beam=4)
-    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines, beam=4,
-                                                                   length_penalty=0.6)
+    ours = Translator.from_bundle(bundle, length_penalty=0.6).translate(lines, TranslateOptions(beam=4))
+    theirs = CTranslate2Translator(out, intra_threads=1).translate(lines, TranslateOptions(beam=4,
+                                                                   length_penalty=0.6))
     for line, t in zip(lines, theirs, strict=True):
         t = t[0]
         per_token = nmtkit_log_prob(bundle, line, t.tokens)
@@ -160,10 +164,10 @@ def test_pad_and_bos_are_never_produced(tmp_path):
     out = export_ctranslate2(ckpt, tmp_path / "ct2")
     lines = sentences(6, seed=6)
     tr = CTranslate2Translator(out, intra_threads=1)
-    ours = load_bundle(ckpt).translator().translate(lines, beam=1)
-    theirs = tr.translate(lines, beam=1)
+    ours = Translator.from_bundle(load_bundle(ckpt)).translate(lines, TranslateOptions(beam=1))
+    theirs = tr.translate(lines, TranslateOptions(beam=1))
     assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
-    for h in tr.translate(lines, beam=3, n_best=3):  # (these run to the cap: no equality)
+    for h in tr.translate(lines, TranslateOptions(beam=3, n_best=3)):  # (these run to the cap: no equality)
         assert not any(t in ("<s>", "<pad>") for hyp in h for t in hyp.tokens)
 
 
@@ -179,18 +183,18 @@ def test_max_length_and_cap_are_respected(copy_export):
     ckpt, out = copy_export
     tr = CTranslate2Translator(out, intra_threads=1)
     lines = sentences(6, seed=4)
-    ours = load_bundle(ckpt).translator().translate(lines, beam=1, max_length=2)
-    theirs = tr.translate(lines, beam=1, max_length=2)
+    ours = Translator.from_bundle(load_bundle(ckpt)).translate(lines, TranslateOptions(beam=1, max_length=2))
+    theirs = tr.translate(lines, TranslateOptions(beam=1, max_length=2))
     assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
     assert all(len(h[0].tokens) <= 2 for h in theirs)
-    loose = tr.translate(lines, beam=1, exact_caps=False)  # one call, the largest cap
+    loose = tr.translate(lines, TranslateOptions(beam=1), exact_caps=False)  # one call, the largest cap
     assert all(len(h[0].tokens) <= max(length_cap(len(x.split()) + 1, tr.decode_cfg) for x in lines)
                for h in loose)
-    nbest = tr.translate(lines[:2], beam=4, n_best=3)
+    nbest = tr.translate(lines[:2], TranslateOptions(beam=4, n_best=3))
     assert [len(h) for h in nbest] == [3, 3]
     assert all(h[0].score >= h[1].score >= h[2].score for h in nbest)
     with pytest.raises(ValueError, match="n_best"):
-        tr.translate(lines, beam=2, n_best=3)
+        tr.translate(lines, TranslateOptions(beam=2, n_best=3))
 
 
 def test_one_shared_call_gives_each_sentence_its_own_cap(copy_export):
@@ -201,9 +205,9 @@ def test_one_shared_call_gives_each_sentence_its_own_cap(copy_export):
     tr = CTranslate2Translator(out, intra_threads=1)
     lines = sentences(20, seed=7) + ["w1", "w2 w2", "w5 w6 w7 w8 w9 w10 w11 w12 w13 w14"]
     for beam, max_length in ((1, None), (1, 4), (4, None), (4, 3)):
-        together = tr.translate(lines, beam=beam, max_length=max_length)
+        together = tr.translate(lines, TranslateOptions(beam=beam, max_length=max_length))
         for line, t in zip(lines, together, strict=True):
-            a = tr.translate([line], beam=beam, max_length=max_length)[0]
+            a = tr.translate([line], TranslateOptions(beam=beam, max_length=max_length))[0]
             assert t[0].tokens == a[0].tokens, (beam, line)
             assert t[0].score == pytest.approx(a[0].score, abs=1e-4)
 
@@ -239,7 +243,7 @@ def test_sentencepiece_export_translates_like_nmtkit(spm_checkpoint, tmp_path):
     meta = json.loads((out / "nmtkit.json").read_text())
     assert meta["tokenizers"]["src"] == {"kind": "sentencepiece", "lowercase": False,
                                          "model_file": "sentencepiece.model"}
-    ours = load_bundle(spm_checkpoint).translator().translate_lines(SPM_LINES, beam=1)
+    ours = Translator.from_bundle(load_bundle(spm_checkpoint)).translate_lines(SPM_LINES, beam=1)
     theirs = CTranslate2Translator(out, intra_threads=1).translate_lines(SPM_LINES, beam=1)
     assert theirs == ours and theirs[2] == ""
 
@@ -260,7 +264,7 @@ def test_int8_export_loads_and_translates(copy_export, tmp_path):
              for s, got in zip(src, tr.score(src, src), strict=True)]
     assert float(np.concatenate(diffs).mean()) < 0.8  # measured 0.26-0.52 nats (4 variants)
     lines = sentences(12, seed=5)
-    results = tr.translate(lines, beam=4)
+    results = tr.translate(lines, TranslateOptions(beam=4))
     for line, hyps in zip(lines, results, strict=True):
         assert len(hyps[0].tokens) <= length_cap(len(line.split()) + 1, tr.decode_cfg) - 1
         assert all(t in VOCAB for t in hyps[0].tokens)
@@ -340,7 +344,7 @@ def test_cli_export_end_to_end(spm_checkpoint, tmp_path, capsys):
     assert summary["out"] == str(out) and summary["quantization"] == "float32"
     assert "sentencepiece.model" in summary["files"]
     assert CTranslate2Translator(out).translate_lines(SPM_LINES, beam=1) == \
-        load_bundle(spm_checkpoint).translator().translate_lines(SPM_LINES, beam=1)
+        Translator.from_bundle(load_bundle(spm_checkpoint)).translate_lines(SPM_LINES, beam=1)
 
     before = (out / "model.bin").read_bytes()
     assert cli_main(["export", "--format", "ctranslate2", "--model", str(spm_checkpoint),

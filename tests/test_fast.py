@@ -8,6 +8,8 @@ import torch
 
 from nmtkit import fast
 from nmtkit.data.batching import pad_mask
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.translator import Translator
 from nmtkit.fast.attention import CpuTrainingAttention
 from nmtkit.fast.dropout import FastDropout
 from nmtkit.models.attention import MultiHeadAttention
@@ -125,9 +127,9 @@ def test_translations_agree_with_fast_on_and_off(tmp_path, positional):
     trainer.run()
     bundle = trainer.bundle()
     lines = [" ".join(str((i * 7 + j) % 20 + 1) for j in range(3 + i % 5)) for i in range(12)]
-    off = bundle.translator(fast=False).translate(lines, beam=3)
+    off = Translator.from_bundle(bundle, fast=False).translate(lines, TranslateOptions(beam=3))
     assert not any(type(m).__name__.startswith("Packed") for m in bundle.model.modules())
-    on = bundle.translator(fast=True).translate(lines, beam=3)
+    on = Translator.from_bundle(bundle, fast=True).translate(lines, TranslateOptions(beam=3))
     assert any(type(m).__name__.startswith("Packed") for m in bundle.model.modules())
     for a, b in zip(off, on, strict=True):
         assert a[0].text == b[0].text

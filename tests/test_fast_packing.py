@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from nmtkit import fast
+from nmtkit.decode.options import TranslateOptions
 from nmtkit.fast import onednn, packing
 from nmtkit.fast.packing import PackedAttention, PackedLinear, pack_for_inference, unpack
 from nmtkit.models.attention import MultiHeadAttention
@@ -112,11 +113,11 @@ def test_translator_packs_and_translations_are_unchanged(monkeypatch):
     tok = WhitespaceTokenizer()
     lines = ["a b c", "d e f g h", "i", "c c a b"]
     off = DecodeConfig(fast=False)
-    plain = Translator(model, tok, tok, src_vocab, tgt_vocab, off).translate(lines, beam=3)
+    plain = Translator(model, tok, tok, src_vocab, tgt_vocab, off).translate(lines, TranslateOptions(beam=3))
     assert not fast.is_fast(model)
     tr = Translator(model, tok, tok, src_vocab, tgt_vocab, DecodeConfig())
     assert fast.is_fast(model)
-    packed = tr.translate(lines, beam=3)
+    packed = tr.translate(lines, TranslateOptions(beam=3))
     for a, b in zip(plain, packed, strict=True):
         assert a[0].text == b[0].text and a[0].score == pytest.approx(b[0].score, abs=1e-4)
 

@@ -254,12 +254,13 @@ def test_plain_names_path_prefixes_and_directions_are_accepted(entry):
     assert make_cfg(5, [f"train.forgetting_splits={json.dumps([entry])}"]).train.forgetting_splits == (entry,)
 
 
-def test_forgetting_scores_a_split_in_the_parents_direction(tmp_path):
+def test_forgetting_scores_a_split_in_the_parents_direction(tmp_path, monkeypatch):
     """A model that only copies its input: on ``val`` read aa -> bb (the run's direction) it
     scores low, on ``aa-cc:val`` (cc is a copy of aa) it scores 100; the report keeps the
     names as written."""
     from types import SimpleNamespace
 
+    from nmtkit.train import finetune
     from nmtkit.train.finetune import score_splits
 
     (tmp_path / "val.aa").write_text("one two three four\nfive six seven eight\n")
@@ -272,7 +273,9 @@ def test_forgetting_scores_a_split_in_the_parents_direction(tmp_path):
             return list(lines)
 
     model = torch.nn.Linear(1, 1)
-    bundle = SimpleNamespace(model=model, translator=lambda fast=True, **decode_overrides: Copy())
+    bundle = SimpleNamespace(model=model)
+    monkeypatch.setattr(finetune, "Translator",
+                        SimpleNamespace(from_bundle=lambda bundle, **decode_overrides: Copy()))
     data = make_cfg(5, ["data.corpus=parallel", "data.src_lang=aa", "data.tgt_lang=bb"]).data
     prefix = str(tmp_path / "val")
     out = score_splits(bundle, data, (prefix, f"aa-cc:{prefix}"))  # type: ignore[arg-type]

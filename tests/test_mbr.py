@@ -12,7 +12,8 @@ from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
 from nmtkit.config import Config, ConfigError, DecodeConfig
 from nmtkit.decode import mbr
-from nmtkit.decode.translator import Translation, decode_options
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.translator import Translation, Translator, decode_options
 from nmtkit.evaluate import word_punct_tokens
 from nmtkit.train.loop import Trainer
 
@@ -144,8 +145,9 @@ def test_the_translator_chooses_among_the_beams_n_best_as_mbr_says(model_path, u
     """decode.mbr = 6: the output is the n-best list of a beam of 6, reordered by the
     expected utility computed here from that list (the log-probabilities the search gives)."""
     bundle = load_bundle(model_path)
-    cands = bundle.translator().translate(LINES, beam=6, n_best=6)
-    got = bundle.translator(mbr=6, mbr_utility=utility, mbr_scale=scale).translate(LINES, n_best=2)
+    cands = Translator.from_bundle(bundle).translate(LINES, TranslateOptions(beam=6, n_best=6))
+    got = Translator.from_bundle(bundle, mbr=6, mbr_utility=utility, mbr_scale=scale).translate(
+        LINES, TranslateOptions(n_best=2))
     for line, cs, out in zip(LINES, cands, got, strict=True):
         if not line:
             assert [t.text for t in out] == ["", ""]
@@ -161,8 +163,8 @@ def test_the_translator_chooses_among_the_beams_n_best_as_mbr_says(model_path, u
 def test_mbr_over_samples_weighs_each_draw_the_same(model_path):
     bundle = load_bundle(model_path)
     opts = {"sampling": True, "sampling_seed": 3, "sampling_temperature": 2.0}
-    draws = bundle.translator(**opts).translate(LINES[:2], n_best=10)
-    got = bundle.translator(mbr=10, **opts).translate(LINES[:2])
+    draws = Translator.from_bundle(bundle, **opts).translate(LINES[:2], TranslateOptions(n_best=10))
+    got = Translator.from_bundle(bundle, mbr=10, **opts).translate(LINES[:2])
     for cs, out in zip(draws, got, strict=True):
         eu = mbr.expected_utilities([c.text for c in cs], [0.1] * 10, "bleu")
         assert len(out) == 1 and out[0].text == cs[max(range(10), key=lambda i: (eu[i], -i))].text
@@ -174,11 +176,13 @@ def test_translate_takes_mbr_flags(model_path, tmp_path, capsys):
     assert cli_main(["translate", "--model", str(model_path), "-i", str(src),
                      "--mbr", "6", "--mbr-utility", "chrf", "--mbr-scale", "0"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    want = load_bundle(model_path).translator(mbr=6, mbr_utility="chrf", mbr_scale=0.0).translate_lines(LINES)
+    want = Translator.from_bundle(load_bundle(model_path), mbr=6, mbr_utility="chrf",
+                                  mbr_scale=0.0).translate_lines(LINES)
     assert printed == want
     assert cli_main(["translate", "--model", str(model_path), "-i", str(src), "--mbr", "6",
                      "--n-best", "2"]) == 0  # the score column: the utility that ordered them
-    nbest = load_bundle(model_path).translator(mbr=6).translate(LINES, n_best=2)
+    nbest = Translator.from_bundle(load_bundle(model_path), mbr=6).translate(LINES,
+                                                                            TranslateOptions(n_best=2))
     assert [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()] == [
         f"{h.score if h.mbr_utility is None else h.mbr_utility:.4f}" for hs in nbest for h in hs]
     assert sum(h.mbr_utility is not None for hs in nbest for h in hs) > len(LINES)  # the empty line has none
@@ -202,7 +206,7 @@ def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
     bundle = load_bundle(ckpt)
     lines = sentences(8, seed=4)
     tr = CTranslate2Translator(out, intra_threads=1)
-    cands = tr.translate(lines, beam=4, n_best=4, length_penalty=0.6)
+    cands = tr.translate(lines, TranslateOptions(beam=4, n_best=4, length_penalty=0.6))
     for line, cs in zip(lines, cands, strict=True):
         for c in cs:
             per_token = nmtkit_log_prob(bundle, line, c.tokens)
@@ -234,5 +238,5 @@ def test_validation_stays_greedy_when_the_recipe_decodes_with_mbr(tmp_path, monk
     assert "valid_bleu" in trainer.validate()
     assert searched and set(searched) == {(1, 1, 0)}
     searched.clear()
-    trainer.bundle().translator().translate(["1 2 3"])  # the recipe's own decoding: MBR
+    Translator.from_bundle(trainer.bundle()).translate(["1 2 3"])  # the recipe's own decoding: MBR
     assert searched == [(4, 4, 4)]

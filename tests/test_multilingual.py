@@ -27,7 +27,8 @@ from nmtkit.data.multilingual import (
 )
 from nmtkit.data.prepare import build_vocabularies, encode_training, load_training, pairs_of
 from nmtkit.data.tokenizers import WhitespaceTokenizer
-from nmtkit.decode.translator import TextTranslator
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.translator import TextTranslator, Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, load_benchmark, severe_browser_errors, step_by_step
@@ -222,11 +223,11 @@ def test_one_model_learns_both_directions_and_reports_bleu_per_direction(trained
     assert "[1] x-y src:" in samples and "[3] x-z hyp:" in samples
     bundle = load_bundle(run / "last.pt")
     assert bundle.cfg.data.directions == ("x-y", "x-z")  # the checkpoint records the directions
-    tr = bundle.translator()
+    tr = Translator.from_bundle(bundle)
     sources = val_lines(root, "x")
     assert tr.translate_lines(sources, tgt_lang="y") == val_lines(root, "y")
     assert tr.translate_lines(sources, tgt_lang="z") == val_lines(root, "z")
-    (hyp,) = tr.translate(["a b c"], tgt_lang="z", alignments=True)[0]
+    (hyp,) = tr.translate(["a b c"], TranslateOptions(tgt_lang="z", alignments=True))[0]
     assert hyp.src_tokens[0] == "<2z>" and len(hyp.alignment or []) == len(hyp.tokens)
     with pytest.raises(ValueError, match="translates into y, z"):
         tr.translate_lines(sources)
@@ -323,7 +324,7 @@ def both_ways(tmp_path_factory):
 def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trained, tmp_path,
                                                                  capsys):
     from nmtkit.data.multilingual import Direction
-    from nmtkit.decode.rerank import reverse_scorer
+    from nmtkit.decode.reverse_models import reverse_scorer
 
     root, run = both_ways
     model = str(run / "last.pt")
@@ -342,7 +343,7 @@ def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trai
     rerank = ["--beam", "4", "--rerank", "4", "--reverse-model", model, "--reverse-weight", "3"]
     assert cli_main(["translate", "--model", model, "-i", str(src), "--tgt-lang", "z",
                      *rerank]) == 0
-    tr = bundle.translator(beam=4, rerank=4, reverse_weight=3.0)
+    tr = Translator.from_bundle(bundle, beam=4, rerank=4, reverse_weight=3.0)
     tr.reverse = scorer
     assert capsys.readouterr().out.splitlines() == tr.translate_lines(sources, tgt_lang="z")
     assert cli_main(["evaluate", "--model", model, "--split", str(root / "val"),

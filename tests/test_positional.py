@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from nmtkit.checkpoint import load_bundle, load_checkpoint
 from nmtkit.config import POSITIONAL_ENCODINGS, Config, ConfigError, ModelConfig
 from nmtkit.data.vocab import BOS, EOS, PAD
+from nmtkit.decode.translator import Translator
 from nmtkit.models import build_model
 from nmtkit.models.attention import MultiHeadAttention
 from nmtkit.models.positions import (
@@ -236,8 +237,8 @@ def test_checkpoint_round_trip_translates_identically(tmp_path, positional):
     for k, v in trainer.model.state_dict().items():
         assert torch.equal(v, bundle.model.state_dict()[k]), k
     lines = ["1 2 3 4 5", "7 7 8", "9"]
-    expected = trainer.bundle().translator(fast=False).translate_lines(lines, beam=2)
-    assert bundle.translator(fast=False).translate_lines(lines, beam=2) == expected
+    expected = Translator.from_bundle(trainer.bundle(), fast=False).translate_lines(lines, beam=2)
+    assert Translator.from_bundle(bundle, fast=False).translate_lines(lines, beam=2) == expected
 
 
 def test_a_checkpoint_without_the_key_loads_as_sinusoidal():

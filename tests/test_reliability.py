@@ -20,6 +20,7 @@ from nmtkit.checkpoint import Bundle, CheckpointError, load_bundle, load_checkpo
 from nmtkit.config import ModelConfig, load
 from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import Vocab
+from nmtkit.decode.translator import Translator
 from nmtkit.models import build_model
 from nmtkit.train.loop import Trainer, TrainingError
 
@@ -148,7 +149,7 @@ HOSTILE = ["", "   ", "\t", "😀🎉 ein hund 🐕", "שלום עולם", "مر
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_hostile_lines_give_one_output_each_in_order(bundle, beam, caplog):
-    tr = bundle.translator(max_len_a=0.0, max_len_b=5)
+    tr = Translator.from_bundle(bundle, max_len_a=0.0, max_len_b=5)
     with caplog.at_level(logging.WARNING):
         out = tr.translate_lines(HOSTILE, beam=beam, batch_size=4)
     assert len(out) == len(HOSTILE)

@@ -11,8 +11,10 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
 from nmtkit.data.multilingual import Direction
 from nmtkit.decode import rerank
-from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
-from nmtkit.decode.translator import Translation, decode_options
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.rerank import ReverseScorer
+from nmtkit.decode.reverse_models import reverse_scorer
+from nmtkit.decode.translator import Translation, Translator, decode_options
 from nmtkit.train.loop import Trainer
 
 from .helpers import copy_sentences as sentences
@@ -35,16 +37,17 @@ def models(tmp_path_factory):
 def test_the_reverse_score_is_the_mean_log_probability_of_the_source(models):
     rev = load_bundle(models[1])
     pairs = [("1 2 3", "1 2 3"), ("", "4 4"), ("9 8 7 6 5 4 3 2 1", "1"), ("2", "3 3 3 3 3 3")]
-    got = ReverseScorer([rev.translator()], batch_size=3).score(*zip(*pairs, strict=True))
+    got = ReverseScorer([Translator.from_bundle(rev)], batch_size=3).score(*zip(*pairs, strict=True))
     want = [step_by_step(rev, y, x) for y, x in pairs]
     assert got == pytest.approx(want, abs=1e-4)
     other = load_bundle(models[0])  # a second reverse model: the mean of the two
-    both = ReverseScorer([rev.translator(), other.translator()]).score(*zip(*pairs, strict=True))
+    both = ReverseScorer([Translator.from_bundle(rev), Translator.from_bundle(other)]).score(
+        *zip(*pairs, strict=True))
     want2 = [step_by_step(other, y, x) for y, x in pairs]
     assert both == pytest.approx([(a + b) / 2 for a, b in zip(want, want2, strict=True)], abs=1e-4)
-    assert ReverseScorer([rev.translator()]).score([], []) == []
+    assert ReverseScorer([Translator.from_bundle(rev)]).score([], []) == []
     with pytest.raises(ValueError, match="2 candidates vs 1 sources"):
-        ReverseScorer([rev.translator()]).score(["1", "2"], ["1"])
+        ReverseScorer([Translator.from_bundle(rev)]).score(["1", "2"], ["1"])
     with pytest.raises(ValueError, match="at least one reverse or right-to-left model"):
         ReverseScorer([])
 
@@ -68,13 +71,13 @@ def test_choose_adds_the_weighted_reverse_score_to_the_beams():
 
 def test_the_translator_reranks_its_n_best_with_the_reverse_model(models):
     fwd, rev = load_bundle(models[0]), load_bundle(models[1])
-    scorer = ReverseScorer([rev.translator()])
-    cands = fwd.translator().translate(LINES, beam=6, n_best=6)
-    tr = fwd.translator(rerank=6, reverse_weight=WEIGHT)
+    scorer = ReverseScorer([Translator.from_bundle(rev)])
+    cands = Translator.from_bundle(fwd).translate(LINES, TranslateOptions(beam=6, n_best=6))
+    tr = Translator.from_bundle(fwd, rerank=6, reverse_weight=WEIGHT)
     with pytest.raises(ValueError, match="decode.rerank needs a model of the reverse direction"):
         tr.translate(LINES)
     tr.reverse = scorer
-    got = tr.translate(LINES, n_best=2)
+    got = tr.translate(LINES, TranslateOptions(n_best=2))
     for line, cs, out in zip(LINES, cands, got, strict=True):
         if not line:
             assert [t.text for t in out] == ["", ""]
@@ -85,10 +88,11 @@ def test_the_translator_reranks_its_n_best_with_the_reverse_model(models):
         assert [t.tokens for t in out] == [cs[i].tokens for i in order]
         assert [t.rerank_score for t in out] == pytest.approx([total[i] for i in order], abs=1e-5)
     assert any(out[0].tokens != cs[0].tokens for cs, out in zip(cands, got, strict=True) if cs[0].tokens)
-    plain = fwd.translator(rerank=6, reverse_weight=0.0)
+    plain = Translator.from_bundle(fwd, rerank=6, reverse_weight=0.0)
     plain.reverse = scorer
     assert [r[0].tokens for r in plain.translate(LINES)] == [
-        r[0].tokens for r in fwd.translator().translate(LINES, beam=6)]  # weight 0: the beam's
+        # weight 0: the beam's
+        r[0].tokens for r in Translator.from_bundle(fwd).translate(LINES, TranslateOptions(beam=6))]
 
 
 def test_a_reverse_model_must_translate_the_other_way(models):
@@ -103,7 +107,7 @@ def test_a_reverse_model_must_translate_the_other_way(models):
         reverse_scorer([rev], Direction("en", "de"), ["rev.pt"])
     assert reverse_scorer([rev, rev], Direction("de", "en")).tgt_langs == [None, None]
     with pytest.raises(ValueError, match="2 target languages for 1 reverse models"):
-        ReverseScorer([rev.translator()], [None, None])
+        ReverseScorer([Translator.from_bundle(rev)], [None, None])
 
 
 def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):
@@ -113,13 +117,13 @@ def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):
     args = ["translate", "--model", fwd, "-i", str(src), "--beam", "4"]
     assert cli_main([*args, "--rerank", "6", "--reverse-model", rev, "--reverse-weight", "3"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    tr = load_bundle(models[0]).translator(beam=4, rerank=6, reverse_weight=3.0)
-    tr.reverse = ReverseScorer([load_bundle(models[1]).translator()])
+    tr = Translator.from_bundle(load_bundle(models[0]), beam=4, rerank=6, reverse_weight=3.0)
+    tr.reverse = ReverseScorer([Translator.from_bundle(load_bundle(models[1]))])
     assert printed == tr.translate_lines(LINES)
     assert cli_main([*args, "--rerank", "6", "--reverse-model", rev, "--reverse-weight", "3",
                      "--n-best", "3"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
-    nbest = tr.translate(LINES, n_best=3)
+    nbest = tr.translate(LINES, TranslateOptions(n_best=3))
     ordered_by = [h.score if h.rerank_score is None else h.rerank_score  # an empty line: None
                   for hs in nbest for h in hs]
     assert rows == [[str(i), f"{s:.4f}", h.text] for (i, h), s in zip(
@@ -187,7 +191,7 @@ def test_validation_does_not_rerank_when_the_recipe_does(tmp_path):
                                    "train.valid_bleu=true"]), tmp_path)
     assert "valid_bleu" in trainer.validate()
     with pytest.raises(ValueError, match="decode.rerank needs a model"):
-        trainer.bundle().translator().translate(["1 2 3"])
+        Translator.from_bundle(trainer.bundle()).translate(["1 2 3"])
 
 
 def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
@@ -197,10 +201,10 @@ def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
     from nmtkit.export.ctranslate2 import CTranslate2Translator
 
     ckpt, out = exported_copy_model(tmp_path, "pre-bias-tied")
-    scorer = ReverseScorer([load_bundle(ckpt).translator()])  # the copy model reads both ways
+    scorer = ReverseScorer([Translator.from_bundle(load_bundle(ckpt))])  # the copy model reads both ways
     lines = sentences(8, seed=4)
     tr = CTranslate2Translator(out, intra_threads=1)
-    cands = tr.translate(lines, beam=4, n_best=4, length_penalty=0.6)
+    cands = tr.translate(lines, TranslateOptions(beam=4, n_best=4, length_penalty=0.6))
     tr.decode_cfg = decode_options(tr.decode_cfg, rerank=4, reverse_weight=5.0,
                                    length_penalty=0.6, beam=4)
     with pytest.raises(ValueError, match="decode.rerank needs a model of the reverse direction"):
@@ -228,7 +232,7 @@ def test_readers_without_a_reverse_model_answer_with_the_beams_best(tmp_path, ca
     trainer = Trainer(make_cfg(10, ["decode.beam=4", "decode.rerank=4"]), tmp_path)
     trainer.run()
     bundle = load_bundle(tmp_path / "last.pt")
-    want = bundle.translator(rerank=0).translate_lines(["1 2 3", "4 5"])
+    want = Translator.from_bundle(bundle, rerank=0).translate_lines(["1 2 3", "4 5"])
     with caplog.at_level("WARNING"), TestClient(create_app(bundle)) as c:
         r = c.post("/v1/translate", json={"texts": ["1 2 3", "4 5"]})
     assert r.status_code == 200 and r.json()["translations"] == want
@@ -254,10 +258,10 @@ def test_the_server_reranks_every_answer_with_the_reverse_models_given(models):
         return served_bundle(build_parser().parse_args(["serve", "--model", fwd, *flags]))
 
     bundle, tr = serve("--reverse-model", rev, "--rerank", "6", "--reverse-weight", str(WEIGHT))
-    fwd_tr = load_bundle(fwd).translator(rerank=6, reverse_weight=WEIGHT)
-    fwd_tr.reverse = ReverseScorer([load_bundle(rev).translator()])
+    fwd_tr = Translator.from_bundle(load_bundle(fwd), rerank=6, reverse_weight=WEIGHT)
+    fwd_tr.reverse = ReverseScorer([Translator.from_bundle(load_bundle(rev))])
     want = fwd_tr.translate_lines(LINES)
-    assert want != load_bundle(fwd).translator(beam=6).translate_lines(LINES)  # it matters here
+    assert want != Translator.from_bundle(load_bundle(fwd), beam=6).translate_lines(LINES)  # it matters here
     with TestClient(create_app(bundle, translator=tr)) as c:
         got = c.post("/v1/translate", json={"texts": LINES}).json()["translations"]
         att = c.post("/v1/attention", json={"text": LINES[3]}).json()
@@ -269,7 +273,8 @@ def test_the_server_reranks_every_answer_with_the_reverse_models_given(models):
     assert health["rerank"] == {"candidates": 6, "reverse_weight": WEIGHT, "reverse_models": 1,
                                 "r2l_weight": None, "r2l_models": 0}
     assert both.status_code == 200
-    assert both.json()["translations"] == [r[0].text for r in fwd_tr.translate(LINES[:2], mbr=3)]
+    assert both.json()["translations"] == [r[0].text for r in fwd_tr.translate(LINES[:2],
+                                                                                TranslateOptions(mbr=3))]
     assert too_many.status_code == 422 and "ask for fewer than 6" in too_many.text
     with TestClient(create_app(load_bundle(fwd))) as c:
         assert c.get("/health").json()["rerank"] is None

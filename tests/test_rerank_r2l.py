@@ -15,8 +15,10 @@ from nmtkit.data.prepare import build_vocabularies, encode_pairs, pairs_of
 from nmtkit.decode import rerank
 from nmtkit.decode.attention import sentence_attention
 from nmtkit.decode.ensemble import ensemble_translator
-from nmtkit.decode.rerank import ReverseScorer, reverse_scorer
-from nmtkit.decode.translator import Translation
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.rerank import ReverseScorer
+from nmtkit.decode.reverse_models import reverse_scorer
+from nmtkit.decode.translator import Translation, Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import PAR, make_cfg, step_by_step, whitespace_cfg
@@ -44,12 +46,12 @@ def test_reverse_target_reverses_the_training_targets_only():
 
 def test_the_translator_puts_a_right_to_left_output_back_in_reading_order(models):
     bundle = load_bundle(models[1])
-    tr = bundle.translator()
+    tr = Translator.from_bundle(bundle)
     assert tr.reverse_target
-    raw = bundle.translator()
+    raw = Translator.from_bundle(bundle)
     raw.reverse_target = False  # the same search, its output in the order the model wrote it
-    got = tr.translate(LINES, beam=3, n_best=2, token_scores=True, need_attention=True)
-    written = raw.translate(LINES, beam=3, n_best=2, token_scores=True, need_attention=True)
+    got = tr.translate(LINES, TranslateOptions(beam=3, n_best=2, token_scores=True, need_attention=True))
+    written = raw.translate(LINES, TranslateOptions(beam=3, n_best=2, token_scores=True, need_attention=True))
     for hs, ws in zip(got, written, strict=True):
         for h, w in zip(hs, ws, strict=True):
             n = len(w.tokens)
@@ -73,7 +75,7 @@ def test_the_r2l_score_is_the_mean_log_probability_of_the_reversed_candidate(mod
     r2l = load_bundle(models[1])
     pairs = [("1 2 3", "1 2 3"), ("4 4 9", "9 4"), ("1", "9 8 7 6 5 4 3 2 1"), ("", "3")]
     cands, srcs = zip(*pairs, strict=True)
-    scorer = ReverseScorer([], r2l=[r2l.translator()], batch_size=3)
+    scorer = ReverseScorer([], r2l=[Translator.from_bundle(r2l)], batch_size=3)
     got = scorer.score_r2l(cands, srcs)
     assert got == pytest.approx([step_by_step_r2l(r2l, y, x) for y, x in pairs], abs=1e-4)
     assert got[0] != pytest.approx(step_by_step_r2l(r2l, "3 2 1", "1 2 3"), abs=1e-3)  # order counts
@@ -104,8 +106,8 @@ def test_choose_adds_each_kind_of_score_with_its_own_weight():
 def test_the_translator_reranks_with_both_kinds(models):
     l2r, r2l = load_bundle(models[0]), load_bundle(models[1])
     scorer = reverse_scorer([], Direction("de", "en"), r2l=[r2l])
-    cands = l2r.translator().translate(LINES, beam=6, n_best=6)
-    tr = l2r.translator(rerank=6, r2l_weight=WEIGHT)
+    cands = Translator.from_bundle(l2r).translate(LINES, TranslateOptions(beam=6, n_best=6))
+    tr = Translator.from_bundle(l2r, rerank=6, r2l_weight=WEIGHT)
     tr.reverse = scorer
     got = tr.translate(LINES)
     for line, cs, out in zip(LINES, cands, got, strict=True):
@@ -131,14 +133,14 @@ def test_right_to_left_models_are_checked(models):
     with pytest.raises(ValueError, match="one writes its output right to left"):
         ensemble_translator([l2r, r2l])
     with pytest.raises(ValueError, match="cannot continue a forced prefix"):
-        r2l.translator().translate(["1 2 3"], prefixes=["1"])
+        Translator.from_bundle(r2l).translate(["1 2 3"], TranslateOptions(prefixes=["1"]))
     with pytest.raises(ValueError, match="inspect the left-to-right model"):
-        sentence_attention(r2l.translator(), "1 2 3")
+        sentence_attention(Translator.from_bundle(r2l), "1 2 3")
 
 
 def test_constraint_phrases_come_out_in_reading_order(models):
-    tr = load_bundle(models[1]).translator()
-    out = tr.translate(["1 2 3 4 5", "7 7 8"], beam=4, constraints=[["9 3"], ["5 6 2"]])
+    tr = Translator.from_bundle(load_bundle(models[1]))
+    out = tr.translate(["1 2 3 4 5", "7 7 8"], TranslateOptions(beam=4, constraints=[["9 3"], ["5 6 2"]]))
     assert "9 3" in out[0][0].text and "5 6 2" in out[1][0].text
     assert all(h[0].constraints_met for h in out)
 
@@ -159,7 +161,7 @@ def test_cli_reranks_tunes_and_evaluates_with_r2l_models(models, tmp_path, capsy
     assert cli_main(["translate", "--model", l2r, "-i", str(src), "--beam", "4", "--rerank", "6",
                      "--r2l-model", r2l, "--r2l-weight", str(WEIGHT)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    tr = load_bundle(l2r).translator(beam=4, rerank=6, r2l_weight=WEIGHT)
+    tr = Translator.from_bundle(load_bundle(l2r), beam=4, rerank=6, r2l_weight=WEIGHT)
     tr.reverse = reverse_scorer([], Direction("de", "en"), r2l=[load_bundle(r2l)])
     assert printed == tr.translate_lines(LINES)
     assert cli_main(["translate", "--model", l2r, "-i", str(src), "--r2l-model", r2l]) == 2
@@ -199,7 +201,7 @@ def test_the_server_reranks_with_r2l_models_and_says_so(models):
     l2r, r2l = map(str, models)
     bundle, tr = served_bundle(build_parser().parse_args(
         ["serve", "--model", l2r, "--r2l-model", r2l, "--rerank", "6", "--r2l-weight", str(WEIGHT)]))
-    want = load_bundle(l2r).translator(rerank=6, r2l_weight=WEIGHT)
+    want = Translator.from_bundle(load_bundle(l2r), rerank=6, r2l_weight=WEIGHT)
     want.reverse = reverse_scorer([], Direction("de", "en"), r2l=[load_bundle(r2l)])
     with TestClient(create_app(bundle, translator=tr)) as c:
         got = c.post("/v1/translate", json={"texts": LINES}).json()["translations"]

@@ -11,6 +11,7 @@ from nmtkit.checkpoint import load_bundle
 from nmtkit.config import ConfigError, DecodeConfig, ModelConfig, load
 from nmtkit.data.vocab import PAD
 from nmtkit.decode.search import beam_search, greedy_search
+from nmtkit.decode.translator import Translator
 from nmtkit.models import build_model
 from nmtkit.models.attention import (
     attention_context,
@@ -276,7 +277,7 @@ def test_copy_task_is_learned(tmp_path):
     result = trainer.run()
     assert result["valid_bleu"] >= 90.0
     lines = ["1 2 3 4 5 6 7 8 9 10", "3 3 7 1 9 2 2 8 5 4"]
-    assert trainer.bundle().translator().translate_lines(lines, beam=3) == lines
+    assert Translator.from_bundle(trainer.bundle()).translate_lines(lines, beam=3) == lines
 
 
 def test_checkpoint_round_trip_and_exact_resume(tmp_path):
@@ -297,8 +298,8 @@ def test_checkpoint_round_trip_and_exact_resume(tmp_path):
     assert bundle.cfg.model.arch == "rnn"
     lines = ["1 2 3 4 5", "7 7 8"]
     for beam in (1, 2):
-        expect = straight.bundle().translator().translate_lines(lines, beam=beam)
-        assert bundle.translator().translate_lines(lines, beam=beam) == expect
+        expect = Translator.from_bundle(straight.bundle()).translate_lines(lines, beam=beam)
+        assert Translator.from_bundle(bundle).translate_lines(lines, beam=beam) == expect
 
 
 def test_cli_train_translate_evaluate_rnn_on_multi30k(tmp_path, multi30k_mirror):

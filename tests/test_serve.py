@@ -23,6 +23,8 @@ pytest.importorskip("uvicorn")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from nmtkit.config import load  # noqa: E402
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.translator import Translator
 from nmtkit.serve.app import create_app  # noqa: E402
 from nmtkit.serve.batcher import MicroBatcher, QueueFull  # noqa: E402
 from nmtkit.serve.limits import ServeLimits  # noqa: E402
@@ -68,7 +70,7 @@ def test_translate_returns_translations_in_order(client, copy_bundle):
     texts = ["1 2 3 4 5", "", "7 7 8", "9 1 2 3 4 5 6 7", "3"]
     r = client.post("/v1/translate", json={"texts": texts, "beam": 2})
     assert r.status_code == 200, r.text
-    expected = copy_bundle.translator().translate_lines(texts, beam=2)
+    expected = Translator.from_bundle(copy_bundle).translate_lines(texts, beam=2)
     assert r.json() == {"translations": expected}
     assert r.json()["translations"][1] == ""
 
@@ -82,8 +84,8 @@ def test_translate_returns_prefixes_scores_and_alignments_on_request(client, cop
     assert set(body) == {"translations", "scores", "token_log_probs", "tokens", "src_tokens",
                          "alignments"}
     assert body["translations"][0].startswith("9 9")
-    expected = copy_bundle.translator().translate(texts, beam=2, prefixes=["9 9", "", ""],
-                                                  token_scores=True, alignments=True)
+    expected = Translator.from_bundle(copy_bundle).translate(texts, TranslateOptions(
+        beam=2, prefixes=["9 9", "", ""], token_scores=True, alignments=True))
     assert body["translations"] == [hs[0].text for hs in expected]
     assert body["scores"] == pytest.approx([hs[0].score for hs in expected], abs=1e-6)
     assert body["token_log_probs"][0] == pytest.approx(expected[0][0].token_log_probs, abs=1e-6)
@@ -103,8 +105,8 @@ def test_translate_returns_prefixes_scores_and_alignments_on_request(client, cop
 
 def test_translate_with_mbr_is_the_translators_mbr_choice(client, copy_bundle):
     texts = ["1 2 3 4 5", "", "7 7 8", "9 1 2 3 4 5 6 7"]
-    want = [hs[0] for hs in copy_bundle.translator().translate(texts, beam=2, mbr=4,
-                                                               token_scores=True)]
+    want = [hs[0] for hs in Translator.from_bundle(copy_bundle).translate(
+        texts, TranslateOptions(beam=2, mbr=4, token_scores=True))]
     r = client.post("/v1/translate", json={"texts": texts, "beam": 2, "mbr": 4})
     assert r.status_code == 200, r.text
     assert r.json() == {"translations": [t.text for t in want]}
@@ -114,7 +116,8 @@ def test_translate_with_mbr_is_the_translators_mbr_choice(client, copy_bundle):
     assert scored["translations"] == [t.text for t in want]
     assert scored["scores"] == pytest.approx([t.score for t in want], abs=1e-6)
     # /v1/attention shows the maps of that same choice; /health gives the page its default
-    beams = [hs[0].text for hs in copy_bundle.translator().translate(texts, beam=4)]
+    beams = [hs[0].text for hs in Translator.from_bundle(copy_bundle).translate(texts,
+                                                                                TranslateOptions(beam=4))]
     assert beams != [t.text for t in want]  # MBR chooses otherwise somewhere here
     for text, t in zip(texts, want, strict=True):
         if text:
@@ -132,7 +135,7 @@ def test_max_length_caps_the_output(client):
 
 def test_concurrent_requests_share_model_calls(copy_bundle):
     texts = [f"{i} {i % 3 + 1} 5 6" for i in range(1, 11)]
-    expected = copy_bundle.translator().translate_lines(texts, beam=1)
+    expected = Translator.from_bundle(copy_bundle).translate_lines(texts, beam=1)
     results: dict[int, object] = {}
     with make_client(copy_bundle, max_wait_ms=300, max_batch=64) as c:
         barrier = threading.Barrier(len(texts))
@@ -302,7 +305,7 @@ class OnlySourceAttention:
 
 def test_attention_with_only_decoder_src(copy_bundle):
     bundle = replace(copy_bundle, model=OnlySourceAttention(copy_bundle.model))
-    with TestClient(create_app(bundle, translator=copy_bundle.translator())) as c:
+    with TestClient(create_app(bundle, translator=Translator.from_bundle(copy_bundle))) as c:
         r = c.post("/v1/attention", json={"text": "4 5 6"})
     assert r.status_code == 200, r.text
     check_attention(r.json(), {"decoder_src"})
@@ -800,7 +803,7 @@ def test_clients_that_disconnect_mid_request_do_not_stall_others(copy_bundle, se
     address = serve_live(create_app(copy_bundle, ServeLimits(timeout_s=10)))
     url = f"http://{address[0]}:{address[1]}"
     body = json.dumps({"texts": ["1 2 3"], "beam": 2}).encode()
-    expected = copy_bundle.translator().translate_lines(["1 2 3"], beam=2)
+    expected = Translator.from_bundle(copy_bundle).translate_lines(["1 2 3"], beam=2)
     slow = socket.create_connection(address, timeout=5)  # a client stuck mid-body meanwhile
     slow.sendall(raw_request(body[:5], declared_length=len(body)))
     try:
@@ -838,7 +841,7 @@ def test_a_client_gone_while_queued_is_dropped_and_does_not_block_the_batcher(co
     import httpx
 
     caplog.set_level(logging.INFO, logger="nmtkit.serve.app")
-    gated = GatedTranslator(copy_bundle.translator())
+    gated = GatedTranslator(Translator.from_bundle(copy_bundle))
     address = serve_live(create_app(copy_bundle, ServeLimits(timeout_s=20, max_wait_ms=0),
                                     translator=gated))
     url = f"http://{address[0]}:{address[1]}"
@@ -864,7 +867,7 @@ def test_a_client_gone_while_queued_is_dropped_and_does_not_block_the_batcher(co
         t.join(20)
         assert not t.is_alive()
     assert results["a"].status_code == 200 and results["c"].status_code == 200
-    expected = copy_bundle.translator().translate_lines(["5 6"], beam=1)
+    expected = Translator.from_bundle(copy_bundle).translate_lines(["5 6"], beam=1)
     assert results["c"].json()["translations"] == expected
     assert gated.calls == [["1 2"], ["5 6"]]
     with httpx.Client(base_url=url, timeout=10) as client:

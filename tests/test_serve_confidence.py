@@ -19,7 +19,8 @@ from nmtkit.decode.confidence import (
     coverage,
     translation_confidence,
 )
-from nmtkit.decode.translator import Translation
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.translator import Translation, Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, severe_browser_errors, tiny_copy_overrides
@@ -103,8 +104,8 @@ def test_translate_returns_the_confidence_view_on_request(client, bundle):
     body = client.post("/v1/translate", json={"texts": texts, "beam": 2, "confidence": True,
                                               "prefixes": ["9", "", ""]}).json()
     assert set(body) == {"translations", "tokens", "src_tokens", "confidence"}
-    expected = bundle.translator().translate(texts, beam=2, prefixes=["9", "", ""], token_scores=True,
-                                             need_attention=True)
+    expected = Translator.from_bundle(bundle).translate(texts, TranslateOptions(
+        beam=2, prefixes=["9", "", ""], token_scores=True, need_attention=True))
     for (h,), c in zip(expected, body["confidence"], strict=True):
         assert c["token_probs"] == pytest.approx([math.exp(x) for x in h.token_log_probs or []], abs=1e-6)
         assert c["low_probability"] == [p < LOW_PROBABILITY for p in c["token_probs"]]
@@ -176,7 +177,8 @@ def test_the_rnn_has_no_layer_or_head_to_choose(tmp_path):
         schema = c.get("/openapi.json").json()["components"]["schemas"]["TranslateRequest"]
         assert schema["properties"]["alignment_head"]["anyOf"][0]["maximum"] == -1  # the schema says so
     with pytest.raises(ValueError, match="must be -1 with model.arch: rnn"):
-        trainer.bundle().translator().translate(["1 2"], alignments=True, alignment_head=0)
+        Translator.from_bundle(trainer.bundle()).translate(
+            ["1 2"], TranslateOptions(alignments=True, alignment_head=0))
 
 
 # --- the page in Chromium ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from nmtkit.checkpoint import load_bundle  # noqa: E402
 from nmtkit.cli import main as cli_main  # noqa: E402
 from nmtkit.config import load  # noqa: E402
+from nmtkit.decode.translator import Translator
 from nmtkit.export import ExportError  # noqa: E402
 from nmtkit.export.ctranslate2 import export_ctranslate2, load_export_bundle  # noqa: E402
 from nmtkit.serve.app import create_app  # noqa: E402
@@ -59,7 +60,8 @@ def test_both_engines_translate_alike_with_greedy_search(torch_bundle, ct2_bundl
         theirs = b.post("/v1/translate", json={"texts": TEXTS, "beam": 1})
     assert ours.status_code == theirs.status_code == 200, (ours.text, theirs.text)
     assert theirs.json() == ours.json()
-    assert theirs.json()["translations"] == torch_bundle.translator().translate_lines(TEXTS, beam=1)
+    assert theirs.json()["translations"] == Translator.from_bundle(torch_bundle).translate_lines(TEXTS,
+                                                                                               beam=1)
     assert theirs.json()["translations"][1] == ""
     assert sum(bool(t) for t in theirs.json()["translations"]) >= 5  # not all empty
 

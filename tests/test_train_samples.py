@@ -5,6 +5,7 @@ import logging
 
 from nmtkit.config import load
 from nmtkit.data.corpora import load_parallel
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, tiny_copy_overrides
@@ -33,7 +34,7 @@ def test_validations_print_and_append_samples(tmp_path, caplog):
     # the model's greedy translations.
     trainer.cfg.train.sample_every = 1
     samples = trainer.write_samples()
-    hyps = trainer.bundle().translator(fast=False).translate_lines(valid.src[:2], beam=1)
+    hyps = Translator.from_bundle(trainer.bundle(), fast=False).translate_lines(valid.src[:2], beam=1)
     assert [h for _, _, h in samples] == hyps
     text = path.read_text(encoding="utf-8")
     assert text.count("== step") == 2 and text.startswith("== step 20,")

@@ -8,6 +8,7 @@ import torch
 from nmtkit.checkpoint import load_bundle
 from nmtkit.config import DecodeConfig
 from nmtkit.data.vocab import UNK
+from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.translator import Translator, decode_options, pharaoh
 from nmtkit.train.loop import Trainer
 
@@ -38,7 +39,7 @@ def test_from_bundle_uses_stored_options_and_n_best(bundle):
     assert all(hs[0].score >= hs[1].score for hs in out)
     greedy = Translator.from_bundle(bundle, beam=1, n_best=1).translate(["1 2 3"])
     assert len(greedy[0]) == 1
-    assert bundle.translator().decode_cfg == tr.decode_cfg  # the shorthand is the same door
+    assert Translator.from_bundle(bundle).decode_cfg == tr.decode_cfg  # the shorthand is the same door
 
 
 def test_order_empty_lines_and_caps(bundle):
@@ -47,16 +48,17 @@ def test_order_empty_lines_and_caps(bundle):
     out = tr.translate_lines(lines, batch_size=2)
     assert len(out) == len(lines) and out[1] == "" and out[3] == ""
     assert out == tr.translate_lines(lines, batch_size=64)  # batching does not change results
-    capped = tr.translate(lines, max_length=2)
+    capped = tr.translate(lines, TranslateOptions(max_length=2))
     assert all(len(hs[0].tokens) <= 2 for hs in capped)
     with pytest.raises(ValueError, match="beam"):
-        tr.translate(["1"], beam=0)
+        tr.translate(["1"], TranslateOptions(beam=0))
     with pytest.raises(ValueError, match="max_length"):
-        tr.translate(["1"], max_length=0)
+        tr.translate(["1"], TranslateOptions(max_length=0))
 
 
 def test_attention_is_returned_per_output_token(bundle):
-    hyp = Translator.from_bundle(bundle, beam=1).translate(["1 2 3"], need_attention=True)[0][0]
+    hyp = Translator.from_bundle(bundle, beam=1).translate(["1 2 3"],
+                                                          TranslateOptions(need_attention=True))[0][0]
     assert hyp.attention is not None
     assert tuple(hyp.attention.shape) == (len(hyp.tokens) + 1, len(hyp.src_tokens) + 1)
 
@@ -70,7 +72,7 @@ PREFIX_TEXTS = ["9 9", "5", "", "4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 1 2", "1"]
 @pytest.mark.parametrize("beam", [1, 3])
 def test_prefixes_appear_verbatim_and_decoding_continues(bundle, beam):
     tr = Translator.from_bundle(bundle, beam=beam, n_best=1)
-    out = tr.translate(LINES, prefixes=PREFIX_TEXTS, batch_size=2)
+    out = tr.translate(LINES, TranslateOptions(prefixes=PREFIX_TEXTS, batch_size=2))
     for line, prefix, (h,) in zip(LINES, PREFIX_TEXTS, out, strict=True):
         if not line:  # an empty source line stays empty
             assert h.text == ""
@@ -80,7 +82,7 @@ def test_prefixes_appear_verbatim_and_decoding_continues(bundle, beam):
     plain = tr.translate(LINES)
     assert out[2][0].text == plain[2][0].text  # no prefix: unchanged
     with pytest.raises(ValueError, match="2 prefixes for 5 lines"):
-        tr.translate(LINES, prefixes=["1", "2"])
+        tr.translate(LINES, TranslateOptions(prefixes=["1", "2"]))
 
 
 @pytest.mark.parametrize("word", ["<pad>", "<s>", "</s>"])
@@ -92,14 +94,14 @@ def test_control_tokens_in_prefixes_and_constraints_are_unknown_words(bundle, wo
     tr = Translator.from_bundle(bundle, beam=2, n_best=1)
     assert tr.text_ids([word, "1"]) == [UNK, tr.tgt_vocab.stoi["1"]]
     with pytest.raises(ValueError, match=f"no '{word}'"):
-        tr.translate(["1 2 3"], prefixes=[f"{word} 1"], token_scores=True)
+        tr.translate(["1 2 3"], TranslateOptions(prefixes=[f"{word} 1"], token_scores=True))
     with pytest.raises(ValueError, match=f"no '{word}'"):
-        tr.translate(["1 2 3"], constraints=[[word]])
+        tr.translate(["1 2 3"], TranslateOptions(constraints=[[word]]))
 
 
 def test_alignments_point_at_the_argmax_of_the_attention(bundle):
     tr = Translator.from_bundle(bundle, beam=2, n_best=1)
-    out = tr.translate(LINES, need_attention=True, alignments=True, token_scores=True)
+    out = tr.translate(LINES, TranslateOptions(need_attention=True, alignments=True, token_scores=True))
     for (h,) in out:
         if not h.tokens:
             continue
@@ -110,7 +112,7 @@ def test_alignments_point_at_the_argmax_of_the_attention(bundle):
         alpha = tr.decode_cfg.length_penalty
         assert sum(h.token_log_probs) == pytest.approx(h.score * ((5 + len(h.tokens) + 1) / 6) ** alpha,
                                                        abs=1e-4)
-    bare = tr.translate(LINES[:1], alignments=True)[0][0]
+    bare = tr.translate(LINES[:1], TranslateOptions(alignments=True))[0][0]
     assert bare.attention is None and bare.alignment is not None  # attention only if asked
 
 
@@ -123,8 +125,10 @@ def test_every_feature_gives_the_same_output_without_fast(bundle):
         out = []
         for extra in ({"beam": 3}, {"beam": 1}, {"sampling": True, "n_best": 3, "sampling_seed": 5}):
             tr = Translator.from_bundle(b, fast=fast, **extra)
-            out.append(tr.translate(LINES, prefixes=PREFIX_TEXTS, token_scores=True, alignments=True))
-        out.append(ensemble_translator([b, b], fast=fast, beam=2).translate(LINES, token_scores=True))
+            out.append(tr.translate(LINES, TranslateOptions(prefixes=PREFIX_TEXTS, token_scores=True,
+                                                            alignments=True)))
+        out.append(ensemble_translator([b, b], fast=fast, beam=2).translate(
+            LINES, TranslateOptions(token_scores=True)))
         return out
 
     for a, b in zip(run(True), run(False), strict=True):
@@ -246,11 +250,11 @@ def test_alignments_from_a_named_layer_and_head(deep_bundle, reverse):
     bundle = replace(deep_bundle, cfg=replace(cfg, data=replace(cfg.data, reverse_source=reverse)))
     tr = Translator.from_bundle(bundle)
     lines = ["1 2 3 4 5 6", "7 8", "9 1 2 3"]
-    default = tr.translate(lines, alignments=True, need_attention=True)
+    default = tr.translate(lines, TranslateOptions(alignments=True, need_attention=True))
     seen = set()
     for layer, head in [(0, 0), (0, 1), (1, 0), (0, -1), (-1, 1)]:
-        out = tr.translate(lines, alignments=True, need_attention=True, alignment_layer=layer,
-                           alignment_head=head)
+        out = tr.translate(lines, TranslateOptions(alignments=True, need_attention=True,
+                                                   alignment_layer=layer, alignment_head=head))
         for line, (h,), (d,) in zip(lines, out, default, strict=True):
             assert h.text == d.text  # the choice changes the alignment, not the translation
             src_toks, src_ids = tr.encode_source(line)
@@ -278,22 +282,24 @@ def test_a_bad_layer_or_head_is_a_clear_error(deep_bundle, tmp_path, capsys):
 
     tr = Translator.from_bundle(deep_bundle)
     with pytest.raises(ValueError, match=r"below the decoder's layers \(2\), got 2"):
-        tr.translate(["1 2"], alignments=True, alignment_layer=2)
+        tr.translate(["1 2"], TranslateOptions(alignments=True, alignment_layer=2))
     with pytest.raises(ValueError, match=r"below model.heads \(2\), got 5"):
-        tr.translate(["1 2"], alignments=True, alignment_head=5)
+        tr.translate(["1 2"], TranslateOptions(alignments=True, alignment_head=5))
     with pytest.raises(ValueError, match="decode.alignment_head must be >= -1"):
-        tr.translate(["1 2"], alignments=True, alignment_head=-3)
-    assert tr.translate(["1 2"], alignment_layer=7)[0][0].text  # no alignments asked: unused
+        tr.translate(["1 2"], TranslateOptions(alignments=True, alignment_head=-3))
+    # no alignments asked: unused
+    assert tr.translate(["1 2"], TranslateOptions(alignment_layer=7))[0][0].text
     with pytest.raises(ValueError, match="no per-layer attention maps"):
-        ensemble_translator([deep_bundle, deep_bundle]).translate(["1 2"], alignments=True,
-                                                                  alignment_layer=0)
+        ensemble_translator([deep_bundle, deep_bundle]).translate(["1 2"], TranslateOptions(alignments=True,
+                                                                  alignment_layer=0))
     src = tmp_path / "in.txt"
     src.write_text("1 2 3 4\n7 8\n")
     ckpt = str(deep_bundle.path)
     assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--alignments",
                      "--alignment-layer", "0", "--alignment-head", "1"]) == 0
     got = [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()]
-    want = tr.translate(["1 2 3 4", "7 8"], alignments=True, alignment_layer=0, alignment_head=1)
+    want = tr.translate(["1 2 3 4", "7 8"],
+                        TranslateOptions(alignments=True, alignment_layer=0, alignment_head=1))
     assert got == [pharaoh(hs[0].alignment) for hs in want]
     assert cli.main(["translate", "--model", ckpt, "-i", str(src), "--alignments",
                      "--alignment-layer", "2"]) == 2

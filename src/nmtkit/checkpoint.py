@@ -14,7 +14,7 @@ import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -26,9 +26,6 @@ from .data.vocab import Vocab
 from .io import atomic_save
 from .models import build_model
 from .models.seq2seq import Seq2Seq
-
-if TYPE_CHECKING:
-    from .decode.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +127,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
 
 @dataclass
 class Bundle:
-    """Everything needed to translate: config, model, tokenizers and vocabularies."""
+    """Everything needed to translate: config, model, tokenizers and vocabularies (a
+    translator of it: :meth:`nmtkit.decode.translator.Translator.from_bundle`)."""
 
     cfg: Config
     model: Seq2Seq
@@ -141,12 +139,6 @@ class Bundle:
     path: Path | None = None
     engine: ClassVar[str] = "torch"
     """What runs the search (``nmtkit serve --engine``): nmtkit's own PyTorch model."""
-
-    def translator(self, **decode_overrides: Any) -> Translator:
-        """Shorthand for :meth:`nmtkit.decode.translator.Translator.from_bundle`."""
-        from .decode.translator import Translator
-
-        return Translator.from_bundle(self, **decode_overrides)
 
 
 def bundle_from_checkpoint(ckpt: dict[str, Any], path: str | Path | None = None,

@@ -204,7 +204,7 @@ def attach_reverse(a: argparse.Namespace, tr: Translator, forward: Direction,
     ``rerank_given``: refuse them without ``decode.rerank`` (false for tune, which tries
     ``--rerank`` sizes of its own)."""
     from ..checkpoint import load_bundle
-    from ..decode.rerank import reverse_scorer
+    from ..decode.reverse_models import reverse_scorer
 
     reverse, r2l = a.reverse_model or [], getattr(a, "r2l_model", None) or []
     if not tr.decode_cfg.rerank and rerank_given:

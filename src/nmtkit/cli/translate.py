@@ -142,11 +142,13 @@ def translate_with_files(a: argparse.Namespace, tr: Translator, lines: list[str]
     """``tr.translate`` of input lines ``first``, ``first + 1``, ... (from 1) with their
     ``--prefix-file`` / ``--constraints-file`` lines; a prefix or constraint that cannot be
     used is an error naming its file and line."""
+    from ..decode.options import TranslateOptions
     from ..decode.translator import TargetTextError
 
+    options = TranslateOptions(prefixes=prefixes, constraints=constraints, token_scores=a.scores,
+                               alignments=a.alignments, tgt_lang=a.tgt_lang)
     try:
-        return tr.translate(lines, prefixes=prefixes, constraints=constraints,
-                            token_scores=a.scores, alignments=a.alignments, tgt_lang=a.tgt_lang)
+        return tr.translate(lines, options)
     except TargetTextError as e:
         path = a.prefix_file if e.field == "prefixes" else a.constraints_file
         raise InputError(f"{path}:{first + e.index}: {e.problem}") from None

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from ..data.vocab import BOS, BOS_TOKEN, EOS_TOKEN
+from .options import TranslateOptions
 
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
@@ -153,10 +154,11 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     if max_src_tokens is not None and len(src_toks) > max_src_tokens:
         raise ValueError(f"text: {len(src_toks)} source tokens, attention is limited to "
                          f"{max_src_tokens}")
-    hyp = translator.translate([text], beam=beam, max_length=max_length,
-                               need_attention=need_attention, token_scores=token_scores,
-                               prefixes=None if prefix is None else [prefix],
-                               tgt_lang=tgt_lang, mbr=mbr)[0][0]
+    options = TranslateOptions(beam=beam, max_length=max_length, need_attention=need_attention,
+                               token_scores=token_scores,
+                               prefixes=None if prefix is None else [prefix], tgt_lang=tgt_lang,
+                               mbr=mbr)
+    hyp = translator.translate([text], options)[0][0]
     if hasattr(model, "attention_maps"):
         tgt_in = [BOS, *translator.tgt_vocab.encode(hyp.tokens, add_eos=False)]
         maps = teacher_forced_maps(model, src_ids.tolist(), tgt_in, translator.reverse_source)

@@ -2,9 +2,9 @@
 
 :class:`TextTranslator` holds what every translator does with text, whatever runs the
 search: nmtkit's own :class:`Translator` here, and
-:class:`nmtkit.export.ctranslate2.CTranslate2Translator`. :func:`decode_options` is the one
-way optional decoding arguments (command line, server, Python API) become a
-:class:`~nmtkit.config.DecodeConfig`.
+:class:`nmtkit.export.ctranslate2.CTranslate2Translator`. A call takes the lines and one
+:class:`TranslateOptions`. :func:`decode_options` is the one way optional decoding arguments
+(command line, server, Python API) become a :class:`~nmtkit.config.DecodeConfig`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .attention import layer_head, reading_order, teacher_forced_maps
 from .beams import Hypothesis
 from .choice import candidate_options, choose_all
 from .limits import MAX_PHRASES
+from .options import TranslateOptions
 from .rerank import require_reverse
 from .search import search
 
@@ -261,12 +262,12 @@ class TextTranslator:
             toks = toks[:keep]
         return head + toks, head + (toks[::-1] if self.reverse_source else list(toks))
 
-    def call_options(self, max_length: int | None = None,
-                     **overrides: Any) -> tuple[DecodeConfig, int | None]:
-        """(this call's :class:`DecodeConfig`, its ``max_length``): ``overrides`` as in
-        :func:`decode_options`; ``max_length`` (output tokens, EOS not counted; at least 1)
-        is lowered to what the position table allows."""
-        cfg = decode_options(self.decode_cfg, **overrides)
+    def call_options(self, options: TranslateOptions) -> tuple[DecodeConfig, int | None]:
+        """(this call's :class:`DecodeConfig`, its ``max_length``): the decoding options of
+        ``options`` resolved as :func:`decode_options` does; ``max_length`` (output tokens,
+        EOS not counted; at least 1) lowered to what the position table allows."""
+        cfg = decode_options(self.decode_cfg, **options.decode_overrides())
+        max_length = options.max_length
         if max_length is not None and (not isinstance(max_length, int) or isinstance(max_length, bool)
                                        or max_length < 1):
             raise ValueError(f"max_length must be an int >= 1, got {max_length!r}")
@@ -317,10 +318,10 @@ class TextTranslator:
             toks = toks[:max_length]
         return toks
 
-    def translate(self, lines: Iterable[str], beam: int | None = None,
-                  batch_size: int | None = None, *, n_best: int | None = None,
-                  max_length: int | None = None, tgt_lang: str | None = None,
-                  mbr: int | None = None) -> list[list[Translation]]:
+    def translate(self, lines: Iterable[str], options: TranslateOptions | None = None
+                  ) -> list[list[Translation]]:
+        """One list of translations per line, in input order (``options``: what this call
+        asks for besides the lines, ``None``: the translator's decoding options)."""
         raise NotImplementedError
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
@@ -330,8 +331,8 @@ class TextTranslator:
         :meth:`target_tag`). ``lines``: a list (any iterable) of str; a bare str or bytes is
         a ``TypeError`` (:func:`text_lines`), as are a ``beam`` or ``batch_size`` that is not
         an int (:func:`decode_options`)."""
-        return [r[0].text for r in self.translate(lines, beam=beam, batch_size=batch_size,
-                                                  tgt_lang=tgt_lang)]
+        options = TranslateOptions(beam=beam, batch_size=batch_size, tgt_lang=tgt_lang)
+        return [r[0].text for r in self.translate(lines, options)]
 
 
 class Translator(TextTranslator):
@@ -373,61 +374,24 @@ class Translator(TextTranslator):
         return toks, np.asarray(self.src_vocab.encode(model_order, add_eos=True), dtype=np.int64)
 
     @torch.no_grad()
-    def translate(self, lines: Iterable[str], beam: int | None = None,
-                  batch_size: int | None = None, need_attention: bool = False,
-                  n_best: int | None = None, max_length: int | None = None, *,
-                  prefixes: Sequence[str] | None = None, token_scores: bool = False,
-                  alignments: bool = False,
-                  constraints: Sequence[Sequence[str]] | None = None,
-                  alignment_layer: int | None = None,
-                  alignment_head: int | None = None,
-                  tgt_lang: str | None = None, mbr: int | None = None) -> list[list[Translation]]:
-        """One list of ``n_best`` translations per input line, in input order (``None``:
-        the configured ``decode.beam``, ``decode.batch_size``, ``decode.n_best``,
-        ``decode.mbr``; see :func:`decode_options`). With ``mbr`` the search gives that many candidates
-        and the list holds them, the best expected utility first, cut to ``n_best``
-        (:mod:`nmtkit.decode.mbr`).
-
-        ``tgt_lang``: the language to translate into, for a model of ``data.directions``
-        (Johnson et al. 2017): its ``<2xx>`` token goes first in every source (the source
-        tokens of each translation start with it). ``None`` for a model with one target
-        language; ``ValueError`` naming the languages when it has several or for another one
-        (:meth:`target_tag`).
-
-        ``max_length`` caps every output at that many tokens (EOS not counted) on top of the
-        configured ``max_len_a * src_len + max_len_b``. ``need_attention``: each translation
-        carries the source attention the search saw, (len(tokens) + 1, source positions).
-
-        ``prefixes``: one target text per line (``""``: none) that its translation must
-        start with; it is tokenized with the target tokenizer, kept as it is, and the search
-        continues after it (an empty source line still gives an empty translation).
-        ``token_scores``: each translation carries ``token_log_probs``. ``alignments``: each
-        carries its ``alignment`` (source position, target position) from the attention.
-        ``constraints``: per line, target phrases (texts) its translation must contain
-        (lexically constrained beam search, :mod:`nmtkit.decode.constraints`), at most
-        :data:`~nmtkit.decode.limits.MAX_PHRASES` a line. Only the output cap can keep a
-        phrase out (a phrase longer than it is cut to it, with a warning): each translation
-        says whether it has them all (``constraints_met``), and in an n-best list those that
-        have them all come first. A prefix or phrase with a token the target vocabulary lacks
-        is refused (:meth:`target_ids`) rather than written as ``<unk>``.
-        ``alignment_layer``/``alignment_head`` (``None``: ``decode.alignment_layer``/``_head``):
-        the source attention that alignments and ``attention`` come from; other than -1, -1
-        (the last layer, the heads' mean: what the search records) it costs one teacher-forced
-        pass per translation (:func:`chosen_source_attention`).
-        """
-        asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
-                                              max_length=max_length, alignment_layer=alignment_layer,
-                                              alignment_head=alignment_head, mbr=mbr)
+    def translate(self, lines: Iterable[str], options: TranslateOptions | None = None
+                  ) -> list[list[Translation]]:
+        """One list of ``n_best`` translations per input line, in input order: searched (or
+        sampled) with this translator's decoding options, ``options`` replacing some and
+        asking for more (forced prefixes, constraints, scores, attention, alignments; see
+        :class:`TranslateOptions`)."""
+        o = TranslateOptions() if options is None else options
+        asked, max_length = self.call_options(o)
         cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
         chosen = (cfg.alignment_layer, cfg.alignment_head)
-        if need_attention or alignments:  # before any decoding: a clear error
+        attention = o.need_attention or o.alignments
+        if attention:  # before any decoding: a clear error
             check_model_alignment_choice(self.model, *chosen)
-        self.target_tag(tgt_lang)  # before any work: a clear error for a missing/unknown language
+        self.target_tag(o.tgt_lang)  # before any work: a clear error for a missing/unknown language
         require_reverse(asked, self.reverse)
         texts = list(text_lines(lines))
-        encoded = [self.encode_source(line, tgt_lang) for line in texts]
-        forced, phrases = self.target_ids(prefixes, constraints, len(encoded), max_length)
-        attention = need_attention or alignments
+        encoded = [self.encode_source(line, o.tgt_lang) for line in texts]
+        forced, phrases = self.target_ids(o.prefixes, o.constraints, len(encoded), max_length)
         search_attention = attention and chosen == (-1, -1)  # else a teacher-forced pass
 
         def batches(todo: list[int]) -> Iterable[list[int]]:
@@ -437,10 +401,10 @@ class Translator(TextTranslator):
             src = pad_batch([encoded[i][1] for i in batch]).to(self.device)  # (batch, S)
             src_mask = pad_mask(src)  # (batch, 1, S)
             hyps = search(self.model, src, src_mask, cfg, need_attention=search_attention,
-                          max_length=max_length, token_scores=token_scores,
+                          max_length=max_length, token_scores=o.token_scores,
                           prefixes=None if forced is None else [forced[i] for i in batch],
                           constraints=None if phrases is None else [phrases[i] for i in batch])
-            return [[self._finish(h, encoded[i][0], need_attention, alignments,
+            return [[self._finish(h, encoded[i][0], o.need_attention, o.alignments,
                                   None if chosen == (-1, -1) else (encoded[i][1], chosen))
                      for h in hs] for i, hs in zip(batch, hyps, strict=True)]
 

@@ -26,6 +26,7 @@ from typing import Any
 from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_R2L_WEIGHTS
 from ..evaluate import score
 from .choice import choose, reranking_search
+from .options import TranslateOptions
 from .translator import TextTranslator, Translation, decode_options
 
 
@@ -159,7 +160,8 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 scored(hyps, time.perf_counter() - start, beam, penalty, candidates)
                 continue
             if searched is None or searched[0] != (beam, penalty, reranked):
-                results = translator.translate(sources, tgt_lang=tgt_lang)  # all, reverse-scored
+                results = translator.translate(  # all, reverse-scored
+                    sources, TranslateOptions(tgt_lang=tgt_lang))
                 searched = ((beam, penalty, reranked), results, time.perf_counter() - start)
             _, results, seconds = searched
             for w in dict.fromkeys(reverse_weights):

@@ -63,6 +63,7 @@ from ..data.multilingual import target_tags
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
 from ..decode.choice import candidate_options, choose_all
+from ..decode.options import TranslateOptions
 from ..decode.rerank import require_reverse
 from ..decode.translator import TextTranslator, Translation, decode_options, text_lines
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
@@ -484,6 +485,18 @@ def length_cap(src_len: int, decode: DecodeConfig, max_length: int | None = None
     return cap if max_length is None else min(cap, max_length + 1)
 
 
+def unsupported_options(options: TranslateOptions) -> list[str]:
+    """The fields of ``options`` that :class:`CTranslate2Translator` cannot honour (set to
+    other than their defaults): what nmtkit's own search gives and CTranslate2 does not."""
+    asked = {"prefixes": options.prefixes is not None,
+             "constraints": options.constraints is not None,
+             "token_scores": options.token_scores, "alignments": options.alignments,
+             "need_attention": options.need_attention,
+             "alignment_layer": options.alignment_layer is not None,
+             "alignment_head": options.alignment_head is not None}
+    return [name for name, given in asked.items() if given]
+
+
 class CTranslate2Translator(TextTranslator):
     """Text in, text out with an exported model, as :class:`nmtkit.decode.translator.Translator`.
 
@@ -530,13 +543,13 @@ class CTranslate2Translator(TextTranslator):
         a multilingual model's start with the token of ``tgt_lang``."""
         return self.source_tokens(line, self.target_tag(tgt_lang))
 
-    def translate(self, lines: Iterable[str], beam: int | None = None,
-                  batch_size: int | None = None, n_best: int | None = None,
-                  max_length: int | None = None, length_penalty: float | None = None,
-                  exact_caps: bool = True, tgt_lang: str | None = None,
-                  mbr: int | None = None) -> list[list[Translation]]:
-        """One list of ``n_best`` :class:`Translation` per input line, in input order
-        (``None``: the exported decoding options, as :meth:`Translator.translate`).
+    def translate(self, lines: Iterable[str], options: TranslateOptions | None = None, *,
+                  exact_caps: bool = True) -> list[list[Translation]]:
+        """One list of ``n_best`` :class:`Translation` per input line, in input order, with
+        the exported decoding options, ``options`` replacing some, as
+        :meth:`Translator.translate`. What CTranslate2 does not give (forced prefixes,
+        constraints, token scores, attention, alignments) is a ``ValueError``
+        (:func:`unsupported_options`).
 
         Every sentence is searched in one CTranslate2 call (which batches them by length),
         capped at the largest length cap among them, since CTranslate2's
@@ -556,24 +569,27 @@ class CTranslate2Translator(TextTranslator):
         score, :meth:`_log_prob`). ``decode.rerank``: the candidates reranked with
         :attr:`reverse` (nmtkit models of the reverse direction), as :meth:`Translator.translate`.
         """
-        asked, max_length = self.call_options(beam=beam, n_best=n_best, batch_size=batch_size,
-                                              length_penalty=length_penalty, max_length=max_length,
-                                              mbr=mbr)
+        o = TranslateOptions() if options is None else options
+        unsupported = unsupported_options(o)
+        if unsupported:
+            raise ValueError(f"the ctranslate2 engine does not give {', '.join(unsupported)}: "
+                             "use nmtkit's own (a checkpoint, Translator)")
+        asked, max_length = self.call_options(o)
         cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
-        self.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
+        self.target_tag(o.tgt_lang)  # a missing or unknown language: an error before any work
         require_reverse(asked, self.reverse)
         texts = list(text_lines(lines))
-        encoded = [self.encode_source(line, tgt_lang) for line in texts]
+        encoded = [self.encode_source(line, o.tgt_lang) for line in texts]
         # tokens before EOS that each sentence may produce (one length_cap per source length)
         caps: dict[int, int] = {}
         for toks, _ in encoded:
             if len(toks) not in caps:
                 caps[len(toks)] = length_cap(len(toks) + 1, cfg, max_length) - 1
         steps = [caps[len(toks)] for toks, _ in encoded]
-        options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
-                       num_hypotheses=cfg.n_best,
-                       length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
-                       min_decoding_length=0, max_input_length=0, return_scores=True)
+        ct2_options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
+                           num_hypotheses=cfg.n_best,
+                           length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
+                           min_decoding_length=0, max_input_length=0, return_scores=True)
 
         def search(idx: list[int], n_steps: int) -> list[list[tuple[list[str], float]]]:
             """CTranslate2's n-best (tokens, score) of the sentences ``idx``, ``n_steps`` tokens
@@ -584,11 +600,11 @@ class CTranslate2Translator(TextTranslator):
             sources = [encoded[i][1] for i in idx]
             out = [list(zip(r.hypotheses, r.scores, strict=True))
                    for r in self.translator.translate_batch(sources, max_decoding_length=n_steps,
-                                                            **options)]
+                                                            **ct2_options)]
             redo = [j for j, hyps in enumerate(out) if any(not _NEVER_SET.isdisjoint(h) for h, _ in hyps)]
             if redo:
                 again = self.translator.translate_batch([sources[j] for j in redo],
-                                                        max_decoding_length=n_steps, **options,
+                                                        max_decoding_length=n_steps, **ct2_options,
                                                         suppress_sequences=[[t] for t in _NEVER])
                 for j, r in zip(redo, again, strict=True):
                     out[j] = list(zip(r.hypotheses, r.scores, strict=True))
@@ -640,8 +656,8 @@ class CTranslate2Translator(TextTranslator):
     def translate_lines(self, lines: list[str], beam: int | None = None,
                         batch_size: int | None = None, exact_caps: bool = True, *,
                         tgt_lang: str | None = None) -> list[str]:
-        return [r[0].text for r in self.translate(lines, beam, batch_size, exact_caps=exact_caps,
-                                                  tgt_lang=tgt_lang)]
+        options = TranslateOptions(beam=beam, batch_size=batch_size, tgt_lang=tgt_lang)
+        return [r[0].text for r in self.translate(lines, options, exact_caps=exact_caps)]
 
     def score(self, sources: list[str], targets: list[str]) -> list[list[float]]:
         """Per-token log-probabilities of each target (its tokens, then </s>) given its source,

@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -54,9 +54,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
+from ..checkpoint import Bundle
 from ..config import ModelConfig, dec_layers
 from ..decode.attention import AXES, SentenceAttention, layer_head, sentence_attention
 from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, translation_confidence
+from ..decode.options import TranslateOptions
 from ..decode.translator import (
     TargetTextError,
     Translator,
@@ -96,7 +98,24 @@ class ServedBundle(Protocol):
     @property
     def engine(self) -> str: ...
 
-    def translator(self, **decode_overrides: Any) -> "TextTranslator": ...
+
+@runtime_checkable
+class EngineBundle(Protocol):
+    """A served bundle whose engine brings its own translator (an export:
+    :class:`nmtkit.export.ctranslate2.CTranslate2Bundle`); a checkpoint's is
+    :meth:`Translator.from_bundle <nmtkit.decode.translator.Translator.from_bundle>`."""
+
+    def translator(self) -> "TextTranslator": ...
+
+
+def default_translator(bundle: ServedBundle) -> "TextTranslator":
+    """The translator that serves ``bundle`` with its stored decoding options."""
+    if isinstance(bundle, Bundle):  # a checkpoint: nmtkit's own search
+        return Translator.from_bundle(bundle)
+    if isinstance(bundle, EngineBundle):
+        return bundle.translator()
+    raise TypeError(f"cannot serve a {type(bundle).__name__}: a checkpoint (load_bundle) or an "
+                    "export (load_export_bundle) is served")
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -248,8 +267,9 @@ def translate_fn(translator: "TextTranslator") -> Callable[..., list[str]]:
     translation of each."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None,
                         tgt_lang: str | None = None, *, mbr: int | None = None) -> list[str]:
-        results = translator.translate(texts, beam=beam, batch_size=max(1, len(texts)),
-                                       max_length=max_length, tgt_lang=tgt_lang, mbr=mbr)
+        options = TranslateOptions(beam=beam, batch_size=max(1, len(texts)),
+                                   max_length=max_length, tgt_lang=tgt_lang, mbr=mbr)
+        results = translator.translate(texts, options)
         return [r[0].text for r in results]
 
     return translate_batch
@@ -298,11 +318,12 @@ def translate_details(translator: Translator, texts: list[str], beam: int, max_l
     asked for."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
-    results = [r[0] for r in translator.translate(
-        texts, beam=beam, batch_size=max(1, len(texts)), max_length=max_length,
-        prefixes=prefixes, constraints=constraints, token_scores=scores or conf.confidence,
-        alignments=alignments, need_attention=conf.confidence, alignment_layer=layer,
-        alignment_head=head, tgt_lang=tgt_lang, mbr=mbr)]
+    options = TranslateOptions(
+        beam=beam, batch_size=max(1, len(texts)), max_length=max_length, prefixes=prefixes,
+        constraints=constraints, token_scores=scores or conf.confidence, alignments=alignments,
+        need_attention=conf.confidence, alignment_layer=layer, alignment_head=head,
+        tgt_lang=tgt_lang, mbr=mbr)
+    results = [r[0] for r in translator.translate(texts, options)]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
     if scores:
         out["scores"] = [r.score for r in results]
@@ -507,7 +528,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     is at ``/openapi.json``.
     """
     limits = limits or ServeLimits()
-    translator = translator or bundle.translator()
+    translator = translator or default_translator(bundle)
     if translator.decode_cfg.rerank and translator.reverse is None:
         log.warning("the model's decode.rerank (%d) is not used: the server loads no reverse "
                     "model to rerank with; it answers with the beam's best",

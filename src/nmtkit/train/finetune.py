@@ -29,6 +29,7 @@ from ..config import FREEZE_GROUPS, Config, ConfigError, DataConfig, split_direc
 from ..data.batching import ParallelIds
 from ..data.corpora import load_parallel
 from ..data.vocab import UNK
+from ..decode.translator import Translator
 from ..evaluate import score
 from ..io import atomic_write_text
 
@@ -157,7 +158,7 @@ def score_splits(bundle: Bundle, data: DataConfig, splits: tuple[str, ...]) -> d
     was_training = bundle.model.training
     bundle.model.eval()
     try:
-        translator = bundle.translator(fast=False, rerank=0)  # (no reverse model here)
+        translator = Translator.from_bundle(bundle, fast=False, rerank=0)  # (no reverse model here)
         for name in splits:
             split_data, split, tgt_lang = split_direction(name, data)
             par = load_parallel(split_data, split)

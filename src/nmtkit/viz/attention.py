@@ -31,6 +31,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..decode.attention import KINDS, sentence_attention, teacher_forced_maps
+from ..decode.translator import Translator
 from ._common import new_figure, save_figure
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def attention_for_text(bundle: Bundle, text: str, beam: int | None = None,
     ``tgt_lang`` for a model of ``data.directions``, whose source then starts with the
     ``<2xx>`` token) and collect all its attention maps for that translation, source in
     reading order. A source longer than :data:`MAX_PLOT_TOKENS` tokens is refused."""
-    att = sentence_attention(bundle.translator(rerank=0), text, model=bundle.model, beam=beam,
+    att = sentence_attention(Translator.from_bundle(bundle, rerank=0), text, model=bundle.model, beam=beam,
                              need_attention=True, tgt_lang=tgt_lang,
                              max_src_tokens=MAX_PLOT_TOKENS)
     hyp, tokens = att.translation, att.tokens
