@@ -1,7 +1,6 @@
 import dataclasses
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -398,8 +397,10 @@ def test_the_corpora_module_reads_every_corpus(tmp_path, monkeypatch):
 def test_the_trainer_accepts_every_schedule_metric_and_device():
     import torch
 
-    from nmtkit.train.loop import Progress, Trainer, pick_device
+    from nmtkit.train.run_dir import Progress
     from nmtkit.train.schedule import Schedule, noam_rate
+    from nmtkit.train.setup import pick_device
+    from nmtkit.train.validate import improved
 
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     rates = {}
@@ -413,9 +414,8 @@ def test_the_trainer_accepts_every_schedule_metric_and_device():
                      "inverse_sqrt": 0.25, "cosine": 0.25}  # (both: half-way up the warmup)
     for metric, metrics, better in [("bleu", {"valid_bleu": 2.0, "valid_loss": 9.0}, True),
                                     ("loss", {"valid_bleu": 2.0, "valid_loss": 9.0}, False)]:
-        trainer = SimpleNamespace(cfg=Config(train=TrainConfig(early_stop_metric=metric)),
-                                  progress=Progress(best=1.0))
-        assert Trainer._improved(trainer, metrics) is better
+        progress = Progress(best=1.0)
+        assert improved(TrainConfig(early_stop_metric=metric), progress, metrics) is better
     assert set(EARLY_STOP_METRICS) == {"bleu", "loss"}
     for device in DEVICES:
         assert pick_device(device).type in ("cpu", "cuda")

@@ -17,8 +17,9 @@ from nmtkit.data.vocab import PAD
 from nmtkit.fast import linear as fast_linear
 from nmtkit.fast import onednn, output_loss
 from nmtkit.models.loss import label_smoothed_cross_entropy
-from nmtkit.train import loop
-from nmtkit.train.loop import Trainer, effective_amp
+from nmtkit.train import step
+from nmtkit.train.loop import Trainer
+from nmtkit.train.step import effective_amp
 
 from .helpers import make_cfg
 
@@ -188,7 +189,7 @@ def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weight
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: True)
     cfg = make_cfg(steps=12, extra=["train.amp=bf16", "train.fast=true"])
     trainer = Trainer(cfg, tmp_path)
-    assert trainer.amp == "bf16" and trainer._blocked_loss is not None
+    assert trainer.amp == "bf16" and trainer.updater.blocked_loss is not None
     seen: list[torch.dtype] = []
     ffn = trainer.model.decoder_layers[0].feed_forward.w_1
     ffn.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
@@ -202,9 +203,9 @@ def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weight
 
 def test_without_bf16_in_hardware_bf16_trains_in_float32_with_the_blocked_loss(monkeypatch, tmp_path, caplog):
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: False)
-    with caplog.at_level("INFO", logger=loop.__name__):
+    with caplog.at_level("INFO", logger=step.__name__):
         trainer = Trainer(make_cfg(steps=2, extra=["train.amp=bf16", "train.fast=true"]), tmp_path)
-    assert trainer.amp == "off" and trainer._blocked_loss is not None
+    assert trainer.amp == "off" and trainer.updater.blocked_loss is not None
     assert "no bfloat16 in hardware" in caplog.text
     seen: list[torch.dtype] = []
     ffn = trainer.model.decoder_layers[0].feed_forward.w_1

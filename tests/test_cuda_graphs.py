@@ -156,8 +156,9 @@ def test_trainer_with_cuda_graphs_on_a_cpu_trains_like_the_readable_path(tmp_pat
     extra = ["model.dropout=0.0", "train.fast=false", "train.device=cpu"]
     plain = Trainer(make_cfg(6, extra), tmp_path / "plain")
     fixed = Trainer(make_cfg(6, extra + ["train.cuda_graphs=true"]), tmp_path / "fixed")
-    assert plain._graphs is None and fixed._graphs is not None and not fixed._graphs.capture
-    assert not hasattr(fixed._graphs.loss_fn, "_torchdynamo_orig_callable")  # not compiled
+    graphs = fixed.updater.graphs
+    assert plain.updater.graphs is None and graphs is not None and not graphs.capture
+    assert not hasattr(fixed.updater.graphs.loss_fn, "_torchdynamo_orig_callable")  # not compiled
     fixed.model.load_state_dict(plain.model.state_dict())
     group = [fixed.epoch_batches(0)[0]]
     for step in range(1, 4):  # the same pairs through both: same losses and weights
@@ -172,7 +173,7 @@ def test_trainer_with_cuda_graphs_on_a_cpu_trains_like_the_readable_path(tmp_pat
     assert all(p.grad is not None and not p.grad.any() for p in fixed.model.parameters())
     fixed.run()  # the whole loop: fixed-shape batches, validation, checkpoints
     assert fixed.progress.step == 6 and (tmp_path / "fixed" / "last.pt").exists()
-    shapes = {(*s.src.shape, s.tgt_in.shape[1]) for s in fixed._graphs.shapes.values()}
+    shapes = {(*s.src.shape, s.tgt_in.shape[1]) for s in fixed.updater.graphs.shapes.values()}
     widths = {static_width(w) for _, w, _ in shapes}
     assert shapes and all(w in widths for _, w, _ in shapes)
 
@@ -183,8 +184,8 @@ def test_compiled_loss_with_fixed_shapes_on_a_cpu_trains_like_the_readable_path(
     plain = Trainer(make_cfg(4, extra), tmp_path / "plain")
     fixed = Trainer(make_cfg(4, extra + ["train.cuda_graphs=true", "train.compile=true"]),
                     tmp_path / "compiled")
-    assert fixed._compiled_logits is None and fixed._graphs is not None
-    assert hasattr(fixed._graphs.loss_fn, "_torchdynamo_orig_callable")  # torch.compile's wrapper
+    assert fixed.updater.compiled_logits is None and fixed.updater.graphs is not None
+    assert hasattr(fixed.updater.graphs.loss_fn, "_torchdynamo_orig_callable")  # torch.compile's wrapper
     fixed.model.load_state_dict(plain.model.state_dict())
     by_shape = {static_shape_of(fixed, idx): idx for idx in fixed.epoch_batches(0)}
     shapes, batches = list(by_shape), list(by_shape.values())  # the full rows and the rest
@@ -193,7 +194,7 @@ def test_compiled_loss_with_fixed_shapes_on_a_cpu_trains_like_the_readable_path(
         fixed.schedule.set_step(step)
         a, b = plain._update([idx]), fixed._update([idx])
         assert a[2] == b[2] and abs(a[0] - b[0]) < 1e-4 * a[0], (a, b)
-    assert len(fixed._graphs.shapes) == len(shapes) > 1
+    assert len(fixed.updater.graphs.shapes) == len(shapes) > 1
     for (k, p), q in zip(plain.model.named_parameters(), fixed.model.parameters(), strict=True):
         if k.endswith("in_proj.bias"):  # the key part's zero gradient becomes Adam noise
             p, q = p[:32], q[:32]

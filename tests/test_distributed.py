@@ -96,7 +96,7 @@ RECORDING_LAUNCHER = '''
 import json, os, sys
 
 from nmtkit.cli import main
-from nmtkit.train import distributed, loop
+from nmtkit.train import distributed, run_dir
 
 RANK = int(os.environ["RANK"])
 
@@ -106,7 +106,7 @@ def note(**event):
         f.write(json.dumps({"rank": RANK, **event}) + "\\n")
 
 
-save = loop.save_checkpoint
+save = run_dir.save_checkpoint
 
 
 def recorded_save(path, payload, *args, **kwargs):
@@ -122,7 +122,7 @@ def recorded_in_sync(model):
     return in_sync(model)
 
 
-loop.save_checkpoint, distributed.assert_in_sync = recorded_save, recorded_in_sync
+run_dir.save_checkpoint, distributed.assert_in_sync = recorded_save, recorded_in_sync
 code = main(sys.argv[1:])
 note(event="returned", code=code)  # the process group is destroyed by now
 sys.exit(code)

@@ -93,11 +93,11 @@ def test_a_transformer_gets_the_same_gradients_through_the_blocked_loss(tie):
 def test_the_trainer_takes_the_blocked_loss_with_train_fast_only(tmp_path, sets, blocked):
     cfg = make_cfg(2, ["train.retain_freed_memory=false", *sets])
     trainer = Trainer(cfg, tmp_path / "run")
-    assert (trainer._blocked_loss is not None) is blocked
+    assert (trainer.updater.blocked_loss is not None) is blocked
     b = trainer.train_ids.collate(trainer.train_ids.batches(cfg.train.max_tokens, seed=1)[0])
     trainer.model.eval()  # no dropout: both paths must give the same number
-    loss, nll = trainer._batch_loss(b)
-    with trainer._autocast():  # fp16: the readable path in float16, as the trainer runs it
+    loss, nll = trainer.updater.batch_loss(b)
+    with trainer.updater.autocast():  # fp16: the readable path in float16, as the trainer runs it
         logits = trainer.model.logits(b.src, b.src_mask, b.tgt_in)
     ref, ref_nll, _ = label_smoothed_cross_entropy(logits, b.tgt_out, cfg.train.label_smoothing)
     assert torch.allclose(loss, ref, rtol=1e-5) and torch.allclose(nll, ref_nll, rtol=1e-5)

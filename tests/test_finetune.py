@@ -54,7 +54,7 @@ def test_the_new_corpus_is_encoded_with_the_parents_vocabulary(parent, tmp_path,
     run, trainer = parent
     # Symbols 11..15 never occurred in the parent's data: they become <unk>.
     cfg = make_cfg(2, ["data.copy_vocab=16"])
-    with caplog.at_level(logging.INFO, logger="nmtkit.train.loop"):
+    with caplog.at_level(logging.INFO, logger="nmtkit.train"):
         child = Trainer(cfg, tmp_path, init_from=run / "last.pt")
     assert child.vocabs.tgt_vocab == trainer.vocabs.tgt_vocab
     rate = next(r.getMessage() for r in caplog.records if "are <unk>" in r.getMessage())
@@ -79,7 +79,7 @@ def test_vocab_from_takes_the_vocabularies_only_and_the_two_runs_ensemble(parent
 
     run, trainer = parent
     cfg = make_cfg(3, ["data.copy_vocab=16", "model.d_ff=128", "train.seed=5"])
-    with caplog.at_level(logging.INFO, logger="nmtkit.train.loop"):
+    with caplog.at_level(logging.INFO, logger="nmtkit.train"):
         child = Trainer(cfg, tmp_path / "shared", vocab_from=run / "last.pt")
     assert child.vocabs.src_vocab == trainer.vocabs.src_vocab
     assert child.vocabs.tgt_vocab == trainer.vocabs.tgt_vocab

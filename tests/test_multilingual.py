@@ -413,23 +413,22 @@ def test_plot_attention_asks_for_the_target_language(trained, tmp_path, capsys):
     assert "name the target language" in capsys.readouterr().err
 
 
-def test_tensorboard_draws_the_first_directions_attention(tmp_path, monkeypatch, caplog):
+def test_tensorboard_draws_the_first_directions_attention(tmp_path, caplog):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from nmtkit.train import tensorboard
+    from nmtkit.viz.attention import attention_image
 
     (tmp_path / "corpus").mkdir()
     root = write_corpus(tmp_path / "corpus", n_train=60)
-    asked, real = [], tensorboard.attention_image
+    asked = []
 
     def recording(bundle, text, tgt_lang=None):
         asked.append(tgt_lang)
-        return real(bundle, text, tgt_lang)
+        return attention_image(bundle, text, tgt_lang)
 
-    monkeypatch.setattr(tensorboard, "attention_image", recording)
     Trainer(tiny_cfg(root, steps=4, extra=["train.valid_every=2", "train.tensorboard=true"]),
-            tmp_path / "run").run()
+            tmp_path / "run", attention_image=recording).run()
     assert asked == ["y", "y"]  # x-y, the first of data.directions
     assert "attention image not written" not in caplog.text
     events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from nmtkit.config import load
 from nmtkit.data.vocab import PAD, UNK
 from nmtkit.models.loss import label_smoothed_cross_entropy
-from nmtkit.train import loop, regularize
+from nmtkit.train import regularize, step
 from nmtkit.train.loop import Trainer
 from nmtkit.train.regularize import rdrop_loss, symmetric_kl, word_dropout
 
@@ -72,7 +72,7 @@ def test_rdrop_without_dropout_gives_the_plain_loss_and_gradients(tmp_path):
         trainer = Trainer(copy_cfg(*NO_DROPOUT, *extra), tmp_path / name)
         batch = trainer.train_ids.collate(trainer.train_ids.batches(256, 1234, 0)[0])
         trainer.model.train()
-        loss, nll = trainer._batch_loss(batch)
+        loss, nll = trainer.updater.batch_loss(batch)
         loss.backward()
         losses.append((loss.item(), nll.item()))
         grads.append({k: p.grad.clone() for k, p in trainer.model.named_parameters()})
@@ -121,4 +121,4 @@ def test_word_dropout_reaches_the_model_in_training_only(tmp_path, monkeypatch):
     assert all(bool((t[:, 0] == 2).all()) for _, t in trained)  # <s> is never dropped
     validated = [s for s, _, training in inputs if not training]
     assert all(not bool((s == UNK).any()) for s in validated)
-    assert loop.word_dropout is regularize.word_dropout
+    assert step.word_dropout is regularize.word_dropout

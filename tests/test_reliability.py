@@ -22,7 +22,8 @@ from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import Vocab
 from nmtkit.decode.translator import Translator
 from nmtkit.models import build_model
-from nmtkit.train.loop import Trainer, TrainingError
+from nmtkit.train.loop import Trainer
+from nmtkit.train.step import TrainingError
 
 from .helpers import ROOT, tiny_copy_overrides
 

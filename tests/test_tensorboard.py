@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from nmtkit.decode.translator import Translator
 from nmtkit.train import tensorboard
 from nmtkit.train.loop import Trainer
 
@@ -28,18 +29,20 @@ def bundle(tmp_path_factory):
     return trainer.bundle()
 
 
-def test_attention_image_is_an_rgb_picture(bundle):
+def test_the_figures_attention_image_is_an_rgb_picture(bundle):
     pytest.importorskip("matplotlib")
-    img = tensorboard.attention_image(bundle, "3 4 5 6")
+    from nmtkit.viz.attention import attention_image
+
+    img = attention_image(bundle, "3 4 5 6")
     assert img.dim() == 3 and img.size(0) == 3 and img.size(1) > 50 and img.size(2) > 50
     assert 0.0 <= float(img.min()) and float(img.max()) <= 1.0 and float(img.std()) > 0
 
 
-def test_grey_map_without_matplotlib_is_the_last_layers_mean_source_attention(bundle):
+def test_the_grey_map_without_a_drawing_is_the_last_layers_mean_source_attention(bundle):
     from nmtkit.decode.attention import sentence_attention
 
-    img = tensorboard._grey_map(bundle, "3 4 5 6")
-    att = sentence_attention(bundle.translator(), "3 4 5 6", model=bundle.model, beam=1)
+    img = tensorboard.grey_attention_image(bundle, "3 4 5 6")
+    att = sentence_attention(Translator.from_bundle(bundle), "3 4 5 6", model=bundle.model, beam=1)
     w = att.maps["decoder_src"][-1].mean(0)  # (T, S)
     assert img.shape == (3, *w.shape)
     torch.testing.assert_close(img[0], w / w.max())
@@ -53,3 +56,22 @@ def test_a_failing_image_is_only_a_warning(bundle, caplog):
 
     tensorboard.log_attention(Writer(), bundle, "3 4 5", step=1)
     assert "attention image not written: disk full" in caplog.text
+
+    def broken_drawing(bundle, text, tgt_lang):
+        raise ValueError("no canvas")
+
+    class Collecting:
+        def add_image(self, *a):
+            raise AssertionError("nothing to add")
+
+    tensorboard.log_attention(Collecting(), bundle, "3 4 5", step=1, image=broken_drawing)
+    assert "attention image not written: no canvas" in caplog.text
+
+
+def test_the_command_line_passes_the_figures_drawing_in():
+    """Training never imports the figures: ``nmtkit train`` hands it the heatmap."""
+    pytest.importorskip("matplotlib")
+    from nmtkit.cli.train import attention_image_callback
+    from nmtkit.viz.attention import attention_image
+
+    assert attention_image_callback() is attention_image

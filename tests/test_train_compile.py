@@ -14,11 +14,11 @@ def test_compiled_training_matches_eager(tmp_path):
     extra = ["model.dropout=0.0"]
     eager = Trainer(make_cfg(3, extra), tmp_path / "eager")
     compiled = Trainer(make_cfg(3, extra + ["train.compile=true"]), tmp_path / "compiled")
-    assert compiled._compiled_logits is not None and eager._compiled_logits is None
+    assert compiled.updater.compiled_logits is not None and eager.updater.compiled_logits is None
     model = compiled.model
     b = compiled.train_ids.collate(compiled.train_ids.batches(256, seed=0)[0])
     grads = []
-    for k, forward in enumerate((model.logits, compiled._compiled_logits)):
+    for k, forward in enumerate((model.logits, compiled.updater.compiled_logits)):
         model.zero_grad()
         logits = forward(b.src, b.src_mask, b.tgt_in)
         torch.nn.functional.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten()).backward()

@@ -8,7 +8,8 @@ import torch
 from nmtkit.checkpoint import load_checkpoint
 from nmtkit.cli import main as cli_main
 from nmtkit.config import load
-from nmtkit.train.loop import Trainer, TrainingError
+from nmtkit.train.loop import Trainer
+from nmtkit.train.step import TrainingError
 
 from .helpers import ROOT, make_cfg, run_until_ctrl_c, tiny_copy_overrides
 
@@ -91,15 +92,16 @@ def fp16_trainer(steps, run_dir, resume=False):
     (the scaler must back off) and a short growth interval (it must grow again), so that
     both sides of the scaler run in a few steps. A resumed run takes both from its checkpoint."""
     trainer = Trainer(make_cfg(steps, ["train.amp=fp16"]), run_dir, resume=resume)
-    assert trainer.scaler.is_enabled() and trainer._autocast().fast_dtype == torch.float16
+    assert trainer.scaler.is_enabled() and trainer.updater.autocast().fast_dtype == torch.float16
     if not resume:
-        trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24, growth_interval=4)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24, growth_interval=4)
+        trainer.scaler = trainer.updater.scaler = scaler  # (the update steps through it)
     return trainer
 
 
 def test_fp16_scales_the_loss_and_resumes_exactly(tmp_path, monkeypatch, caplog):
     straight = fp16_trainer(30, tmp_path / "a")
-    with caplog.at_level("INFO", logger="nmtkit.train.loop"):
+    with caplog.at_level("INFO", logger="nmtkit.train"):
         straight.run()
     overflows = [r.getMessage() for r in caplog.records if "overflowed" in r.getMessage()]
     assert overflows, "the scaler never backed off"
@@ -121,7 +123,10 @@ def test_fp16_scales_the_loss_and_resumes_exactly(tmp_path, monkeypatch, caplog)
 def test_tensorboard_event_files_hold_the_scalars(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    trainer = Trainer(make_cfg(20, ["train.tensorboard=true", "train.log_every=5"]), tmp_path)
+    from nmtkit.viz.attention import attention_image  # what the command line passes in
+
+    trainer = Trainer(make_cfg(20, ["train.tensorboard=true", "train.log_every=5"]), tmp_path,
+                      attention_image=attention_image)
     trainer.run()
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
@@ -162,6 +167,6 @@ def test_a_lowercased_model_is_validated_by_lowercased_bleu(tmp_path, monkeypatc
     # learnt, so validation reads bleu_lc_tok instead.
     cfg = make_cfg(5, [f"data.lowercase={str(lowercase).lower()}"])
     trainer = Trainer(cfg, tmp_path / "run")
-    monkeypatch.setattr("nmtkit.train.loop.score",
+    monkeypatch.setattr("nmtkit.train.validate.score",
                         lambda hyps, refs: {"bleu": 11.0, "bleu_lc_tok": 22.0})
     assert trainer.validate()["valid_bleu"] == (22.0 if lowercase else 11.0)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import nmtkit.train.loop as loop
+import nmtkit.train.run_dir as run_dir
 from nmtkit.cli import main as cli_main
 from nmtkit.config import load
-from nmtkit.train.loop import Trainer, TrainingError
+from nmtkit.train.loop import Trainer
+from nmtkit.train.step import TrainingError
 
 from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
@@ -41,21 +42,21 @@ def earlier_run(run: Path, steps=30, extra=()) -> dict[str, bytes]:
 
 def fail_first_save(monkeypatch):
     """best.pt's write fails at the new run's first checkpoint (after last.pt's succeeded)."""
-    real = loop.save_checkpoint
+    real = run_dir.save_checkpoint
 
     def save(path, payload):
         if Path(path).name == "best.pt":
             raise OSError(28, "No space left on device")
         real(path, payload)
 
-    monkeypatch.setattr(loop, "save_checkpoint", save)
+    monkeypatch.setattr(run_dir, "save_checkpoint", save)
 
 
 @pytest.mark.parametrize("how", ["diverges", "update_raises", "first_save_fails"])
 def test_a_failed_overwrite_puts_the_earlier_run_back(tmp_path, monkeypatch, caplog, how):
     run = tmp_path / "run"
     before = earlier_run(run)
-    caplog.set_level(logging.INFO, logger="nmtkit.train.loop")
+    caplog.set_level(logging.INFO, logger="nmtkit.train")
     if how == "diverges":  # the probe's case, through the command line
         args = ["train", str(COPY), "--run-dir", str(run), "--overwrite", "--set", "train.lr=1e30"]
         for s in tiny_copy_overrides(10):
@@ -84,7 +85,7 @@ def test_a_failed_overwrite_puts_the_earlier_run_back(tmp_path, monkeypatch, cap
 def test_the_earlier_run_is_deleted_at_the_new_runs_first_checkpoint(tmp_path, monkeypatch):
     run = tmp_path / "run"
     before = earlier_run(run)
-    real, seen = loop.save_checkpoint, []
+    real, seen = run_dir.save_checkpoint, []
 
     def save(path, payload):
         # At every moment one of the two runs has its last.pt in the directory.
@@ -93,7 +94,7 @@ def test_the_earlier_run_is_deleted_at_the_new_runs_first_checkpoint(tmp_path, m
         seen.append((Path(path).name, len(aside)))
         real(path, payload)
 
-    monkeypatch.setattr(loop, "save_checkpoint", save)
+    monkeypatch.setattr(run_dir, "save_checkpoint", save)
     result = Trainer(make_cfg(10, ["train.seed=7"]), run, overwrite=True).run()
     assert result["step"] == 10
     assert seen[0] == ("last.pt", 1)  # the earlier run still set aside at the first write
@@ -108,7 +109,7 @@ def test_ctrl_c_before_the_first_checkpoint_puts_the_earlier_run_back(tmp_path, 
                                                                       caplog):
     run = tmp_path / "run"
     before = earlier_run(run)
-    caplog.set_level(logging.INFO, logger="nmtkit.train.loop")
+    caplog.set_level(logging.INFO, logger="nmtkit.train")
     # valid_every=10: the first checkpoint would come at update 10.
     run_until_ctrl_c(monkeypatch, Trainer(make_cfg(20, ["train.seed=7"]), run, overwrite=True), 5)
     assert snapshot(run) == before
@@ -142,7 +143,7 @@ def test_a_run_killed_before_its_first_checkpoint_leaves_the_earlier_run_aside(t
     Trainer(make_cfg(10, ["train.seed=7"]), run, overwrite=True)
     (aside,) = set_aside(run)
     assert snapshot(aside) == before
-    caplog.set_level(logging.INFO, logger="nmtkit.train.loop")
+    caplog.set_level(logging.INFO, logger="nmtkit.train")
     # --resume finds no last.pt, and says where the earlier run is.
     with pytest.raises(FileNotFoundError, match="nothing to resume"):
         Trainer(make_cfg(10), run, resume=True)

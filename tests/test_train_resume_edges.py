@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-import nmtkit.train.loop as loop
+import nmtkit.train.setup as setup
 from nmtkit.cli import main as cli_main
 from nmtkit.config import ConfigError, load
 from nmtkit.train.loop import Trainer
@@ -40,7 +40,7 @@ def no_data_work(monkeypatch):
     def read(*_):
         raise AssertionError("the corpus was read")
 
-    monkeypatch.setattr(loop, "load_training", read)
+    monkeypatch.setattr(setup, "load_training", read)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,12 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .options import NO_FAST_HELP, Subparsers, add_command
+
+if TYPE_CHECKING:
+    from ..train.tensorboard import AttentionImage
 
 EXAMPLES = ("  nmtkit train configs/copy_task.yaml\n"
             "  nmtkit train configs/multi30k_transformer_small.yaml --set train.max_minutes=60\n"
@@ -58,7 +62,7 @@ def run(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
     result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
                    on_validation=curves_callback(), init_from=a.init_from,
-                   vocab_from=a.vocab_from)
+                   vocab_from=a.vocab_from, attention_image=attention_image_callback())
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
         print(json.dumps({"run_dir": str(run_dir), **result}))
     return 0
@@ -71,3 +75,13 @@ def curves_callback() -> Callable[[str | Path], None] | None:
     except ImportError:
         return None
     return redraw_curves
+
+
+def attention_image_callback() -> AttentionImage | None:
+    """TensorBoard's attention image (``train.tensorboard``) drawn as a labelled heatmap when
+    matplotlib is installed, else None (training draws a bare grey map)."""
+    try:  # matplotlib: an optional dependency
+        from ..viz.attention import attention_image
+    except ImportError:
+        return None
+    return attention_image

@@ -186,3 +186,12 @@ def forgetting_report(before: dict[str, Any], after: dict[str, Any],
 
 def write_forgetting_report(path: Path, report: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(report, indent=2) + "\n")
+
+
+def report_forgetting(bundle: Bundle, data: DataConfig, splits: tuple[str, ...],
+                      before: dict[str, Any], parent: str | None, step: int, path: Path) -> None:
+    """At the end of training: ``splits`` scored again (:func:`score_splits`), against
+    ``before``, into ``path`` (``<run>/forgetting.json``, :func:`forgetting_report`)."""
+    after = score_splits(bundle, data, splits)
+    write_forgetting_report(path, forgetting_report(before, after, parent, step))
+    log.info("forgetting report: %s", path)

@@ -1,15 +1,41 @@
-"""The run directory of a training run: one run writes it at a time (:class:`RunDirLock`),
-and a path that cannot hold a run is named before any work (:func:`check_run_dir_path`)."""
+"""The run directory of a training run, and the state a checkpoint keeps to resume it.
+
+- One run writes a directory at a time (:class:`RunDirLock`), and a path that cannot hold
+  a run is named before any work (:func:`check_run_dir_path`).
+- A fresh run never mixes with an earlier run's files (:func:`check_fresh`); with
+  ``--overwrite`` the earlier run is set aside until the new run's first checkpoint
+  (:class:`EarlierRun`).
+- What a run writes: ``last.pt``, ``best.pt`` and ``step_*.pt`` (:func:`save_checkpoints`),
+  ``metrics.csv`` and ``losses.csv`` (:func:`write_metrics`, :class:`LossLog`),
+  ``samples.txt`` (:func:`append_samples`).
+- Where training stands (:class:`Progress`) and the random generators' state
+  (:func:`rng_state`): what ``--resume`` restores so that it continues exactly.
+"""
 
 from __future__ import annotations
 
+import csv
 import errno
+import io
 import logging
 import os
+import random
+import shutil
+import tempfile
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ..checkpoint import save_checkpoint
+from ..config import Config, TrainConfig
+from ..data.prepare import Vocabularies, vocab_state
+from ..io import atomic_write_text
+from .ema import WeightAverage
+from .schedule import Schedule
 
 try:  # advisory locks: POSIX only (elsewhere runs are not serialised, as in nmtkit.io)
     import fcntl
@@ -52,7 +78,7 @@ class RunDirLock:
       collected (a trainer set up but never run), or at exit. A process killed hard loses
       its lock with it (the kernel drops it); the stale file is reused.
     - The file is removed when released, so it is never mistaken for part of a run (and is
-      not one of :meth:`Trainer._run_files`). A process that locked a file its last holder
+      not one of :func:`run_files`). A process that locked a file its last holder
       had just unlinked notices (another inode at the path) and tries again.
     - Where ``flock`` is unavailable (not POSIX, or a file system without locks), runs are
       not serialised (a warning on such a file system)."""
@@ -161,3 +187,282 @@ def check_run_dir_path(run_dir: Path) -> None:
                          f"{os.readlink(run_dir)}, which does not exist)")
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"{run_dir}: run directory is a file")
+
+
+# --- where training stands --------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """Everything about where training stands that a checkpoint must restore."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of the current epoch already consumed
+    tgt_tokens: int = 0
+    elapsed_s: float = 0.0  # training wall time accumulated over all sessions
+    best: float | None = None
+    bad_validations: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    parent: str | None = None  # --init-from: the checkpoint this run started from
+    forgetting_before: dict[str, Any] = field(default_factory=dict)  # train.forgetting_splits
+    train_log: list[list[float]] = field(default_factory=list)  # [step, epoch, loss, lr] per log_every
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def rng_state() -> dict[str, Any]:
+    """The random generators' state, for the checkpoint: a resumed run draws what the
+    uninterrupted one would have (dropout masks, word dropout, subword sampling)."""
+    return {"torch": torch.get_rng_state(), "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def checkpoint_payload(cfg: Config, vocabs: Vocabularies, model: nn.Module,
+                       ema: WeightAverage | None, optimizer: torch.optim.Optimizer,
+                       schedule: Schedule, scaler: torch.amp.GradScaler,
+                       p: Progress) -> dict[str, Any]:
+    """What a checkpoint holds: the config, tokenizers and vocabularies, the weights (with
+    ``train.ema``, every reader (translate, evaluate, average, best.pt) gets the average in
+    ``model``; the weights trained are kept in ``train_model``), and the state ``--resume``
+    continues from."""
+    return {
+        "config": cfg.to_dict(),
+        **vocab_state(vocabs),
+        "model": model.state_dict() if ema is None else ema.state_dict(),
+        **({"train_model": model.state_dict()} if ema is not None else {}),
+        "optimizer": optimizer.state_dict(),
+        "schedule": schedule.state_dict(),
+        "progress": p.to_dict(),
+        "scaler": scaler.state_dict(),  # {} unless fp16
+        "rng": rng_state(),
+    }
+
+
+def restore_rng(rng: dict[str, Any]) -> None:
+    """Put back the state :func:`rng_state` stored."""
+    torch.set_rng_state(rng["torch"])
+    random.setstate(rng["python"])
+    if torch.cuda.is_available() and rng.get("cuda") is not None:
+        torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+# --- what a run writes ------------------------------------------------------------------------
+
+METRIC_FIELDS = ["step", "epoch", "train_loss", "train_ppl", "valid_loss", "valid_ppl",
+                 "valid_bleu", "lr", "tgt_tokens", "elapsed_s"]
+
+
+def metric_fields(cfg: Config) -> list[str]:
+    """The columns of ``metrics.csv``: :data:`METRIC_FIELDS`, with ``data.directions`` one
+    ``bleu_<src>-<tgt>`` column per direction after ``valid_bleu`` (which is their mean)."""
+    at = METRIC_FIELDS.index("valid_bleu") + 1
+    per_direction = [f"bleu_{d}" for d in cfg.data.directions]
+    return [*METRIC_FIELDS[:at], *per_direction, *METRIC_FIELDS[at:]]
+
+
+LOSS_FIELDS = ["step", "epoch", "train_loss", "lr"]
+"""Columns of ``losses.csv``: the training loss of each ``log_every`` window."""
+SAMPLES_TXT = "samples.txt"
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    """What a run writes into its directory (and a fresh run would mix with)."""
+    names = ["last.pt", "best.pt", "metrics.csv", "curves.png", "forgetting.json", "losses.csv",
+             SAMPLES_TXT]
+    return [*(run_dir / n for n in names if (run_dir / n).exists()),
+            *sorted(run_dir.glob("step_*.pt")),
+            *sorted(run_dir.glob("tensorboard/events.out.tfevents.*"))]
+
+
+def prepare_run_dir(run_dir: Path) -> None:
+    """Create the directory; remove writes cut short by a kill (``.*.tmp``: never renamed).
+    (A folder set aside by --overwrite, ``.overwritten.<random>``, never matches: its random
+    part has no dot, so it cannot end in ".tmp".)"""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in run_dir.glob(".*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
+def save_checkpoints(run_dir: Path, payload: dict[str, Any], step: int, best: bool,
+                     keep_last: int) -> None:
+    """``last.pt`` (and ``best.pt`` when ``best``); with ``train.keep_last`` k > 0 also
+    ``step_<step>.pt``, the k newest kept (for ``nmtkit average``)."""
+    save_checkpoint(run_dir / "last.pt", payload)
+    if best:
+        save_checkpoint(run_dir / "best.pt", payload)
+    if keep_last > 0:
+        save_checkpoint(run_dir / f"step_{step:08d}.pt", payload)
+        steps = sorted(run_dir.glob("step_*.pt"))
+        for old in steps[:-keep_last]:
+            old.unlink()
+
+
+def write_metrics(run_dir: Path, cfg: Config, p: Progress) -> None:
+    """``metrics.csv`` (a row per validation) and ``losses.csv`` (a row per ``log_every``
+    updates), rewritten whole and atomically."""
+    buf = io.StringIO()
+    fields = metric_fields(cfg)
+    w = csv.DictWriter(buf, fieldnames=fields)
+    w.writeheader()
+    for row in p.history:
+        w.writerow({k: row.get(k, "") for k in fields})
+    atomic_write_text(run_dir / "metrics.csv", buf.getvalue())
+    buf = io.StringIO()
+    csv.writer(buf).writerows([LOSS_FIELDS, *p.train_log])
+    atomic_write_text(run_dir / "losses.csv", buf.getvalue())
+
+
+class LossLog:
+    """The per-batch training loss panel of curves.png."""
+
+    def __init__(self, t: TrainConfig):
+        self.t = t
+        self.interval: tuple[float, int] = (0.0, 0)  # loss sum and target tokens since the last log
+
+    def note(self, p: Progress, loss_sum: float, n_tok: int, lr: float) -> None:
+        """Every ``log_every`` updates, the mean loss per target token over them goes into
+        ``progress.train_log`` (written to ``losses.csv`` beside metrics.csv, whose rows
+        average a whole validation interval)."""
+        total, tok = self.interval
+        total, tok = total + loss_sum, tok + n_tok
+        if p.step % self.t.log_every == 0:
+            p.train_log.append([p.step, p.epoch, round(total / max(tok, 1), 4), float(f"{lr:.6g}")])
+            total, tok = 0.0, 0
+        self.interval = (total, tok)
+
+
+def append_samples(run_dir: Path, lines: list[str]) -> None:
+    """Append ``lines`` and a blank line to ``samples.txt`` (rewritten atomically)."""
+    path = run_dir / SAMPLES_TXT
+    before = path.read_text(encoding="utf-8") if path.is_file() else ""
+    atomic_write_text(path, before + "\n".join(lines) + "\n\n")
+
+
+# --- a fresh run, a resumed one ---------------------------------------------------------------
+
+
+def newest_step_checkpoint(run_dir: Path) -> Path | None:
+    """The run's ``step_*.pt`` of the latest update (``train.keep_last``), if any."""
+    steps = sorted(run_dir.glob("step_*.pt"))
+    return steps[-1] if steps else None
+
+
+def check_fresh(run_dir: Path, overwrite: bool) -> None:
+    """A new run never silently mixes with an earlier run's checkpoints and metrics. The
+    way to continue the earlier run is named only where there is one: ``--resume`` reads
+    ``last.pt``; without it, the newest ``step_*.pt`` can take its place (as
+    :func:`nothing_to_resume` says)."""
+    files = run_files(run_dir) if run_dir.is_dir() and not overwrite else []
+    if not files:
+        return
+    newest = newest_step_checkpoint(run_dir)
+    if (run_dir / "last.pt").exists():
+        how = "continue it with --resume, or pass --overwrite to start afresh"
+    elif newest is not None:
+        how = (f"it has no last.pt: to continue it from {newest.name}, copy that to last.pt "
+               "and pass --resume; or pass --overwrite to start afresh")
+    else:
+        how = "pass --overwrite to start afresh, or choose another --run-dir"
+    raise ValueError(f"{run_dir}: holds an earlier run ({files[0].name}); {how}")
+
+
+def nothing_to_resume(run_dir: Path) -> str:
+    """``--resume`` without ``last.pt``: where a ``step_*.pt`` is left (the same full
+    state as the ``last.pt`` of its update), how to resume from it."""
+    last = run_dir / "last.pt"
+    newest = newest_step_checkpoint(run_dir)
+    if newest is None:
+        return f"{last}: nothing to resume"
+    return (f"{last}: nothing to resume, but {newest} is a checkpoint of this run: copy it "
+            f"to {last} and --resume again to continue from its update")
+
+
+# --- --overwrite: the earlier run is set aside until this run's first checkpoint --------------
+
+SET_ASIDE_PREFIX = ".overwritten."
+
+
+class EarlierRun:
+    """``--overwrite``: the earlier run's files (:func:`run_files`), moved into a hidden
+    folder ``<run>/.overwritten.<random>/`` (same file system: renames, no copies), so that
+    the new run starts in a clean directory yet, until it has a checkpoint of its own, the
+    earlier run is not lost:
+
+    - the new run's first successful checkpoint deletes the folder (:meth:`drop`);
+    - any exception before that (Ctrl-C included) out of the set-up's last step or out of
+      the loop removes the new run's files and moves the earlier ones back (:meth:`put_back`);
+    - a process killed hard (SIGKILL, power loss) in between leaves the earlier run in the
+      folder. Nothing deletes it automatically: later runs in the directory (fresh,
+      ``--overwrite`` or ``--resume``) ignore it (it is neither a run file nor a ``.*.tmp``
+      leftover) and name it in a WARNING (:func:`warn_of_set_aside_runs`); moving its
+      files back into the run directory recovers the earlier run.
+
+    Rank 0 only: the other ranks never touch the run directory's files."""
+
+    def __init__(self, run_dir: Path, aside: Path):
+        self.run_dir, self.aside = run_dir, aside
+
+    @classmethod
+    def set_aside(cls, run_dir: Path) -> EarlierRun | None:
+        """Move the earlier run's files aside (None: there were none)."""
+        files = run_files(run_dir)
+        if not files:
+            return None
+        aside = Path(tempfile.mkdtemp(prefix=SET_ASIDE_PREFIX, dir=run_dir))
+        moved: list[Path] = []
+        try:
+            for old in files:
+                rel = old.relative_to(run_dir)
+                (aside / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(old, aside / rel)
+                moved.append(rel)
+        except BaseException:  # half moved: move those back, the run stops here
+            for rel in moved:
+                os.replace(aside / rel, run_dir / rel)
+            shutil.rmtree(aside, ignore_errors=True)
+            raise
+        log.info("--overwrite: the earlier run's %d files set aside in %s until this run's "
+                 "first checkpoint", len(files), aside)
+        return cls(run_dir, aside)
+
+    def drop(self) -> None:
+        """This run has a checkpoint: the earlier run set aside is deleted."""
+        try:
+            shutil.rmtree(self.aside)
+        except OSError as e:  # this run goes on; the leftover is named by the next run's warning
+            log.warning("could not delete the earlier run set aside in %s: %s", self.aside, e)
+        else:
+            log.info("first checkpoint saved: the earlier run (%s) deleted", self.aside.name)
+
+    def put_back(self) -> None:
+        """This run failed before its first checkpoint: its files go, the earlier run's come
+        back. Never raises (the run's own exception is what the caller reports): a file that
+        cannot be moved back stays in the folder, named in an ERROR."""
+        try:
+            for new in run_files(self.run_dir):
+                new.unlink(missing_ok=True)
+            for old in sorted(f for f in self.aside.rglob("*") if not f.is_dir()):
+                rel = old.relative_to(self.aside)
+                (self.run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(old, self.run_dir / rel)
+            shutil.rmtree(self.aside)
+        except OSError as e:
+            log.error("could not put back the earlier run from %s (move its files back into %s "
+                      "by hand): %s", self.aside, self.run_dir, e)
+            return
+        log.info("this run failed before its first checkpoint: the earlier run was put back "
+                 "in %s", self.run_dir)
+
+
+def warn_of_set_aside_runs(run_dir: Path) -> None:
+    """A WARNING for each folder of an earlier run set aside by an --overwrite that was
+    killed before its first checkpoint: left for the user to recover or delete."""
+    if not run_dir.is_dir():
+        return
+    for aside in sorted(run_dir.glob(SET_ASIDE_PREFIX + "*")):
+        if aside.is_dir():
+            log.warning("%s holds an earlier run set aside by an --overwrite that stopped "
+                        "before its first checkpoint (killed?): move its files back into %s "
+                        "to recover it, or delete it", aside, run_dir)

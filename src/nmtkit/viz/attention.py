@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..decode.attention import KINDS, sentence_attention, teacher_forced_maps
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
 
 __all__ = ["KINDS", "AttentionMaps", "attention_figure", "attention_figures", "attention_for_text",
-           "compute_attention", "write_attention"]
+           "attention_image", "compute_attention", "write_attention"]
 KIND_TITLES = {
     "encoder": "Encoder self-attention",
     "decoder_self": "Decoder self-attention (masked)",
@@ -183,6 +185,23 @@ def attention_figure(att: AttentionMaps, kind: str, cmap: str = "viridis") -> Fi
 def attention_figures(att: AttentionMaps) -> dict[str, Figure]:
     """One figure per kind the model has."""
     return {kind: attention_figure(att, kind) for kind in att.maps}
+
+
+def attention_image(bundle: Bundle, text: str, tgt_lang: str | None = None) -> torch.Tensor:
+    """The source attention of ``text``'s greedy translation (into ``tgt_lang``: a model of
+    ``data.directions``), last layer, averaged over heads (the map alignments read), as a
+    labelled heatmap in a (3, H, W) float image in [0, 1]: what ``nmtkit train`` passes to
+    training for TensorBoard's ``valid/attention`` (:class:`nmtkit.train.tensorboard.TensorBoard`)."""
+    att = attention_for_text(bundle, text, beam=1, tgt_lang=tgt_lang)
+    kind = "decoder_src"
+    last = att.maps[kind][-1:].mean(axis=1, keepdims=True)  # (1, 1, T, S)
+    att.maps = {kind: last}
+    fig = attention_figure(att, kind)
+    canvas = FigureCanvasAgg(fig)  # the figure is Agg-bound already (viz._common.new_figure)
+    canvas.draw()  # type: ignore[no-untyped-call]
+    # (H, W, 4) uint8 pixels of the drawn figure
+    rgba = torch.from_numpy(np.asarray(canvas.buffer_rgba()).copy())  # type: ignore[no-untyped-call]
+    return rgba[..., :3].permute(2, 0, 1).float() / 255.0  # (3, H, W)
 
 
 def write_attention(att: AttentionMaps, stem: str | Path, html: bool = False,

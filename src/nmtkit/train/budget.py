@@ -1,0 +1,191 @@
+"""Budgets: when a run has nothing left to do, and ``train.budget_schedule``'s planner.
+
+A run ends at ``train.max_steps``, ``train.max_epochs``, ``train.max_minutes``, after
+``train.patience`` validations without improvement, or (``train.budget_schedule``) at the
+last update of its budget plan (:class:`~nmtkit.train.schedule.BudgetPlan`). The planner
+(:class:`BudgetPlanner`) times the updates, plans how many the remaining minutes allow and
+revises the plan as the run goes; the schedule then follows the plan
+(:func:`~nmtkit.train.schedule.budget_rate`).
+
+The planner reads no clock of its own: the loop passes it the time (``time.perf_counter``,
+its training clock), so that one clock times the whole run.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import TrainConfig
+from . import distributed
+from .run_dir import Progress
+from .schedule import BudgetPlan, Schedule, revision_interval
+
+
+def already_ended(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> str | None:
+    """Why the run has nothing left to do under its current settings, before an update
+    (None: it has). The loop's own stop conditions, so that resuming a run that ended,
+    whatever ended it (``max_steps``, ``patience``, ``max_minutes``, its budget plan),
+    with the same recipe trains nothing and reports how it ended; raising the limit
+    that ended it continues the run (except a budget plan's end: see
+    :func:`check_budget_resumable`)."""
+    if p.step >= t.max_steps:
+        return f"max_steps={t.max_steps}"
+    if t.patience and p.bad_validations >= t.patience:
+        return f"no improvement in {t.patience} validations"
+    if t.max_minutes and p.elapsed_s >= t.max_minutes * 60:
+        return f"max_minutes={t.max_minutes}"
+    if plan is not None and p.step >= plan.steps:
+        return f"the budget plan's {plan.steps} updates"
+    return None
+
+
+def spent(t: TrainConfig, p: Progress, out_of_time: bool, plan_done: bool) -> str | None:
+    """After an update: the budget that ends the run now, if any (the steps, the minutes,
+    or the budget plan's last update)."""
+    if p.step >= t.max_steps:
+        return f"max_steps={t.max_steps}"
+    if out_of_time:
+        return f"max_minutes={t.max_minutes}"
+    if plan_done:
+        return f"the budget plan's {p.step} updates (max_minutes={t.max_minutes})"
+    return None
+
+
+def check_budget_resumable(t: TrainConfig, ckpt: dict[str, Any], was: dict[str, Any],
+                           last: Path) -> None:
+    """``train.budget_schedule``: a run that ended under its budget plan, at the plan's
+    last update or on its time budget (where the plan had brought the rate down to, or
+    nearly to, ``train.min_lr``), is not resumed with more room to train: a larger
+    ``train.max_minutes``, or a larger ``train.max_steps`` where that capped the plan. A
+    plan cannot be stretched past its end: a new one would throw the rate back up from
+    its floor, a restart in all but name. The way to train on is a new run from the
+    checkpoint with a schedule of its own (``--init-from``); the same recipe resumed only
+    reports the run's end (:func:`already_ended`). A run interrupted inside its plan
+    (Ctrl-C, a crash) is re-planned for the new budget instead
+    (:func:`replan_resumed_budget`), as a validation revises a plan. ``was``: the
+    checkpoint's train section; ``last``: its path."""
+    plan = (ckpt.get("schedule") or {}).get("budget_plan")
+    was_minutes = was.get("max_minutes", TrainConfig.max_minutes)
+    was_steps = was.get("max_steps", t.max_steps)  # (unknown: as now)
+    step, elapsed_s = ckpt["progress"]["step"], ckpt["progress"]["elapsed_s"]
+    spent = bool(was_minutes) and elapsed_s >= was_minutes * 60
+    if not t.budget_schedule or not plan or (step < plan["steps"] and not spent):
+        return
+    more = []
+    if t.max_minutes > was_minutes:
+        more.append(f"train.max_minutes={t.max_minutes:g} (was {was_minutes:g})")
+    if t.max_steps > was_steps and plan["steps"] >= was_steps:
+        more.append(f"train.max_steps={t.max_steps} (was {was_steps})")
+    if more:
+        how = "on its time budget" if spent else "at the last update of its budget plan"
+        raise ValueError(f"{last}: cannot resume with {' and '.join(more)}: the run ended "
+                         f"at update {step}, {how}, and the schedule that "
+                         "train.budget_schedule fitted to that budget (its rate decaying to "
+                         "train.min_lr) cannot be stretched past its end; to train on, start "
+                         f"a new run from it with a schedule of its own: --init-from {last} "
+                         "--run-dir NEW_DIR (or resume with the run's own settings to see "
+                         "how it ended)")
+
+
+def replan_resumed_budget(t: TrainConfig, p: Progress, schedule: Schedule, was_minutes: float,
+                          log: logging.Logger) -> None:
+    """``train.budget_schedule``, resumed inside its plan with another ``train.max_minutes``:
+    the plan is revised at once for the time now left, from the time per update it had
+    measured (as a validation revises it), rather than at the next validation: until
+    then the old plan's rates would apply, and its end could stop the run first. With an
+    unchanged budget the stored plan is followed as it is (resuming stays exact)."""
+    plan = schedule.plan
+    if plan is None or t.max_minutes == was_minutes or p.step >= plan.steps:
+        return
+    remaining_s = t.max_minutes * 60 - p.elapsed_s
+    if remaining_s <= 0:  # the time is up: the run ends before an update (already_ended)
+        return
+    revised = schedule.make_plan(p.step, plan.step_s, remaining_s)
+    log.info("train.max_minutes %g (was %g): %s", t.max_minutes, was_minutes, revised.describe())
+
+
+class BudgetPlanner:
+    """``train.budget_schedule``'s timing of one session (a resumed run times itself anew),
+    and the plans made from it. ``log``: where plans are reported (the loop's logger: the
+    lines ``experiments/seeds.py`` reads)."""
+
+    def __init__(self, t: TrainConfig, p: Progress, schedule: Schedule, world: int,
+                 device: torch.device, log: logging.Logger):
+        self.t, self.p, self.schedule, self.world, self.device, self.log = (
+            t, p, schedule, world, device, log)
+        self.marks: list[tuple[int, float]] = []  # (update, train clock) at the probe's start and each plan
+        self.valid_s = 0.0  # seconds spent validating (the train clock leaves them out)
+        self.valid_n = 0  # validations timed
+        self.logged: BudgetPlan | None = None  # the latest plan logged at INFO
+
+    def _train_clock(self, now: float) -> float:
+        """Seconds of this session outside validations: what updates alone have cost."""
+        return now - self.valid_s
+
+    def after_update(self, now: float, elapsed_s: float) -> None:
+        """After each update: time the updates after this session's first one; once
+        ``budget_probe_steps`` are timed, plan the rest of the budget (unless a plan exists:
+        a resumed run's). Then revise the plan every
+        :func:`~nmtkit.train.schedule.revision_interval` updates after the update it was made
+        at: in its warmup, warmup included (the first updates may be far slower than the
+        rest); after it, so that a machine that speeds up or slows down later (another job
+        ending or starting beside the run) moves the plan's end with it. The updates at which
+        it is revised follow from the stored plan alone, so a resumed run revises where the
+        uninterrupted one did."""
+        p, plan, t = self.p, self.schedule.plan, self.t
+        if not self.marks:
+            self.marks = [(p.step, self._train_clock(now))]
+        if plan is None:
+            if p.step - self.marks[0][0] >= t.budget_probe_steps:
+                self.plan(now, elapsed_s)
+        elif p.step < plan.steps and p.step - plan.made_at >= revision_interval(t, plan):
+            self.plan(now, elapsed_s, routine=True)
+
+    def after_validation(self, seconds: float, now: float, elapsed_s: float) -> None:
+        """A validation took ``seconds``: the train clock leaves them out, and a plan still
+        running is revised now that a validation's cost is known."""
+        self.valid_s += seconds
+        self.valid_n += 1
+        plan = self.schedule.plan
+        if self.t.budget_schedule and plan is not None and self.p.step < plan.steps:
+            self.plan(now, elapsed_s)
+
+    def plan(self, now: float, elapsed_s: float, routine: bool = False) -> None:
+        """Make or revise the budget plan for the time left. An update's time is that of the
+        latest updates (since the newest plan at least a revision interval back, else since the
+        probe started), validations left out, plus a validation's share (its mean time over
+        ``valid_every`` updates). A resumed session that has not yet timed
+        ``budget_probe_steps`` updates of its own keeps the stored plan's figures. ``routine``:
+        an interval's revision (inside the plan's warmup it refits the warmup too; one close
+        to the plan last logged goes to DEBUG only), not a validation's or the first plan.
+        Every rank takes the first rank's figures, so that all follow one plan."""
+        t, p, plan = self.t, self.p, self.schedule.plan
+        clock = self._train_clock(now)
+        back = revision_interval(t, plan) if plan is not None else t.budget_probe_steps
+        since = next((m for m in reversed(self.marks) if m[0] <= p.step - back), self.marks[0])
+        timed = p.step - since[0]
+        if plan is None and timed < 1:
+            return
+        valid_s = (self.valid_s / self.valid_n if self.valid_n
+                   else plan.valid_s if plan is not None else 0.0)
+        if plan is not None and timed < t.budget_probe_steps:  # resumed: too few updates timed
+            step_s = plan.step_s
+        else:
+            step_s = (clock - since[1]) / timed + valid_s / t.valid_every
+        remaining_s = t.max_minutes * 60 - elapsed_s
+        if self.world > 1:
+            step_s, remaining_s, valid_s = distributed.broadcast_floats(
+                [step_s, remaining_s, valid_s], self.device)
+        refit = routine and plan is not None and p.step < plan.warmup
+        plan = self.schedule.make_plan(p.step, step_s, remaining_s, refit, valid_s)
+        # Routine revisions come every few dozen updates: one close to the last plan logged
+        # at INFO is logged at DEBUG only.
+        quiet = routine and self.logged is not None and plan.close_to(self.logged)
+        self.log.log(logging.DEBUG if quiet else logging.INFO, plan.describe())
+        if not quiet:
+            self.logged = plan
+        self.marks.append((p.step, clock))

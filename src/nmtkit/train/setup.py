@@ -1,0 +1,284 @@
+"""Everything the loop needs, built from the config: the device, the data (tokenizers,
+vocabularies, token ids of the training and validation splits), the model, and the state
+of a resumed run or of the checkpoint a fine-tuned one starts from.
+
+The optimizer and schedule come from :mod:`nmtkit.train.schedule`; one update is
+:class:`nmtkit.train.step.Updater`. The order the trainer calls these in matters: the
+random generators are seeded before the data and the model draw from them, and the data
+is read before the run directory is created (a corpus error leaves no directory behind).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import fast
+from ..checkpoint import load_checkpoint
+from ..config import Config, ConfigError, TrainConfig
+from ..data.batching import ParallelIds
+from ..data.fetch import CorpusError
+from ..data.mmap_ids import prepare_training_ids
+from ..data.multilingual import DirectedSplit, join, load_directed
+from ..data.prepare import (
+    Vocabularies,
+    build_vocabularies,
+    check_tags,
+    encode_parallel,
+    encode_training,
+    extra_tags,
+    load_training,
+    pairs_of,
+    vocab_from_state,
+)
+from ..data.subword_sampling import SubwordSampler
+from ..models import build_model
+from ..models.seq2seq import Seq2Seq
+from . import distributed, finetune
+from .budget import check_budget_resumable
+from .run_dir import Progress, nothing_to_resume, restore_rng
+from .schedule import Schedule, build_optimizer
+from .step import TrainingError
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def place(t: TrainConfig) -> tuple[int, int, torch.device]:
+    """(rank, world size, device) of this process: ``train.device`` (under torchrun, each
+    rank's own GPU) and ``train.threads``; under torchrun the process group is joined and
+    ranks other than 0 log warnings only (rank 0 speaks for all)."""
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    rank, world, local_rank = distributed.world_info()
+    device = pick_device(t.device)
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", local_rank)
+    if world > 1:
+        distributed.init(device)
+        if rank != 0:
+            logging.getLogger("nmtkit").setLevel(logging.WARNING)
+    return rank, world, device
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+# --- where a run starts: fresh, resumed, or from another run's checkpoint --------------------
+
+
+def check_start_flags(resume: bool, init_from: str | Path | None,
+                      vocab_from: str | Path | None) -> None:
+    """``--init-from``, ``--vocab-from`` and ``--resume`` each name where a run's weights or
+    vocabularies come from: at most one of them (``--init-from`` already takes the parent's
+    tokenizers and vocabularies; ``--resume`` takes the run's own from its ``last.pt``)."""
+    if init_from is not None and vocab_from is not None:
+        raise ConfigError("--init-from and --vocab-from cannot be combined (--init-from "
+                          "already takes the parent's tokenizers and vocabularies)")
+    for flag, path in (("--init-from", init_from), ("--vocab-from", vocab_from)):
+        if path is not None and resume:
+            raise ConfigError(f"{flag} and --resume cannot be combined: --resume continues the "
+                              "run from its own last.pt (weights, tokenizers and vocabularies): "
+                              f"drop {flag} to continue the run, or start a new run from {path} "
+                              "(another --run-dir, or --overwrite)")
+
+
+def stored_train_section(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """The train section of a checkpoint's config, every key the checkpoint lacks (written
+    before it existed) read as its default of :class:`~nmtkit.config.TrainConfig`."""
+    return {**asdict(TrainConfig()), **(ckpt["config"].get("train") or {})}
+
+
+def resume_checkpoint(run_dir: Path, cfg: Config) -> dict[str, Any]:
+    """``--resume``: the run's ``last.pt``, once it is known to hold a full training state
+    that ``cfg`` can continue (:func:`check_resumable`)."""
+    last = run_dir / "last.pt"
+    if not last.exists():
+        raise FileNotFoundError(nothing_to_resume(run_dir))
+    ckpt = load_checkpoint(last)
+    missing = [k for k in ("optimizer", "schedule", "progress", "rng") if k not in ckpt]
+    if missing:
+        raise ValueError(f"{last}: cannot resume: it holds weights only (no "
+                         f"{', '.join(missing)}; an averaged or exported checkpoint?)")
+    check_resumable(ckpt, cfg, last)
+    return ckpt
+
+
+def check_resumable(ckpt: dict[str, Any], cfg: Config, last: Path) -> None:
+    """The data and model sections as the checkpoint's, and nothing that would make the
+    stored state mean something else: the epoch's batches (``train.cuda_graphs`` inside an
+    epoch), the optimizer's state, a budget plan that has ended
+    (:func:`~nmtkit.train.budget.check_budget_resumable`)."""
+    try:  # keys added since the checkpoint was written read as their defaults
+        stored = Config.from_dict(ckpt["config"], str(last)).to_dict()
+    except ConfigError:
+        stored = {**ckpt["config"], "train": stored_train_section(ckpt)}
+    now = cfg.to_dict()
+    for section in ("data", "model"):
+        shown = finetune.config_differences(section, stored[section], now[section],
+                                            "the checkpoint")
+        if shown:
+            raise ValueError(f"{last}: cannot resume: the {section} section of the config "
+                             f"differs from the checkpoint's: {shown}")
+    was, t = stored["train"], cfg.train
+    check_budget_resumable(t, ckpt, was, last)
+    graphs = was["cuda_graphs"]
+    if graphs != t.cuda_graphs and ckpt["progress"].get("batch_in_epoch", 0):
+        # the epoch's batches differ (fixed shapes or not): its position would point elsewhere
+        raise ValueError(f"{last}: cannot resume with train.cuda_graphs="
+                         f"{str(t.cuda_graphs).lower()}: the run stopped inside "
+                         f"an epoch batched with train.cuda_graphs={str(graphs).lower()} "
+                         "(keep it until the epoch ends)")
+    if was["optimizer"] != t.optimizer:
+        raise ValueError(f"{last}: cannot resume: train.optimizer is {t.optimizer}, "
+                         f"the checkpoint's optimizer state is {was['optimizer']}'s (start a new "
+                         "run, or --init-from the checkpoint)")
+
+
+def start_checkpoints(cfg: Config, init_from: str | Path | None, vocab_from: str | Path | None
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(parent, vocabulary source): the checkpoint ``--init-from`` fine-tunes (weights,
+    tokenizers, vocabularies) and the one ``--vocab-from`` takes tokenizers and
+    vocabularies from (fresh weights), each checked against ``cfg``."""
+    parent = vocab_source = None
+    if init_from is not None:
+        parent = load_checkpoint(init_from)
+        finetune.check_parent(parent["config"], cfg, init_from)
+        log.info("fine-tuning %s: its weights, tokenizers and vocabularies", init_from)
+    if vocab_from is not None:
+        vocab_source = load_checkpoint(vocab_from)
+        finetune.check_vocab_source(vocab_source["config"], cfg, vocab_from)
+        log.info("tokenizers and vocabularies of %s (fresh weights)", vocab_from)
+    return parent, vocab_source
+
+
+# --- the data --------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainingData:
+    """Tokenizers and vocabularies, the training ids, the validation split(s)."""
+
+    vocabs: Vocabularies
+    train_ids: ParallelIds
+    sampler: SubwordSampler | None  # data.subword_alpha: one segmentation an epoch
+    valid_sets: list[DirectedSplit]  # one per direction of data.directions (else one)
+    valid_ids: ParallelIds  # every direction's, joined: the validation loss is over all
+
+
+def load_data(cfg: Config, given: dict[str, Any] | None, fine_tuning: bool) -> TrainingData:
+    """Read and encode the training and validation splits. ``given``: a checkpoint whose
+    tokenizers and vocabularies to use (None: learnt from the training data);
+    ``fine_tuning``: they come from another run (the share of ``<unk>`` is logged)."""
+    sampler = None
+    if cfg.data.mmap:
+        # Memory-mapped training ids, built once. With several processes the first to take
+        # the store's file lock builds them while the others wait on the lock (not on a
+        # collective, which would time out during a long first build), then every rank maps
+        # the same files.
+        vocabs, train_ids = prepare_training_ids(
+            cfg.data, vocab_from_state(given) if given is not None else None)
+        blank = None
+    else:
+        train_par = load_training(cfg.data)  # read once: vocabulary and ids (+ data.extra)
+        blank = train_par.skipped_empty
+        # (given: the same segmentation and ids as before the interruption, or the parent's)
+        vocabs = (vocab_from_state(given) if given is not None
+                  else build_vocabularies(cfg.data, pairs_of(train_par)))
+        check_tags(cfg.data, vocabs)
+        train_ids = encode_training(cfg.data, train_par, vocabs)  # + data.directions
+        if cfg.data.subword_alpha > 0:
+            sampler = SubwordSampler(cfg.data, train_par, vocabs, cfg.train.seed)
+    if len(train_ids) == 0:
+        raise TrainingError(_no_pairs_message(cfg, blank))
+    if fine_tuning:
+        src_unk, tgt_unk = finetune.unknown_rates(train_ids)
+        log.info("the training data under the given vocabularies: %.2f%% of source and "
+                 "%.2f%% of target tokens are <unk>", 100 * src_unk, 100 * tgt_unk)
+    valid_sets = load_directed(cfg.data, cfg.data.valid)
+    for vs in valid_sets:  # a validation of blank lines would choose best.pt by noise
+        text = vs.text
+        if not any(s.strip() and t.strip() for s, t in zip(text.src, text.tgt, strict=True)):
+            raise CorpusError(f"{text.name}: the validation split (data.valid) has no pair "
+                              f"with both sides non-blank ({len(text.src)} lines)")
+    valid_ids = encode_parallel(cfg.data, join(valid_sets), vocabs, drop_long=False)
+    log.info("train %d pairs, valid %d pairs", len(train_ids), len(valid_ids))
+    return TrainingData(vocabs, train_ids, sampler, valid_sets, valid_ids)
+
+
+def _no_pairs_message(cfg: Config, blank: int | None) -> str:
+    d = cfg.data
+    if blank is None:
+        why = f"pairs with an empty side or longer than data.max_len={d.max_len} are skipped"
+    else:
+        why = f"{blank} with an empty side, the rest longer than data.max_len={d.max_len}"
+    return f"{d.corpus} split {d.train!r}: no training pairs left after filtering ({why})"
+
+
+# --- the model and its training state ---------------------------------------------------------
+
+
+def build_training_model(cfg: Config, vocabs: Vocabularies, device: torch.device,
+                         parent: dict[str, Any] | None) -> Seq2Seq:
+    """The model of ``cfg.model`` on ``device``, with :mod:`nmtkit.fast`'s training
+    speed-ups when ``train.fast`` is on, the parent's weights (``--init-from``), and the
+    groups of ``train.freeze`` frozen (before the optimizer: frozen weights never get a
+    gradient or a step)."""
+    t = cfg.train
+    model = build_model(cfg.model, len(vocabs.src_vocab), len(vocabs.tgt_vocab)).to(device)
+    if t.fast:  # speed-ups from outside the readable model (nmtkit.fast), same numbers
+        fast.for_training(model, retain_memory=t.retain_freed_memory)
+    if parent is not None:
+        model.load_state_dict(parent["model"])
+    if t.freeze:
+        n = finetune.freeze(model, t.freeze)
+        log.info("frozen (%s): %.2fM weights", ", ".join(t.freeze), n / 1e6)
+    return model
+
+
+def optimization(cfg: Config, model: Seq2Seq, device: torch.device
+                 ) -> tuple[torch.optim.Optimizer, Schedule, torch.amp.GradScaler]:
+    """The optimizer (``train.optimizer``), the rate schedule (``train.lr_schedule``: Eq. 3
+    and the others of :mod:`nmtkit.train.schedule`) and, for fp16, the dynamic loss scaling
+    (off for fp32 and bf16, whose range needs none)."""
+    t = cfg.train
+    optimizer = build_optimizer(model.parameters(), t)
+    schedule = Schedule(optimizer, t, cfg.model.d_model)
+    return optimizer, schedule, torch.amp.GradScaler(device.type, enabled=t.amp == "fp16")
+
+
+def word_dropout_exempt(cfg: Config, vocabs: Vocabularies, device: torch.device) -> torch.Tensor:
+    """The source ids ``train.word_dropout`` leaves: the tags of ``data.extra`` and
+    ``data.directions``."""
+    tags = [vocabs.src_vocab.stoi[x] for x in sorted(extra_tags(cfg.data))
+            if x in vocabs.src_vocab.stoi]
+    return torch.tensor(tags, dtype=torch.long, device=device)
+
+
+def restore_training_state(ckpt: dict[str, Any], model: Seq2Seq, optimizer: torch.optim.Optimizer,
+                           schedule: Schedule, scaler: torch.amp.GradScaler) -> Progress:
+    """``--resume``: weights, optimizer, schedule, loss scale and random generators as the
+    checkpoint left them; returns its progress. With ``train.ema`` the checkpoint's
+    ``model`` holds the average and ``train_model`` the weights trained."""
+    model.load_state_dict(ckpt.get("train_model", ckpt["model"]))
+    optimizer.load_state_dict(ckpt["optimizer"])
+    schedule.load_state_dict(ckpt["schedule"])
+    progress = Progress(**ckpt["progress"])
+    if ckpt.get("scaler"):  # (absent in older checkpoints and when fp16 was off)
+        scaler.load_state_dict(ckpt["scaler"])
+    restore_rng(ckpt["rng"])
+    return progress
