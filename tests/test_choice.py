@@ -5,7 +5,7 @@ import pytest
 
 from nmtkit.config import DecodeConfig
 from nmtkit.decode.choice import candidate_options, choose_all
-from nmtkit.decode.translator import Translation
+from nmtkit.decode.translation import Translation
 
 
 @pytest.mark.parametrize("key", ["mbr", "rerank"])

@@ -8,13 +8,9 @@ from nmtkit.checkpoint import Bundle
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig
 from nmtkit.data.tokenizers import WhitespaceTokenizer
 from nmtkit.data.vocab import BOS, EOS, Vocab
-from nmtkit.decode.attention import (
-    KINDS,
-    reading_order,
-    sentence_attention,
-    teacher_forced_maps,
-)
+from nmtkit.decode.attention import KINDS, reading_order, teacher_forced_maps
 from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.sentence_attention import sentence_attention
 from nmtkit.decode.translator import Translator
 from nmtkit.models import build_model
 

@@ -21,7 +21,8 @@ from nmtkit.data.vocab import SPECIALS, Vocab
 from nmtkit.decode.limits import MAX_PHRASES
 from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.search import search
-from nmtkit.decode.translator import TargetTextError, Translation, Translator
+from nmtkit.decode.translation import Translation
+from nmtkit.decode.translator import TargetTextError, Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import contains, make_cfg, mixed_batch, tiny_model

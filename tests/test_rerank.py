@@ -14,7 +14,8 @@ from nmtkit.decode import rerank
 from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.rerank import ReverseScorer
 from nmtkit.decode.reverse_models import reverse_scorer
-from nmtkit.decode.translator import Translation, Translator, decode_options
+from nmtkit.decode.translation import Translation
+from nmtkit.decode.translator import Translator, decode_options
 from nmtkit.train.loop import Trainer
 
 from .helpers import copy_sentences as sentences

@@ -13,12 +13,13 @@ from nmtkit.config import DecodeConfig
 from nmtkit.data.multilingual import Direction
 from nmtkit.data.prepare import build_vocabularies, encode_pairs, pairs_of
 from nmtkit.decode import rerank
-from nmtkit.decode.attention import sentence_attention
 from nmtkit.decode.ensemble import ensemble_translator
 from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.rerank import ReverseScorer
 from nmtkit.decode.reverse_models import reverse_scorer
-from nmtkit.decode.translator import Translation, Translator
+from nmtkit.decode.sentence_attention import sentence_attention
+from nmtkit.decode.translation import Translation
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import PAR, make_cfg, step_by_step, whitespace_cfg

@@ -20,7 +20,8 @@ from nmtkit.decode.confidence import (
     translation_confidence,
 )
 from nmtkit.decode.options import TranslateOptions
-from nmtkit.decode.translator import Translation, Translator
+from nmtkit.decode.translation import Translation
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, severe_browser_errors, tiny_copy_overrides

@@ -39,7 +39,7 @@ def test_the_figures_attention_image_is_an_rgb_picture(bundle):
 
 
 def test_the_grey_map_without_a_drawing_is_the_last_layers_mean_source_attention(bundle):
-    from nmtkit.decode.attention import sentence_attention
+    from nmtkit.decode.sentence_attention import sentence_attention
 
     img = tensorboard.grey_attention_image(bundle, "3 4 5 6")
     att = sentence_attention(Translator.from_bundle(bundle), "3 4 5 6", model=bundle.model, beam=1)

@@ -20,7 +20,8 @@ from .options import Subparsers, add_command
 from .text import InputError, check_lines, one_line, read_input
 
 if TYPE_CHECKING:
-    from ..decode.translator import Translation, Translator
+    from ..decode.translation import Translation
+    from ..decode.translator import Translator
 
 log = logging.getLogger("nmtkit.cli")
 

@@ -21,7 +21,7 @@ from . import mbr, rerank
 if TYPE_CHECKING:
     from ..config import DecodeConfig
     from .rerank import ReverseScorer
-    from .translator import Translation
+    from .translation import Translation
 
 
 def reranking_search(cfg: DecodeConfig) -> DecodeConfig:

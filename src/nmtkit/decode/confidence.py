@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from .translator import Translation
+    from .translation import Translation
 
 LOW_PROBABILITY = 0.5
 """Default mark: an output token whose probability is below 0.5, i.e. the model gave the other

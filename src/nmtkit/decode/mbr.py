@@ -36,7 +36,7 @@ from ..config import MBR_UTILITIES as UTILITIES
 
 if TYPE_CHECKING:
     from ..config import DecodeConfig
-    from .translator import Translation
+    from .translation import Translation
 
 BLEU_ORDER = 4
 CHRF_ORDER = 6

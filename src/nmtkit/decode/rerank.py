@@ -47,36 +47,51 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from ..config import DecodeConfig
 from ..data.batching import pad_batch, pad_mask
-from ..data.vocab import BOS, PAD
-from ..models.seq2seq import target_mask
+from ..data.tokenizers import Tokenizer
+from ..data.vocab import BOS, PAD, Vocab
+from ..models.seq2seq import Seq2Seq, target_mask
+from .translation import Translation
 
-if TYPE_CHECKING:
-    from ..config import DecodeConfig
-    from .translator import Translation, Translator
+
+class ScoringModel(Protocol):
+    """What reranking reads of a model with its text pipeline: a
+    :class:`~nmtkit.decode.translator.Translator` is one. Reranking sits below the translator
+    (which calls it), so it names only what it uses."""
+
+    model: Seq2Seq
+    device: torch.device
+    tgt_tok: Tokenizer
+    tgt_vocab: Vocab
+    max_positions: int | None
+
+    def encode_source(self, line: str, tgt_lang: str | None = None) -> tuple[list[str], np.ndarray]:
+        """The source tokens of ``line`` and its ids (``</s>`` included)."""
+        ...
 
 
 class ReverseScorer:
     """The models that rerank candidates by reading them the other way round.
 
-    ``translators``: models trained in the reverse direction, for log P(x | y) of source
-    lines given candidate translations (each an nmtkit :class:`~.translator.Translator`,
-    whose tokenizers and vocabularies read the candidate as its source and the source line as
-    its target). ``tgt_langs``: per translator, the language to ask it for when it is a model
-    of several directions (the forward model's source language), ``None`` for a model of one
-    direction; all ``None`` when not given. ``r2l``: right-to-left models of the forward
-    direction (``data.reverse_target``), for log P(y | x) read from the candidate's end;
-    ``r2l_tgt_langs``: their target language where they have several. At least one model of
-    either kind."""
+    ``translators``: models trained in the reverse direction, for log P(x | y) of source lines
+    given candidate translations (each a :class:`ScoringModel`, such as an nmtkit
+    :class:`~.translator.Translator`, whose tokenizers and vocabularies read the candidate as
+    its source and the source line as its target). ``tgt_langs``: per translator, the language
+    to ask it for when it is a model of several directions (the forward model's source
+    language), ``None`` for a model of one direction; all ``None`` when not given. ``r2l``:
+    right-to-left models of the forward direction (``data.reverse_target``), for log P(y | x)
+    read from the candidate's end; ``r2l_tgt_langs``: their target language where they have
+    several. At least one model of either kind."""
 
-    def __init__(self, translators: Sequence[Translator],
+    def __init__(self, translators: Sequence[ScoringModel],
                  tgt_langs: Sequence[str | None] | None = None, batch_size: int = 128, *,
-                 r2l: Sequence[Translator] = (),
+                 r2l: Sequence[ScoringModel] = (),
                  r2l_tgt_langs: Sequence[str | None] | None = None) -> None:
         if not translators and not r2l:
             raise ValueError("reranking needs at least one reverse or right-to-left model")
@@ -93,7 +108,7 @@ class ReverseScorer:
         self.batch_size = batch_size
         """Pairs per teacher-forced pass."""
 
-    def _target_ids(self, tr: Translator, line: str) -> np.ndarray:
+    def _target_ids(self, tr: ScoringModel, line: str) -> np.ndarray:
         """The reverse model's target ids of a source line: its tokens, cut to the position
         table, then ``</s>``."""
         toks = tr.tgt_tok.encode(line.strip())
@@ -102,7 +117,7 @@ class ReverseScorer:
         return np.asarray(tr.tgt_vocab.encode(toks, add_eos=True), dtype=np.int64)
 
     @torch.no_grad()
-    def _one_model(self, tr: Translator, tgt_lang: str | None, candidates: Sequence[str],
+    def _one_model(self, tr: ScoringModel, tgt_lang: str | None, candidates: Sequence[str],
                    sources: Sequence[str]) -> list[float]:
         """Per pair, the mean log-probability of a ``sources`` line's tokens and ``</s>``
         under ``tr`` reading a ``candidates`` line (a reverse model)."""
@@ -111,7 +126,7 @@ class ReverseScorer:
         return self._teacher_forced(tr, srcs, tgts)
 
     @torch.no_grad()
-    def _one_r2l_model(self, tr: Translator, tgt_lang: str | None,
+    def _one_r2l_model(self, tr: ScoringModel, tgt_lang: str | None,
                        candidates: Sequence[str], sources: Sequence[str]) -> list[float]:
         """Per pair, the mean log-probability of a ``candidates`` line's tokens, last first,
         then ``</s>``, under ``tr`` (a right-to-left model) reading the ``sources`` line."""
@@ -122,7 +137,7 @@ class ReverseScorer:
             tgts.append(np.concatenate([ids[:-1][::-1], ids[-1:]]))  # reversed(y) </s>
         return self._teacher_forced(tr, srcs, tgts)
 
-    def _teacher_forced(self, tr: Translator, srcs: Sequence[np.ndarray],
+    def _teacher_forced(self, tr: ScoringModel, srcs: Sequence[np.ndarray],
                         tgts: Sequence[np.ndarray]) -> list[float]:
         """Per (source ids, target ids ending in ``</s>``) pair, the mean log-probability
         ``tr``'s model gives the target ids, in batches of similar length."""
@@ -152,8 +167,8 @@ class ReverseScorer:
         return self._mean(self._one_r2l_model, self.r2l, self.r2l_tgt_langs, candidates, sources)
 
     @staticmethod
-    def _mean(one: Callable[[Translator, str | None, Sequence[str], Sequence[str]], list[float]],
-              models: Sequence[Translator], langs: Sequence[str | None],
+    def _mean(one: Callable[[ScoringModel, str | None, Sequence[str], Sequence[str]], list[float]],
+              models: Sequence[ScoringModel], langs: Sequence[str | None],
               candidates: Sequence[str], sources: Sequence[str]) -> list[float]:
         if len(candidates) != len(sources):
             raise ValueError(f"{len(candidates)} candidates vs {len(sources)} sources")

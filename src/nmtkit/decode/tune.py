@@ -27,7 +27,8 @@ from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_R2L_W
 from ..evaluate import score
 from .choice import choose, reranking_search
 from .options import TranslateOptions
-from .translator import TextTranslator, Translation, decode_options
+from .translation import Translation
+from .translator import TextTranslator, decode_options
 
 
 @dataclass(frozen=True)

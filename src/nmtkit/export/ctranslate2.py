@@ -65,7 +65,8 @@ from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
 from ..decode.choice import candidate_options, choose_all
 from ..decode.options import TranslateOptions
 from ..decode.rerank import require_reverse
-from ..decode.translator import TextTranslator, Translation, decode_options, text_lines
+from ..decode.translation import Translation
+from ..decode.translator import TextTranslator, decode_options, text_lines
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
 from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
 from ..models.transformer import PositionalEncoding

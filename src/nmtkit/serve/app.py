@@ -56,9 +56,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..checkpoint import Bundle
 from ..config import ModelConfig, dec_layers
-from ..decode.attention import AXES, SentenceAttention, layer_head, sentence_attention
+from ..decode.attention import AXES, layer_head
 from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, translation_confidence
 from ..decode.options import TranslateOptions
+from ..decode.sentence_attention import SentenceAttention, sentence_attention
 from ..decode.translator import (
     TargetTextError,
     Translator,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import fast
-from ..decode.attention import sentence_attention
+from ..decode.sentence_attention import sentence_attention
 from ..decode.translator import Translator
 
 if TYPE_CHECKING:

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
@@ -32,9 +31,13 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..decode.attention import KINDS, sentence_attention, teacher_forced_maps
+from ..decode.attention import KINDS, teacher_forced_maps
+from ..decode.sentence_attention import sentence_attention
 from ..decode.translator import Translator
+from ..io import atomic_write_text
 from ._common import new_figure, save_figure
+from .html import attention_html
+from .maps import KIND_TITLES, AttentionMaps
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
@@ -42,60 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "AttentionMaps", "attention_figure", "attention_figures", "attention_for_text",
            "attention_image", "compute_attention", "write_attention"]
-KIND_TITLES = {
-    "encoder": "Encoder self-attention",
-    "decoder_self": "Decoder self-attention (masked)",
-    "decoder_src": "Decoder source attention (encoder-decoder)",
-}
-
-
-@dataclass
-class AttentionMaps:
-    """The attention of one translated sentence, ready to plot or serialise."""
-
-    source: str
-    translation: str
-    src_tokens: list[str]
-    """Source positions in reading order: the subwords, then ``</s>``."""
-    tgt_in_tokens: list[str]
-    """Decoder inputs: ``<s>`` then the translation's subwords."""
-    tgt_out_tokens: list[str]
-    """What each decoder position predicts: the translation's subwords, then ``</s>``."""
-    maps: dict[str, np.ndarray]
-    """kind -> (layers, heads, queries, keys); every row is a probability distribution."""
-    search_attention: np.ndarray | None = None
-    """(T, S) source attention recorded by the search (last layer, mean over heads)."""
-
-    def labels(self, kind: str) -> tuple[list[str], list[str]]:
-        """(row labels, column labels) of a kind's maps."""
-        if kind == "encoder":
-            return self.src_tokens, self.src_tokens
-        if kind == "decoder_self":
-            return self.tgt_out_tokens, self.tgt_in_tokens
-        return self.tgt_out_tokens, self.src_tokens
-
-    def axis_names(self, kind: str) -> tuple[str, str]:
-        if kind == "encoder":
-            return "query: source position", "key: source position"
-        if kind == "decoder_self":
-            return "query: target position (token it predicts)", "key: target token read"
-        return "query: target position (token it predicts)", "key: source position"
-
-    @staticmethod
-    def causal(kind: str) -> bool:
-        """Whether a kind hides later positions (its upper triangle is masked, not learned)."""
-        return kind == "decoder_self"
-
-    def to_dict(self, decimals: int = 4) -> dict[str, Any]:
-        """Plain JSON-ready data (what the HTML page embeds)."""
-        kinds: dict[str, dict[str, Any]] = {}
-        for kind, arr in self.maps.items():
-            rows, cols = self.labels(kind)
-            row_axis, col_axis = self.axis_names(kind)
-            kinds[kind] = {"title": KIND_TITLES.get(kind, kind), "rows": rows, "cols": cols,
-                           "row_axis": row_axis, "col_axis": col_axis, "causal": self.causal(kind),
-                           "weights": np.round(arr.astype(np.float64), decimals).tolist()}
-        return {"source": self.source, "translation": self.translation, "kinds": kinds}
 
 
 def compute_attention(model: Seq2Seq, src_ids: Sequence[int],
@@ -207,9 +156,6 @@ def attention_image(bundle: Bundle, text: str, tgt_lang: str | None = None) -> t
 def write_attention(att: AttentionMaps, stem: str | Path, html: bool = False,
                     kinds: Sequence[str] | None = None, dpi: int = 100) -> list[Path]:
     """Write ``<stem>_<kind>.png`` per kind (and ``<stem>.html`` with ``html``)."""
-    from ..io import atomic_write_text
-    from .html import attention_html
-
     stem = Path(stem)
     written = []
     for kind in kinds or list(att.maps):

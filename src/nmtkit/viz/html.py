@@ -11,7 +11,7 @@ import html
 import json
 from typing import Any
 
-from .attention import AttentionMaps
+from .maps import AttentionMaps
 
 
 def _script_json(data: dict[str, Any]) -> str:
