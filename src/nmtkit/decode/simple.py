@@ -59,7 +59,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len: int,
     until every kept hypothesis has ended. Hypotheses (ended ones included) are ranked by
     log P(y) / ((5 + |y|) / 6) ** alpha, |y| counting ``</s>``. One sentence: src (1, S)."""
     def rank(h: tuple[list[int], Tensor, bool, int]) -> float:  # |y| = len(h[0]) - 1 (no <s>)
-        return float(h[1])
+        return float(h[1] / length_penalty(torch.tensor(len(h[0]) - 1), alpha))
 
     state = model.start(model.encode(src, src_mask), src_mask)
     hyps = [([BOS], torch.tensor(0.0), False, 0)]  # (tokens, log P, ended, state row)
