@@ -83,17 +83,17 @@ def main() -> None:
         onednn.trains_faster = lambda: True  # type: ignore[assignment]
         tr = Trainer(cfg, Path(tmp) / "run")
         onednn.trains_faster = lambda: chosen  # type: ignore[assignment]
-        blocked = tr._blocked_loss
+        blocked = tr.updater.blocked_loss
         assert blocked is not None and type(tr.model) is UnpaddedEncoderTransformer
 
 
         def switch(name: str, on: bool) -> None:
             if name == "output_loss":
-                tr._blocked_loss = blocked if on else None
+                tr.updater.blocked_loss = blocked if on else None
             elif name == "onednn_linear":  # every oneDNN product asks this at each call
                 onednn.trains_faster = lambda: on  # type: ignore[assignment]
             elif name == "amp_bf16":  # what the trainer's autocast reads at each batch
-                tr.amp = "bf16" if on else "off"
+                tr.updater.amp = "bf16" if on else "off"
             else:
                 tr.model.__class__ = UnpaddedEncoderTransformer if on else Transformer
 

@@ -114,7 +114,7 @@ def _timed_training(a: argparse.Namespace, torch, cfg, run_dir: Path) -> dict:
     padded = sum(_padded_target_tokens(tr, b) for b in timed)
     vocab = len(tr.vocabs.tgt_vocab)
     n_params = tr.n_params
-    shapes = tr._graphs.shapes.values() if tr._graphs is not None else []
+    shapes = tr.updater.graphs.shapes.values() if tr.updater.graphs is not None else []
     graphs = sum(c.graph is not None for c in shapes)
     flops = transformer_train_flops(m.d_model, m.d_ff, m.layers, vocab,
                                     int(src_lens.sum()), tokens)
