@@ -123,7 +123,7 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     """``cfg`` with the given options replaced; ``None`` means "not given, keep the default".
 
     The one way the command line, the server and the Python API turn optional arguments
-    into a :class:`~nmtkit.config.DecodeConfig` (defaults live only in ``config.py``):
+    into a :class:`~nmtkit.config.DecodeConfig` (defaults live only in :mod:`nmtkit.config`):
 
     - a beam given without ``n_best`` keeps the configured ``n_best`` if it fits, else
       ``n_best`` becomes the beam;
