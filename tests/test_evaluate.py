@@ -1,5 +1,6 @@
 """evaluate.py: sacreBLEU scores with signatures, perplexity."""
 
+import json
 import math
 
 import pytest
@@ -62,3 +63,16 @@ def test_ter_is_sacrebleus_edit_rate_with_its_signature():
     assert s["ter"] == round(100 * 1 / 13, 2)
     assert s["signature"]["ter"].startswith("nrefs:1") and "case:lc" in s["signature"]["ter"]
     assert score(["", ""], refs)["ter"] == 100.0  # every reference word deleted
+
+
+def test_cli_evaluate_reports_ter_with_its_signature(copy_run, tmp_path, capsys):
+    """``nmtkit evaluate`` prints TER beside BLEU and chrF, each with sacreBLEU's signature."""
+    from nmtkit.cli import main
+
+    src = tmp_path / "dev.src"
+    src.write_text("1 2 3 4 5\n7 7 3 9\n")
+    assert main(["evaluate", "--model", str(copy_run / "last.pt"), "--src", str(src),
+                 "--ref", str(src), "--beam", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert 0.0 <= result["ter"] and set(result["signature"]) >= {"bleu", "chrf", "ter"}
+    assert result["signature"]["ter"].startswith("nrefs:1|case:lc|tok:tercom")

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from nmtkit.cli import main
-from nmtkit.config import DecodeConfig
+from nmtkit.config import TUNE_METRICS, DecodeConfig
 from nmtkit.decode.translator import TextTranslator
 from nmtkit.decode.tune import Trial, at_the_edge, best_trial, grid, tune_search
 from nmtkit.train.loop import Trainer
@@ -77,6 +77,7 @@ def test_tune_scores_every_setting_and_restores_the_options():
     assert by_penalty[1.0].bleu == 100.0 and by_penalty[1.0].length_ratio == 1.0
     assert by_penalty[1.0].bleu_lc_tok == 100.0 > by_penalty[0.0].bleu_lc_tok
     assert by_penalty[0.0].bleu < by_penalty[0.6].bleu < by_penalty[1.0].bleu
+    assert by_penalty[0.0].ter > by_penalty[0.6].ter > by_penalty[1.0].ter == 0.0
     best = best_trial(trials)
     assert (best.beam, best.length_penalty) == (5, 1.0)  # 1.4 ties it: the first one wins
     assert best.flags() == "--beam 5 --length-penalty 1"
@@ -105,12 +106,27 @@ def test_best_trial_by_another_metric():
     assert best_trial(trials) is trials[0] and best_trial(trials, "bleu") is trials[0]
     assert best_trial(trials, "bleu_lc_tok") is trials[1]
     assert best_trial(trials, "chrf") is trials[1]
-    with pytest.raises(ValueError, match="unknown metric 'ter'"):
-        best_trial(trials, "ter")
+    with pytest.raises(ValueError, match="unknown metric 'meteor'"):
+        best_trial(trials, "meteor")
     old = [Trial(5, 0.6, 30.0, 60.0, 1.0, 1.0)]  # recorded before bleu_lc_tok was kept
     assert best_trial(old) is old[0]
     with pytest.raises(ValueError, match="no bleu_lc_tok score"):
         best_trial(old, "bleu_lc_tok")
+
+
+def test_best_trial_by_ter_takes_the_lowest():
+    """TER is an edit rate: the fewest edits win, the highest BLEU notwithstanding; on a tie
+    the smaller beam, as for the other metrics."""
+    trials = [Trial(5, 0.6, 30.0, 60.0, 1.0, 1.0, 38.0, ter=52.0),
+              Trial(5, 1.0, 29.0, 61.0, 1.0, 1.0, 39.0, ter=48.5),
+              Trial(4, 1.4, 28.0, 59.0, 1.0, 1.0, 37.0, ter=48.5),
+              Trial(5, 1.4, 31.0, 62.0, 1.0, 1.0, 40.0, ter=60.0)]
+    assert best_trial(trials, "ter") is trials[2]
+    assert best_trial(trials) is trials[3]  # BLEU: the highest
+    assert best_trial(trials[:2], "ter") is trials[1]
+    assert TUNE_METRICS["ter"] == "lower" and TUNE_METRICS["bleu"] == "higher"
+    with pytest.raises(ValueError, match="no ter score"):
+        best_trial([Trial(5, 0.6, 30.0, 60.0, 1.0, 1.0, 38.0)], "ter")  # recorded before TER
 
 
 def test_a_best_penalty_at_the_edge_of_the_grid_is_flagged():
@@ -182,10 +198,18 @@ def test_cli_tune_chooses_by_the_metric_asked_for(checkpoint, tmp_path, capsys):
     assert summary["metric"] == "bleu_lc_tok"
     assert summary["best"]["bleu_lc_tok"] == max(t["bleu_lc_tok"] for t in summary["trials"])
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["metric"] == "bleu_lc_tok"
+    assert main(["tune", "--model", str(checkpoint), "--src", str(src), "--ref", str(src),
+                 "--beam", "2", "--length-penalty", "0", "1", "--metric", "ter",
+                 "-o", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["metric"] == "ter"
+    assert summary["best"]["ter"] == min(t["ter"] for t in summary["trials"])
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert all("ter" in p for p in printed[:-1]) and printed[-1]["metric"] == "ter"
     with pytest.raises(SystemExit):
         main(["tune", "--model", str(checkpoint), "--src", str(src), "--ref", str(src),
-              "--metric", "ter"])
-    assert "invalid choice: 'ter'" in capsys.readouterr().err
+              "--metric", "meteor"])
+    assert "invalid choice: 'meteor'" in capsys.readouterr().err
 
 
 def test_cli_tune_of_a_lowercased_model_names_the_metric_that_fits(tmp_path, capsys):

@@ -1,4 +1,7 @@
-"""``nmtkit evaluate``: translate a test set and print its sacreBLEU scores as JSON."""
+"""``nmtkit evaluate``: translate a test set and print its sacreBLEU scores as JSON: BLEU,
+chrF and TER (an edit rate: lower is better), each with its signature, BLEU on lowercased
+tokenized text (``bleu_lc_tok``), the length ratio, and on a Multi30k split the BLEU against
+the official tokenized references (``bleu_official_tok``)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,13 @@ EXAMPLES = ("  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flick
 
 def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     ev = add_command(sub, "evaluate", run, examples=EXAMPLES,
-                     help="translate a test set and print sacreBLEU JSON")
+                     help="translate a test set and print sacreBLEU's BLEU, chrF and TER "
+                     "(with signatures) as JSON",
+                     description="Translate a test set and print one JSON object: sacreBLEU's "
+                     "bleu, chrf and ter (translation edit rate: word edits per reference word "
+                     "x 100, lower is better), each with its signature; bleu_lc_tok (BLEU on "
+                     "lowercased tokenized text); length_ratio; n; and on a Multi30k split "
+                     "bleu_official_tok (BLEU against the official tokenized references).")
     add_decode_args(ev)
     add_scored_text_args(ev, "corpus split name (e.g. test_2016_flickr)")
     ev.add_argument("-o", "--output", help="also write the hypotheses here")

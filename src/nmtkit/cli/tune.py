@@ -38,7 +38,8 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     they have destinations of their own (``beams``, ...)."""
     tu = add_command(sub, "tune", run, examples=EXAMPLES,
                      help="choose beam size and length penalty on the validation split "
-                     "(sacreBLEU of every setting, JSON lines, then the best)")
+                     "(sacreBLEU's BLEU, chrF and TER of every setting, JSON lines, then the "
+                     "best)")
     add_model_args(tu)
     add_scored_text_args(tu, "a validation split (default: the checkpoint's data.valid); test "
                          "splits are refused")
@@ -68,7 +69,8 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
                     "--reverse-weight (one search for them all)")
     tu.add_argument("--metric", choices=TUNE_METRICS, default="bleu",
                     help="the score that chooses (default bleu: cased sacreBLEU; bleu_lc_tok for "
-                    "a model trained on lowercased text, data.lowercase)")
+                    "a model trained on lowercased text, data.lowercase; ter, an edit rate, "
+                    "chooses the lowest)")
     tu.add_argument("-o", "--output", help="also write every trial and the best as JSON here")
 
 

@@ -3,7 +3,9 @@ overridden, and the grids ``nmtkit tune`` tries."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from .checks import MAX_SEED, Checks
 from .model import MAX_POSITIONS, ModelConfig, dec_layers
@@ -19,10 +21,13 @@ TUNE_REVERSE_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0)
 TUNE_R2L_WEIGHTS = (0.0, 0.5, 1.0, 2.0)
 """``nmtkit tune``: the right-to-left models' weights tried with ``--rerank`` and
 ``--r2l-model`` when none are given (each with every reverse weight)."""
-TUNE_METRICS = ("bleu", "chrf", "bleu_lc_tok")
-"""``nmtkit tune --metric``: the scores a setting can be chosen by: cased sacreBLEU (the
-default), chrF, and BLEU on lowercased tokenized text (:func:`nmtkit.evaluate.tokenized_bleu`;
-for a model trained on lowercased text, ``data.lowercase``, whose output has no case)."""
+TUNE_METRICS: Mapping[str, Literal["higher", "lower"]] = {
+    "bleu": "higher", "chrf": "higher", "bleu_lc_tok": "higher", "ter": "lower"}
+"""``nmtkit tune --metric``: the scores a setting can be chosen by, each with the direction
+that is better: cased sacreBLEU (the default), chrF, BLEU on lowercased tokenized text
+(:func:`nmtkit.evaluate.tokenized_bleu`; for a model trained on lowercased text,
+``data.lowercase``, whose output has no case), and TER (Snover et al. 2006), an edit rate,
+so the lowest wins."""
 
 
 MAX_BEAM = 1024

@@ -8,12 +8,12 @@ raw log-probability, which favours short outputs, and a larger alpha favours lon
 Which alpha and which beam size translate best depends on the model and the language pair
 (the paper tunes both on a development set, Sec. 6.1: "beam size of 4 and length penalty
 alpha = 0.6 ... chosen after experimentation on the development set"). :func:`tune_search`
-translates a validation set once per setting of a grid and scores each with sacreBLEU;
-:func:`best_trial` picks the setting to use by one of
+translates a validation set once per setting of a grid and scores each with sacreBLEU
+(BLEU, chrF and TER); :func:`best_trial` picks the setting to use by one of
 :data:`nmtkit.config.TUNE_METRICS` (cased sacreBLEU unless told otherwise; a model trained on
 lowercased text, ``data.lowercase``, is chosen by ``bleu_lc_tok``, as its output has no case to
-score). Only the sentences of a validation set may be used for this: a test set chosen on is
-no longer a test (``nmtkit tune`` refuses one).
+score; TER, an edit rate, is minimised). Only the sentences of a validation set may be used
+for this: a test set chosen on is no longer a test (``nmtkit tune`` refuses one).
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ class Trial:
     """Reranking: the reverse model's weight (``None`` without reranking)."""
     r2l_weight: float | None = None
     """Reranking with right-to-left models: their weight (``None`` without them)."""
+    ter: float | None = None
+    """sacreBLEU's TER (Snover et al. 2006): word edits per reference word x 100, lower is
+    better (``None`` in trials recorded before it was kept)."""
 
     def flags(self) -> str:
         """The command-line options that decode with this setting (reranking also needs its
@@ -140,7 +143,7 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
         s = score(hyps, references)
         beam, penalty, *choice = setting
         trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"], round(seconds, 2),
-                      s["bleu_lc_tok"], *choice)
+                      s["bleu_lc_tok"], *choice, ter=s["ter"])
         trials.append(trial)
         if on_trial is not None:
             on_trial(trial)
@@ -191,7 +194,8 @@ def at_the_edge(best: Trial, penalties: Sequence[float]) -> str | None:
 
 
 def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
-    """The trial with the highest ``metric`` (one of :data:`nmtkit.config.TUNE_METRICS`);
+    """The trial with the best ``metric`` (one of :data:`nmtkit.config.TUNE_METRICS`, which
+    says whether higher or lower is better: the lowest TER, the highest of the others);
     among equal ones the smaller beam (faster), then fewer MBR or reranked candidates, then
     the setting that came first in the grid.
     ``ValueError`` for an unknown metric or a trial that lacks it."""
@@ -202,4 +206,5 @@ def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
     if any(getattr(t, metric) is None for t in trials):
         raise ValueError(f"a trial has no {metric} score (recorded before it was kept): "
                          "tune again")
-    return max(trials, key=lambda t: (getattr(t, metric), -t.beam, -t.mbr, -t.rerank))
+    sign = 1.0 if TUNE_METRICS[metric] == "higher" else -1.0
+    return max(trials, key=lambda t: (sign * getattr(t, metric), -t.beam, -t.mbr, -t.rerank))
