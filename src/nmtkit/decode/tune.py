@@ -139,11 +139,12 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     base = translator.decode_cfg
     trials = []
 
-    def scored(hyps: list[str], seconds: float, *setting: Any) -> None:
+    def scored(hyps: list[str], seconds: float, beam: int, penalty: float | None, mbr: int,
+               rerank: int = 0, reverse_weight: float | None = None,
+               r2l_weight: float | None = None) -> None:
         s = score(hyps, references)
-        beam, penalty, *choice = setting
         trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"], round(seconds, 2),
-                      s["bleu_lc_tok"], *choice, ter=s["ter"])
+                      s["bleu_lc_tok"], mbr, rerank, reverse_weight, r2l_weight, s["ter"])
         trials.append(trial)
         if on_trial is not None:
             on_trial(trial)
