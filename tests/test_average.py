@@ -25,7 +25,8 @@ def test_mean_of_weights_and_what_is_kept(steps, tmp_path):
     for k, v in avg["model"].items():
         want = sum(p["model"][k].double() for p in parts) / len(parts)
         assert torch.allclose(v.double(), want, atol=1e-6), k
-    assert "optimizer" not in avg and "rng" not in avg
+    assert all("optimizer" not in p for p in parts)  # step files: weights only (release)
+    assert "optimizer" not in avg and "rng" not in avg and "step" not in avg
     assert avg["averaged_from"] == [str(p) for p in steps]
     assert avg["config"] == parts[-1]["config"] and avg["vocab"] == parts[-1]["vocab"]
     assert Translator.from_bundle(load_bundle(out)).translate_lines(["1 2 3"], beam=1)[0] is not None

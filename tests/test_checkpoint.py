@@ -1,16 +1,28 @@
 import io
+import logging
 import pickle
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from nmtkit.checkpoint import CheckpointError, load_bundle, load_checkpoint, save_checkpoint
+from nmtkit.checkpoint import (
+    TRAINING_STATE,
+    CheckpointError,
+    is_release,
+    load_bundle,
+    load_checkpoint,
+    save_checkpoint,
+)
+from nmtkit.cli import main as cli_main
 from nmtkit.decode.translator import Translator
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
 
-from .helpers import make_cfg
+from .helpers import ROOT, make_cfg, tiny_copy_overrides
+
+COPY = ROOT / "configs" / "copy_task.yaml"
 
 
 def test_checkpoint_round_trip_translates_identically(tmp_path):
@@ -156,3 +168,81 @@ def test_checkpoints_that_stored_amp_as_a_boolean_still_load_and_resume(tmp_path
     resumed = Trainer(make_cfg(20), tmp_path, resume=True)
     assert resumed.progress.step == 10 and not resumed.scaler.is_enabled()
     resumed.run()
+
+
+# --- release checkpoints (issue 64, item 5) ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def run20(tmp_path_factory):
+    """A copy-task run of 20 updates (validations and step files at 10 and 20), its log."""
+    run = tmp_path_factory.mktemp("release")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("nmtkit.train.run_dir")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        Trainer(make_cfg(20), run).run()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return run, [r.getMessage() for r in records]
+
+
+def test_best_and_step_files_hold_weights_only_and_last_pt_the_training_state(run20):
+    run, log_lines = run20
+    last = load_checkpoint(run / "last.pt")
+    assert {"optimizer", "schedule", "scaler", "progress", "rng"} <= set(last)
+    steps = sorted(run.glob("step_*.pt"))
+    assert [p.name for p in steps] == ["step_00000010.pt", "step_00000020.pt"]
+    for path in (run / "best.pt", *steps):
+        release = load_checkpoint(path)
+        assert is_release(release) and not set(TRAINING_STATE) & set(release), path
+        assert {"config", "tokenizers", "vocab", "model", "weights_sha256", "step"} <= set(release)
+        assert release["config"] == last["config"] and release["vocab"] == last["vocab"]
+        # Adam's two moments are twice the weights: last.pt is about three times the size.
+        assert path.stat().st_size < 0.5 * (run / "last.pt").stat().st_size, path
+    newest = load_checkpoint(steps[-1])
+    assert newest["step"] == 20
+    assert all(torch.equal(v, last["model"][k]) for k, v in newest["model"].items())
+    # One INFO line per save names each file written and its size.
+    saves = [m for m in log_lines if m.startswith("saved ")]
+    assert len(saves) == 2
+    sizes = {p.name: f"{p.stat().st_size / 1e6:.2f} MB" for p in (run / "last.pt", steps[-1])}
+    assert all(f"{name} {size}" in saves[-1] for name, size in sizes.items()), saves
+
+
+def test_a_release_checkpoint_translates_as_last_pt(run20):
+    run, _ = run20
+    lines = ["1 2 3 4 5", "7 7 8"]
+    got = {name: Translator.from_bundle(load_bundle(run / name)).translate_lines(lines, beam=2)
+           for name in ("last.pt", "step_00000020.pt")}
+    assert got["last.pt"] == got["step_00000020.pt"]
+
+
+def test_resume_from_a_release_checkpoint_is_refused_clearly(run20, tmp_path, capsys):
+    run, _ = run20
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    shutil.copy(run / "best.pt", copied / "last.pt")
+    with pytest.raises(ValueError, match="release checkpoint without optimizer state.*resume "
+                       "from the last.pt"):
+        Trainer(make_cfg(30), copied, resume=True)
+    args = ["train", str(COPY), "--run-dir", str(copied), "--resume"]
+    for s in tiny_copy_overrides(30):
+        args += ["--set", s]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "release checkpoint without optimizer state" in err and f"--init-from {copied}" in err
+
+
+def test_fine_tuning_starts_from_best_pt(run20, tmp_path):
+    run, _ = run20
+    best = load_checkpoint(run / "best.pt")
+    child = Trainer(make_cfg(3, ["train.seed=9"]), tmp_path, init_from=run / "best.pt")
+    assert all(torch.equal(v, best["model"][k]) for k, v in child.model.state_dict().items())
+    assert not child.optimizer.state and child.progress.step == 0
+    child.run()
+    assert load_checkpoint(tmp_path / "last.pt")["progress"]["step"] == 3

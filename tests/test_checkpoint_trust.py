@@ -83,7 +83,8 @@ def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(trained, tmp_path
     run = tmp_path / "run"
     run.mkdir()
     average_checkpoints([trained, trained], run / "last.pt")
-    with pytest.raises(ValueError, match="cannot resume: it holds weights only"):
+    with pytest.raises(ValueError, match="cannot resume: it is a release checkpoint without "
+                       "optimizer state"):
         Trainer(make_cfg(4), run, resume=True)
 
 

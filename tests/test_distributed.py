@@ -110,7 +110,8 @@ save = run_dir.save_checkpoint
 
 
 def recorded_save(path, payload, *args, **kwargs):
-    note(event="save", file=os.path.basename(str(path)), step=payload["progress"]["step"])
+    step = payload["progress"]["step"] if "progress" in payload else payload["step"]  # (release)
+    note(event="save", file=os.path.basename(str(path)), step=step)
     return save(path, payload, *args, **kwargs)
 
 

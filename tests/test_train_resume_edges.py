@@ -143,13 +143,17 @@ def test_without_last_pt_both_messages_point_to_the_step_checkpoint(tmp_path, no
         (run / f"step_{step:08d}.pt").write_bytes(b"x")
     with pytest.raises(FileNotFoundError) as resumed:
         Trainer(make_cfg(), run, resume=True)
+    newest = run / "step_00000020.pt"
     assert str(resumed.value) == (
-        f"{run / 'last.pt'}: nothing to resume, but {run / 'step_00000020.pt'} is a checkpoint "
-        f"of this run: copy it to {run / 'last.pt'} and --resume again to continue from its "
-        "update")
-    with pytest.raises(ValueError, match=r"no last\.pt: to continue it from step_00000020\.pt, "
-                       r"copy that to last\.pt and pass --resume; or pass --overwrite"):
+        f"{run / 'last.pt'}: nothing to resume; {newest} is a release checkpoint of this run "
+        "without optimizer state: to train on from its weights, start a new run with "
+        f"--init-from {newest} and another --run-dir")
+    with pytest.raises(ValueError) as fresh:
         Trainer(make_cfg(), run)
+    assert str(fresh.value).endswith(
+        "it has no last.pt to resume: to train on from the weights of step_00000020.pt, start "
+        f"a new run with --init-from {newest} and another --run-dir; or pass --overwrite to "
+        "start afresh")
 
 
 # --- failure 22: what differs in the data section ----------------------------------------------

@@ -1,5 +1,11 @@
-"""Self-contained checkpoints: config, tokenizers, vocabularies, weights, optimizer, schedule,
-step, RNG and data position, so that "rebuild, then load weights" needs no other file.
+"""Self-contained checkpoints: config, tokenizers, vocabularies and weights, so that "rebuild,
+then load weights" needs no other file.
+
+Two kinds, one format: a training run's ``last.pt`` also holds what ``--resume`` continues
+from (optimizer, schedule, loss scale, progress with the data position, RNG state:
+:data:`TRAINING_STATE`); a *release* checkpoint (``best.pt``, the ``step_*.pt`` kept for
+averaging, an average) holds the weights, config, tokenizers, vocabularies and checksum
+only (:func:`release_payload`), a third of the size with Adam's two moments left out.
 
 Written atomically (temporary file + rename), loaded with ``torch.load(weights_only=True)``:
 a file that carries pickled code is refused, and every failure is a :class:`CheckpointError`
@@ -36,6 +42,26 @@ VERSION = 1
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used; the message names the file and the problem."""
 
+
+TRAINING_STATE = ("optimizer", "schedule", "scaler", "progress", "rng", "train_model")
+"""What only ``--resume`` reads (``train_model``: the weights trained, where ``model`` holds
+their ``train.ema`` average): kept in ``last.pt``, left out of release checkpoints."""
+
+
+def release_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` without :data:`TRAINING_STATE`: what translating, evaluating, exporting,
+    serving, averaging and fine-tuning (``--init-from``) read. The update the weights are
+    from stays as ``step`` (where ``payload`` has its progress)."""
+    release = {k: v for k, v in payload.items() if k not in TRAINING_STATE}
+    progress = payload.get("progress")
+    if isinstance(progress, dict) and "step" in progress:
+        release["step"] = progress["step"]
+    return release
+
+
+def is_release(ckpt: dict[str, Any]) -> bool:
+    """A checkpoint without the optimizer state that ``--resume`` needs."""
+    return any(k not in ckpt for k in ("optimizer", "schedule", "progress", "rng"))
 
 
 def weights_digest(state: dict[str, torch.Tensor]) -> str:

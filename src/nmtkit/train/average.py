@@ -7,13 +7,14 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ..checkpoint import CheckpointError, load_checkpoint, release_payload, save_checkpoint
 
 
 def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict[str, Any]:
-    """Element-wise mean of the weights of ``paths``; config, tokenizers and vocab of the last.
-
-    Optimizer state is dropped (an average is for inference or fine-tuning from scratch).
+    """Element-wise mean of the weights of ``paths``; config, tokenizers and vocab of the
+    first. Reads the weights only: ``step_*.pt`` and ``best.pt`` (release checkpoints) and
+    ``last.pt`` alike. The average is a release checkpoint (no optimizer state: it is for
+    inference or fine-tuning with ``--init-from``), with ``averaged_from`` naming its parts.
     All checkpoints must share architecture and vocabulary.
     """
     if not paths:
@@ -41,9 +42,8 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict[str, A
     assert ref is not None and total is not None
     avg = {k: (v / len(paths)).to(ref["model"][k].dtype) if v.is_floating_point() else v
            for k, v in total.items()}
-    payload = {k: v for k, v in ref.items()
-               if k not in ("format", "version", "optimizer", "schedule", "rng", "scaler",
-                            "train_model")}  # (the last two: state for resuming, see train.loop)
+    payload = {k: v for k, v in release_payload(ref).items()
+               if k not in ("format", "version", "weights_sha256", "step")}
     payload["model"] = avg
     payload["averaged_from"] = [str(p) for p in paths]
     save_checkpoint(out, payload)

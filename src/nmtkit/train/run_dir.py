@@ -5,7 +5,8 @@
 - A fresh run never mixes with an earlier run's files (:func:`check_fresh`); with
   ``--overwrite`` the earlier run is set aside until the new run's first checkpoint
   (:class:`EarlierRun`).
-- What a run writes: ``last.pt``, ``best.pt`` and ``step_*.pt`` (:func:`save_checkpoints`),
+- What a run writes: ``last.pt`` (the state to resume from), ``best.pt`` and ``step_*.pt``
+  (release checkpoints: weights, no optimizer state) (:func:`save_checkpoints`),
   ``metrics.csv`` and ``losses.csv`` (:func:`write_metrics`, :class:`LossLog`),
   ``samples.txt`` (:func:`append_samples`).
 - Where training stands (:class:`Progress`) and the random generators' state
@@ -30,7 +31,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..checkpoint import save_checkpoint
+from ..checkpoint import release_payload, save_checkpoint
 from ..config import Config, TrainConfig
 from ..data.prepare import Vocabularies, vocab_state
 from ..io import atomic_write_text
@@ -226,7 +227,7 @@ def checkpoint_payload(cfg: Config, vocabs: Vocabularies, model: nn.Module,
     """What a checkpoint holds: the config, tokenizers and vocabularies, the weights (with
     ``train.ema``, every reader (translate, evaluate, average, best.pt) gets the average in
     ``model``; the weights trained are kept in ``train_model``), and the state ``--resume``
-    continues from."""
+    continues from (``last.pt`` only: :data:`~nmtkit.checkpoint.TRAINING_STATE`)."""
     return {
         "config": cfg.to_dict(),
         **vocab_state(vocabs),
@@ -267,11 +268,14 @@ LOSS_FIELDS = ["step", "epoch", "train_loss", "lr"]
 SAMPLES_TXT = "samples.txt"
 
 
+RUN_FILE_NAMES = ("last.pt", "best.pt", "metrics.csv", "curves.png", "forgetting.json",
+                  "losses.csv", SAMPLES_TXT)
+"""The files of a run (beside ``step_*.pt`` and ``tensorboard/``), by name."""
+
+
 def run_files(run_dir: Path) -> list[Path]:
     """What a run writes into its directory (and a fresh run would mix with)."""
-    names = ["last.pt", "best.pt", "metrics.csv", "curves.png", "forgetting.json", "losses.csv",
-             SAMPLES_TXT]
-    return [*(run_dir / n for n in names if (run_dir / n).exists()),
+    return [*(run_dir / n for n in RUN_FILE_NAMES if (run_dir / n).exists()),
             *sorted(run_dir.glob("step_*.pt")),
             *sorted(run_dir.glob("tensorboard/events.out.tfevents.*"))]
 
@@ -287,16 +291,24 @@ def prepare_run_dir(run_dir: Path) -> None:
 
 def save_checkpoints(run_dir: Path, payload: dict[str, Any], step: int, best: bool,
                      keep_last: int) -> None:
-    """``last.pt`` (and ``best.pt`` when ``best``); with ``train.keep_last`` k > 0 also
-    ``step_<step>.pt``, the k newest kept (for ``nmtkit average``)."""
-    save_checkpoint(run_dir / "last.pt", payload)
+    """``last.pt``, the whole ``payload`` (what ``--resume`` continues from); ``best.pt``
+    when ``best`` and, with ``train.keep_last`` k > 0, ``step_<step>.pt`` (the k newest kept,
+    for ``nmtkit average``): release checkpoints, without the optimizer state
+    (:func:`~nmtkit.checkpoint.release_payload`). One INFO line names each file written
+    and its size."""
+    written = [run_dir / "last.pt"]
+    save_checkpoint(written[0], payload)
+    release = release_payload(payload)
     if best:
-        save_checkpoint(run_dir / "best.pt", payload)
+        written.append(run_dir / "best.pt")
+        save_checkpoint(written[-1], release)
     if keep_last > 0:
-        save_checkpoint(run_dir / f"step_{step:08d}.pt", payload)
+        written.append(run_dir / f"step_{step:08d}.pt")
+        save_checkpoint(written[-1], release)
         steps = sorted(run_dir.glob("step_*.pt"))
         for old in steps[:-keep_last]:
             old.unlink()
+    log.info("saved %s", ", ".join(f"{p.name} {p.stat().st_size / 1e6:.2f} MB" for p in written))
 
 
 def write_metrics(run_dir: Path, cfg: Config, p: Progress) -> None:
@@ -352,8 +364,8 @@ def newest_step_checkpoint(run_dir: Path) -> Path | None:
 def check_fresh(run_dir: Path, overwrite: bool) -> None:
     """A new run never silently mixes with an earlier run's checkpoints and metrics. The
     way to continue the earlier run is named only where there is one: ``--resume`` reads
-    ``last.pt``; without it, the newest ``step_*.pt`` can take its place (as
-    :func:`nothing_to_resume` says)."""
+    ``last.pt``; without it, the newest ``step_*.pt`` (weights only) can start a new run
+    (as :func:`nothing_to_resume` says)."""
     files = run_files(run_dir) if run_dir.is_dir() and not overwrite else []
     if not files:
         return
@@ -361,22 +373,24 @@ def check_fresh(run_dir: Path, overwrite: bool) -> None:
     if (run_dir / "last.pt").exists():
         how = "continue it with --resume, or pass --overwrite to start afresh"
     elif newest is not None:
-        how = (f"it has no last.pt: to continue it from {newest.name}, copy that to last.pt "
-               "and pass --resume; or pass --overwrite to start afresh")
+        how = (f"it has no last.pt to resume: to train on from the weights of {newest.name}, "
+               f"start a new run with --init-from {newest} and another --run-dir; or pass "
+               "--overwrite to start afresh")
     else:
         how = "pass --overwrite to start afresh, or choose another --run-dir"
     raise ValueError(f"{run_dir}: holds an earlier run ({files[0].name}); {how}")
 
 
 def nothing_to_resume(run_dir: Path) -> str:
-    """``--resume`` without ``last.pt``: where a ``step_*.pt`` is left (the same full
-    state as the ``last.pt`` of its update), how to resume from it."""
+    """``--resume`` without ``last.pt``: where a ``step_*.pt`` is left (a release checkpoint:
+    weights without optimizer state), how to train on from it."""
     last = run_dir / "last.pt"
     newest = newest_step_checkpoint(run_dir)
     if newest is None:
         return f"{last}: nothing to resume"
-    return (f"{last}: nothing to resume, but {newest} is a checkpoint of this run: copy it "
-            f"to {last} and --resume again to continue from its update")
+    return (f"{last}: nothing to resume; {newest} is a release checkpoint of this run without "
+            "optimizer state: to train on from its weights, start a new run with --init-from "
+            f"{newest} and another --run-dir")
 
 
 # --- --overwrite: the earlier run is set aside until this run's first checkpoint --------------

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .. import fast
-from ..checkpoint import load_checkpoint
+from ..checkpoint import is_release, load_checkpoint
 from ..config import Config, ConfigError, TrainConfig
 from ..data.batching import ParallelIds
 from ..data.fetch import CorpusError
@@ -110,10 +110,11 @@ def resume_checkpoint(run_dir: Path, cfg: Config) -> dict[str, Any]:
     if not last.exists():
         raise FileNotFoundError(nothing_to_resume(run_dir))
     ckpt = load_checkpoint(last)
-    missing = [k for k in ("optimizer", "schedule", "progress", "rng") if k not in ckpt]
-    if missing:
-        raise ValueError(f"{last}: cannot resume: it holds weights only (no "
-                         f"{', '.join(missing)}; an averaged or exported checkpoint?)")
+    if is_release(ckpt):
+        raise ValueError(f"{last}: cannot resume: it is a release checkpoint without optimizer "
+                         "state (as best.pt, step_*.pt and averages are); resume from the "
+                         "last.pt that training wrote, or train on from these weights in a new "
+                         f"run: --init-from {last} --run-dir NEW_DIR")
     check_resumable(ckpt, cfg, last)
     return ckpt
 
