@@ -54,7 +54,8 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     pl.add_argument("--html", action="store_true",
                     help="attention: also write a self-contained interactive HTML page")
     pl.add_argument("--config", metavar="RECIPE",
-                    help="YAML recipe whose model section architecture and teacher-forcing draw")
+                    help="YAML recipe (a path or a packaged recipe's name) whose model section "
+                    "architecture and teacher-forcing draw")
     pl.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="override a value of --config (repeatable)")
     pl.add_argument("--arch", choices=["transformer", "rnn"],

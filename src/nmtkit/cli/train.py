@@ -1,4 +1,5 @@
-"""``nmtkit train``: train a model from a YAML recipe (resume, fine-tune, overwrite)."""
+"""``nmtkit train``: train a model from a YAML recipe, given by path or by the name of a
+packaged recipe (``--list`` lists those); resume, fine-tune, overwrite."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from .options import NO_FAST_HELP, Subparsers, add_command
 if TYPE_CHECKING:
     from ..train.tensorboard import AttentionImage
 
-EXAMPLES = ("  nmtkit train configs/copy_task.yaml\n"
+EXAMPLES = ("  nmtkit train --list\n"
+            "  nmtkit train copy_task\n"
+            "  nmtkit train configs/copy_task.yaml\n"
             "  nmtkit train configs/multi30k_transformer_small.yaml --set train.max_minutes=60\n"
             "  nmtkit train configs/multi30k_transformer_small.yaml --resume\n"
             "  nmtkit train NEW.yaml --init-from runs/NAME/best.pt --report-splits val "
@@ -22,7 +25,11 @@ EXAMPLES = ("  nmtkit train configs/copy_task.yaml\n"
 
 def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     t = add_command(sub, "train", run, examples=EXAMPLES, help="train a model from a YAML recipe")
-    t.add_argument("config", help="YAML recipe (see configs/)")
+    t.add_argument("config", nargs="?", metavar="RECIPE",
+                   help="a YAML recipe: a path, or the name of a packaged recipe (e.g. "
+                   "multi30k_transformer_small; a file of that path wins)")
+    t.add_argument("--list", action="store_true",
+                   help="list the packaged recipes, each with what it is for, and exit")
     t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (repeatable)")
     t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
@@ -50,7 +57,14 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from ..config import check_trainable, load
+    from ..config import check_trainable, describe_recipes, load
+
+    if a.list:
+        print(describe_recipes())
+        return 0
+    if a.config is None:
+        raise ValueError("train needs a RECIPE: a YAML file or a packaged recipe's name "
+                         "(nmtkit train --list shows them)")
     from ..train.distributed import world_info
     from ..train.loop import train
 

@@ -52,7 +52,14 @@ from .model import (
     dec_layers,
     enc_layers,
 )
-from .recipe import apply_overrides, load, parse_override
+from .recipe import (
+    apply_overrides,
+    describe_recipes,
+    find_recipe,
+    load,
+    packaged_recipes,
+    parse_override,
+)
 from .run import Config, check_installed, check_trainable, validate
 from .train import (
     AMP_MODES,
@@ -76,5 +83,6 @@ __all__ = [
     "VOCAB_SPECIALS", "Checks", "Config", "ConfigError", "DataConfig", "DecodeConfig",
     "ExtraCorpus", "ModelConfig", "TrainConfig", "alignment_choice_checks", "apply_overrides",
     "build_section", "check_alignment_choice", "check_installed", "check_trainable",
-    "dec_layers", "enc_layers", "load", "parse_override", "split_direction_name", "validate",
+    "dec_layers", "describe_recipes", "enc_layers", "find_recipe", "load", "packaged_recipes",
+    "parse_override", "split_direction_name", "validate",
 ]

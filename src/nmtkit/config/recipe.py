@@ -1,9 +1,15 @@
 """A YAML recipe read into a :class:`~nmtkit.config.run.Config`: ``--set section.key=value``
 overrides are applied before validation, so an impossible run fails before any work starts.
+
+The recipes of the repository's ``configs/`` ship inside the package (``nmtkit/recipes/``,
+package data; ``configs`` is a link to it), so an installed nmtkit finds them by name:
+:func:`find_recipe` takes a path or a name (``copy_task``), :func:`packaged_recipes` lists them.
 """
 
 from __future__ import annotations
 
+import textwrap
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +74,83 @@ def _yaml(text: str) -> Any:
     return yaml.load(text, Loader=_RecipeLoader)  # noqa: S506  (a SafeLoader subclass)
 
 
+RECIPE_SUFFIX = ".yaml"
+
+
+def recipes_dir() -> Path:
+    """The packaged recipes' folder, ``nmtkit/recipes`` (package data, no module: a file-system
+    install, as pip makes, gives a real directory)."""
+    return Path(str(files("nmtkit") / "recipes"))
+
+
+def packaged_recipes() -> dict[str, Path]:
+    """Every packaged recipe by name (its file name without ``.yaml``), sorted by name."""
+    folder = recipes_dir()
+    found = sorted(folder.glob(f"*{RECIPE_SUFFIX}")) if folder.is_dir() else []
+    return {p.name[:-len(RECIPE_SUFFIX)]: p for p in found}
+
+
+def find_recipe(name_or_path: str | Path) -> Path:
+    """The recipe that ``name_or_path`` names: a file that exists wins; else the packaged
+    recipe of that name (``copy_task``, or ``copy_task.yaml`` without a folder); else a
+    :class:`ConfigError` that lists the packaged names (and, for a missing ``configs/NAME.yaml``
+    of a packaged NAME, says to give the name)."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    name = str(name_or_path)
+    name = name[:-len(RECIPE_SUFFIX)] if name.endswith(RECIPE_SUFFIX) else name
+    recipes = packaged_recipes()
+    if path.parent == Path(".") and name in recipes:
+        return recipes[name]
+    if path.name.removesuffix(RECIPE_SUFFIX) in recipes:
+        raise ConfigError(f"{path}: config file not found; the packaged recipe of that name is "
+                          f"used by its name: {path.name.removesuffix(RECIPE_SUFFIX)}")
+    listed = ", ".join(recipes) if recipes else "none (nmtkit/recipes is missing)"
+    raise ConfigError(f"{path}: config file not found, and no packaged recipe has that name "
+                      f"(packaged recipes: {listed}; nmtkit train --list describes them)")
+
+
+def recipe_purpose(path: Path, longest: int = 100) -> str:
+    """What a recipe is for: the first sentence of the comment that opens it (its lines up
+    to the first example command or blank comment line; a sentence ends at a full stop
+    outside parentheses; the stop left out), cut at its first colon outside parentheses where it runs over
+    ``longest`` characters (what follows the colon details the shape); "" for a recipe that
+    opens without a comment."""
+    words: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line[1:] if line.startswith("#") else None
+        if text is None or not text.strip() or text.startswith("  ") or \
+                text.strip().startswith("nmtkit "):
+            break
+        words.append(text.strip())
+    sentence, depth, colon = " ".join(words), 0, None
+    for i, char in enumerate(sentence):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        at_end = sentence[i + 1:i + 2] in ("", " ")
+        if char == "." and depth == 0 and at_end:
+            sentence = sentence[:i]
+            break
+        if char == ":" and depth == 0 and at_end and colon is None:
+            colon = i
+    if len(sentence) > longest and colon is not None:
+        return sentence[:colon]
+    return sentence.rstrip(":,;")
+
+
+def describe_recipes(width: int = 100) -> str:
+    """``nmtkit train --list``: one packaged recipe a line, its name and what it is for."""
+    recipes = packaged_recipes()
+    column = max(map(len, recipes), default=0) + 2
+    return "\n".join(textwrap.fill(recipe_purpose(path), width, initial_indent=name.ljust(column),
+                                   subsequent_indent=" " * column) if recipe_purpose(path)
+                     else name for name, path in recipes.items())
+
+
 def load(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """Read a YAML recipe, apply ``--set`` overrides, validate."""
-    path = Path(path)
+    """Read a YAML recipe (a path, or the name of a packaged recipe: :func:`find_recipe`),
+    apply ``--set`` overrides, validate."""
+    path = find_recipe(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
