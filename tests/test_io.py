@@ -265,3 +265,29 @@ def test_staged_files_failure_moves_nothing(tmp_path):
         raise RuntimeError("boom")
     assert [p.name for p in shared.iterdir()] == ["a.txt"]
     assert (shared / "a.txt").read_text() == "old a"
+
+
+def test_the_output_check_compares_what_the_writer_writes(tmp_path, monkeypatch):
+    """``nosuch/../x`` (no ``nosuch/``) is written as ``x``: the check sees it as ``x`` too;
+    so does a link, a hard link, and (for a directory replaced whole) a file inside it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x").write_text("input\n")
+    assert nio.written_path("nosuch/../x") == tmp_path / "x"
+    for out in ("nosuch/../x", "./x", "a/b/../../x"):
+        with pytest.raises(ValueError, match=rf"{out} is also an input \(x; .* resolves to "):
+            nio.refuse_overwriting_inputs([out], ["x"], "-o")
+    os.link(tmp_path / "x", tmp_path / "hard")
+    with pytest.raises(ValueError, match=r"the same file under another name"):
+        nio.refuse_overwriting_inputs(["hard"], ["x"], "-o")
+    with pytest.raises(ValueError, match=r"nosuch/\.\. holds an input \(x\)"):
+        nio.refuse_overwriting_inputs(["nosuch/.."], ["x"], "--out", whole_directory=True)
+    # Not a concern: another file, stdin, an option not given, a device written through.
+    nio.refuse_overwriting_inputs(["y", None, "/dev/null"], ["x", "-", None], "-o")
+    nio.refuse_overwriting_inputs(["nosuch/x"], ["x"], "-o")
+    assert not (tmp_path / "nosuch").exists()
+    # What the check resolves is where the writers write, and they make no stray directory.
+    atomic_write_text("nosuch/../x", "output\n")
+    with atomic_dir("gone/../made") as d:
+        (d / "f").write_text("1")
+    assert (tmp_path / "x").read_text() == "output\n" and (tmp_path / "made" / "f").exists()
+    assert not (tmp_path / "nosuch").exists() and not (tmp_path / "gone").exists()

@@ -42,6 +42,19 @@ def _new_file_mode(existing: Path) -> int:
             os.umask(umask)
 
 
+def written_path(path: str | Path) -> Path:
+    """The file that :func:`atomic_open` writes for ``path``, which is what an output must
+    be compared by with the inputs (:func:`refuse_overwriting_inputs`): a device, FIFO or
+    socket is written through, so ``path`` itself; anything else its real path
+    (``os.path.realpath``): links followed (a link's target is replaced), and a ``..`` after a
+    directory that does not exist folded away with it (``nosuch/../x`` is ``./x``: the writer
+    resolves first, then makes the missing parents, so it never fails there as ``open``
+    would). An ``OSError`` (``file/../x``: not a directory; a link loop) is raised as it is."""
+    if _is_special(Path(path)):  # checked before resolving: /dev/stdout -> pipe:[...]
+        return Path(path)
+    return Path(os.path.realpath(path))
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on success fsync and rename it over ``path``.
@@ -57,7 +70,8 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
     - the file written gets the permissions described in ``_new_file_mode``;
     - missing parent directories are created; a parent that is a file raises ``OSError``.
     """
-    if _is_special(Path(path)):  # checked before resolving: /dev/stdout -> pipe:[...]
+    target = written_path(path)
+    if _is_special(target):  # written_path keeps it as given: /dev/stdout, not pipe:[...]
         try:
             with open(path, mode, encoding=encoding) as f:
                 yield f
@@ -65,7 +79,7 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
             _name_the_file(e, path)
             raise
         return
-    path = Path(os.path.realpath(path))
+    path = target
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
@@ -121,21 +135,43 @@ def _os_error_behind(e: BaseException) -> OSError | None:
 
 
 def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
-                              inputs: Iterable[str | Path | None], flag: str) -> None:
-    """Raise ``ValueError`` if an output is a regular file that is also one of the inputs
-    (the same file by device and inode, so another name or a hard link is caught too): the
-    finished output would be renamed over the input it was read from (``translate -i X -o
-    X``, ``average --out X X Y``). ``flag`` names the option to change. ``None`` entries
-    (an option not given) and paths that do not exist yet are skipped; devices and pipes
-    (``-o /dev/stdout``) are written through, never replaced, so they are no concern."""
-    ins = [Path(i) for i in inputs if i is not None and os.path.isfile(i)]
+                              inputs: Iterable[str | Path | None], flag: str,
+                              whole_directory: bool = False) -> None:
+    """Raise ``ValueError`` if an output is one of the inputs: the finished output would be
+    renamed over the input it was read from (``translate -i X -o X``, ``average --out X X
+    Y``). Every command that writes calls this before any work, with every path it reads.
+
+    Each output is compared as the writer will write it (:func:`written_path`), not as typed:
+    ``-o nosuch/../X`` and ``-o LINK_TO_X`` are ``X``. An input is the same file when its
+    real path is that one, or when both exist and are one file (device and inode: a hard
+    link). With ``whole_directory`` the output is a directory that is replaced whole
+    (``export --out DIR --force``): an input anywhere inside it is refused too. ``flag``
+    names the option to change. ``None`` entries (an option not given) and ``-`` (stdin) are
+    skipped; a device or pipe (``-o /dev/stdout``) is written through, never replaced, so it
+    is no concern."""
+    ins = [i for i in inputs if i is not None and str(i) != "-"]
     for out in outputs:
-        if out is None or not os.path.isfile(out):
+        if out is None:
+            continue
+        try:
+            target = written_path(out)
+        except OSError:  # (file/x: not a directory) the writer fails there too, and says so
+            continue
+        if _is_special(target):
             continue
         for i in ins:
-            if os.path.samefile(out, i):
-                raise ValueError(f"{out} is also an input ({i}): writing it would replace "
-                                 f"what is read; choose another {flag}")
+            real = Path(os.path.realpath(i))
+            if whole_directory and target in real.parents:
+                raise ValueError(f"{out} holds an input ({i}): replacing the directory would "
+                                 f"delete what is read; choose another {flag}")
+            if real == target:
+                how = "" if str(out) == str(i) else f"; {out} resolves to {target}"
+            elif target.is_file() and real.is_file() and os.path.samefile(target, real):
+                how = "; the same file under another name, a hard link"
+            else:
+                continue
+            raise ValueError(f"{out} is also an input ({i}{how}): writing it would replace "
+                             f"what is read; choose another {flag}")
 
 
 def check_file_prefix(prefix: str | Path, flag: str) -> None:
@@ -313,7 +349,7 @@ def atomic_dir(path: str | Path, replace: bool = False) -> Iterator[Path]:
     process may be writing one): callers that serialise their builders with :func:`file_lock`
     remove ``.<name>.*.tmp`` under the lock.
     """
-    path = Path(path)
+    path = Path(os.path.realpath(Path(path).parent)) / Path(path).name  # as written_path
     path.parent.mkdir(parents=True, exist_ok=True)
     if not replace and _occupied(path):
         raise _exists_error(path)

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from ..io import refuse_overwriting_inputs
-from .decode_options import add_decode_args, translator_from_args
+from .decode_options import add_decode_args, model_files, translator_from_args
 from .options import Subparsers, add_command
 from .text import read_input
 
@@ -52,7 +52,7 @@ def run(a: argparse.Namespace) -> int:
     # --src-lang where several go into it): its languages name the two files.
     reverse, direction = evaluation_direction(bundle.cfg.data, a.src_lang, a.tgt_lang)
     refuse_overwriting_inputs(synthetic_files(reverse, a.output),
-                              [None if a.input == "-" else a.input, *a.model], "-o PREFIX")
+                              [a.input, *model_files(a)], "-o PREFIX")
     tgt_lang = direction.tgt if bundle.cfg.data.directions else a.tgt_lang
     result = backtranslate(tr, reverse, read_input(a.input), a.output, tgt_lang=tgt_lang)
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),

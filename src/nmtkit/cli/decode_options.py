@@ -38,6 +38,13 @@ def add_model_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--threads", type=thread_count, default=0, help=THREADS_HELP)
 
 
+def model_files(a: argparse.Namespace) -> list[str]:
+    """Every checkpoint the command reads (``--model``, ``--reverse-model``, ``--r2l-model``):
+    inputs that no output may land on (:func:`nmtkit.io.refuse_overwriting_inputs`)."""
+    return [*a.model, *(getattr(a, "reverse_model", None) or []),
+            *(getattr(a, "r2l_model", None) or [])]
+
+
 def add_reverse_model_arg(q: argparse.ArgumentParser) -> None:
     q.add_argument("--reverse-model", action="append", default=None, metavar="CKPT",
                    help="a checkpoint of the reverse direction (target -> source) that "

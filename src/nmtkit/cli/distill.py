@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .decode_options import add_decode_args, translator_from_args
+from .decode_options import add_decode_args, model_files, translator_from_args
 from .options import Subparsers, add_command
 
 EXAMPLES = ("  nmtkit distill --model runs/A/best.pt --model runs/B/best.pt --beam 5 -o distilled\n"
@@ -34,7 +34,7 @@ def run(a: argparse.Namespace) -> int:
     from ..train.distill import distill
 
     bundle, tr = translator_from_args(a)
-    result = distill(tr, bundle.cfg.data, a.output, split=a.split)
+    result = distill(tr, bundle.cfg.data, a.output, split=a.split, models=model_files(a))
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
                       "pairs": result.pairs, "empty_translations": result.empty_translations,
                       "beam": tr.decode_cfg.beam, "models": a.model}))

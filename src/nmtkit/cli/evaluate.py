@@ -9,9 +9,9 @@ import argparse
 import json
 
 from ..io import refuse_overwriting_inputs, write_or_keep
-from .decode_options import add_decode_args, translator_from_args
+from .decode_options import add_decode_args, model_files, translator_from_args
 from .options import Subparsers, add_command
-from .text import add_scored_text_args, scored_text
+from .text import add_scored_text_args, scored_text, split_inputs
 
 EXAMPLES = ("  nmtkit evaluate --model runs/NAME/best.pt --split test_2016_flickr\n"
             "  nmtkit evaluate --model runs/NAME/best.pt --src test.de --ref test.en --beam 4\n"
@@ -35,9 +35,11 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def run(a: argparse.Namespace) -> int:
     from ..evaluate import score
 
-    refuse_overwriting_inputs([a.output], [a.src, a.ref, *a.model], "-o")
+    refuse_overwriting_inputs([a.output], [a.src, a.ref, *model_files(a)], "-o")
     bundle, tr = translator_from_args(a)
     src, ref, name, data, tgt_lang = scored_text(a, bundle, "evaluate")
+    if a.split:
+        refuse_overwriting_inputs([a.output], split_inputs(data, a.split), "-o")
     official = None  # the literature's number, official references: found (or warned) first
     if a.split and data.corpus == "multi30k":
         from ..evaluate import official_reference

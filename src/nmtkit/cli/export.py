@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..io import refuse_overwriting_inputs
 from .options import Subparsers, add_command
 
 EXAMPLES = ("  nmtkit export --format ctranslate2 --model runs/NAME/best.pt --out ct2 "
@@ -32,6 +33,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
+    refuse_overwriting_inputs([a.out], [a.model], "--out", whole_directory=True)
     try:  # ctranslate2: an optional dependency
         from ..export.ctranslate2 import export_ctranslate2
     except ImportError as e:

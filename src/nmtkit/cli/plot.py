@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from ..io import refuse_overwriting_inputs
 from .options import Subparsers, add_command, device
 
 EXAMPLES = ("  nmtkit plot all --out figures\n"
@@ -75,6 +77,9 @@ def run(a: argparse.Namespace) -> int:
         raise SystemExit(f"nmtkit: error: plot {a.figure} takes one --run (several: plot compare)")
     if a.label and a.figure != "compare":
         raise SystemExit("nmtkit: error: --label names the runs of plot compare")
+    read = [f for r in runs for f in ([r] if Path(r).is_file()
+                                      else [Path(r) / "metrics.csv", Path(r) / "losses.csv"])]
+    refuse_overwriting_inputs([a.output], [*read, a.model, a.config], "-o")
     written = plot(a.figure, out_dir=a.out, output=a.output, run=runs[0] if runs else None,
                    model=a.model, text=a.text, beam=a.beam, html=a.html, device=a.device,
                    dpi=a.dpi, config=a.config, overrides=a.set, arch=a.arch, runs=runs,

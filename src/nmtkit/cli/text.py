@@ -86,3 +86,16 @@ def scored_text(a: argparse.Namespace, bundle: Bundle, command: str
                              "give one reference line per source line")
         return src, ref, a.src, data, a.tgt_lang
     raise InputError(f"{command} needs --split NAME or --src FILE --ref FILE")
+
+
+def split_inputs(data: DataConfig, split: str) -> list[str]:
+    """The files ``--split`` was read from (no output may land on them): a parallel or
+    prepared corpus's two files, a TSV file; none for the copy task."""
+    from ..data.corpora import split_files
+
+    files = split_files(data, split)
+    if files is not None:
+        return [str(files[0]), str(files[1])]
+    if data.corpus == "tsv":
+        return [data.tsv_file if data.tsv_split else split]
+    return []

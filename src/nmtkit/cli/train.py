@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..io import refuse_overwriting_inputs
 from .options import NO_FAST_HELP, Subparsers, add_command
 
 if TYPE_CHECKING:
+    from ..config import Config, DataConfig
     from ..train.tensorboard import AttentionImage
 
 EXAMPLES = ("  nmtkit train --list\n"
@@ -74,12 +77,38 @@ def run(a: argparse.Namespace) -> int:
     cfg = load(a.config, sets)
     check_trainable(cfg, a.config)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
+    refuse_writing_over_inputs(a, cfg, run_dir)
     result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
                    on_validation=curves_callback(), init_from=a.init_from,
                    vocab_from=a.vocab_from, attention_image=attention_image_callback())
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
         print(json.dumps({"run_dir": str(run_dir), **result}))
     return 0
+
+
+def refuse_writing_over_inputs(a: argparse.Namespace, cfg: Config, run_dir: Path) -> None:
+    """No file the run writes into ``run_dir`` (or, with ``--overwrite``, sets aside and
+    deletes) is one it reads: the recipe, ``--init-from``/``--vocab-from`` (``--init-from
+    RUN/best.pt --overwrite`` would delete the parent), the corpus files named by path."""
+    from ..train.run_dir import RUN_FILE_NAMES, RunDirLock
+
+    inputs = [a.config, a.init_from, a.vocab_from, *data_files(cfg.data)]
+    # step_<N>.pt of any N: one at each validation, the oldest deleted (train.keep_last)
+    steps = [run_dir / Path(i).name for i in inputs if i and fnmatch(Path(i).name, "step_*.pt")]
+    outputs = [*(run_dir / n for n in (*RUN_FILE_NAMES, RunDirLock.NAME)), *steps]
+    refuse_overwriting_inputs(outputs, inputs, "--run-dir")
+
+
+def data_files(data: DataConfig) -> list[str]:
+    """The corpus files a recipe names by path (``parallel``, ``tsv``, ``data.extra``), plain
+    and gzipped; a corpus fetched into the cache (``multi30k`` ...) is none of the user's."""
+    langs = (data.src_lang, data.tgt_lang)
+    splits = [s for s in (data.train, data.valid, data.test) if s]
+    prefixes = [e.path for e in data.extra] + (splits if data.corpus == "parallel" else [])
+    files = [f"{p}.{lang}{gz}" for p in prefixes for lang in langs for gz in ("", ".gz")]
+    if data.corpus == "tsv":
+        files += [data.tsv_file] if data.tsv_split else splits
+    return files
 
 
 def curves_callback() -> Callable[[str | Path], None] | None:

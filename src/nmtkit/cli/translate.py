@@ -14,6 +14,7 @@ from .decode_options import (
     add_alignment_choice_args,
     add_decode_args,
     add_n_best_args,
+    model_files,
     translator_from_args,
 )
 from .options import Subparsers, add_command
@@ -73,8 +74,8 @@ def run(a: argparse.Namespace) -> int:
     if (a.alignment_layer is not None or a.alignment_head is not None) and not a.alignments:
         raise ValueError("--alignment-layer/--alignment-head choose the attention that "
                          "--alignments reads: add --alignments")
-    refuse_overwriting_inputs([a.output], [a.input, a.prefix_file, a.constraints_file, *a.model],
-                              "-o")
+    refuse_overwriting_inputs([a.output], [a.input, a.prefix_file, a.constraints_file,
+                                           *model_files(a)], "-o")
     bundle, tr = translator_from_args(a)
     tr.target_tag(a.tgt_lang)  # a multilingual model needs --tgt-lang: say so before reading input
     if a.src_lang:  # read for reranking only, but a language the model does not know is a mistake

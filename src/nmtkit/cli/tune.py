@@ -19,10 +19,11 @@ from .decode_options import (
     add_model_args,
     add_r2l_model_arg,
     add_reverse_model_arg,
+    model_files,
     translator_from_args,
 )
 from .options import Subparsers, add_command
-from .text import add_scored_text_args, scored_text
+from .text import add_scored_text_args, scored_text, split_inputs
 
 EXAMPLES = ("  nmtkit tune --model runs/NAME/best.pt\n"
             "  nmtkit tune --model runs/A/best.pt --model runs/B/best.pt --beam 4 5 8 "
@@ -83,7 +84,7 @@ def run(a: argparse.Namespace) -> int:
                              f"{valid}, never on a test set")
 
     refuse_a_test_split("the validation split", "test")  # before loading the models
-    refuse_overwriting_inputs([a.output], [a.src, a.ref, *a.model], "-o")
+    refuse_overwriting_inputs([a.output], [a.src, a.ref, *model_files(a)], "-o")
     bundle, tr = translator_from_args(a, tuning=True)
     if a.split is None and not (a.src or a.ref):
         a.split = bundle.cfg.data.valid
@@ -92,7 +93,9 @@ def run(a: argparse.Namespace) -> int:
         print("nmtkit tune: the model was trained on lowercased text (data.lowercase), and "
               "cased BLEU counts every capital of the references against it: consider "
               "--metric bleu_lc_tok", file=sys.stderr)
-    src, ref, name, _, tgt_lang = scored_text(a, bundle, "tune")
+    src, ref, name, data, tgt_lang = scored_text(a, bundle, "tune")
+    if a.split:
+        refuse_overwriting_inputs([a.output], split_inputs(data, a.split), "-o")
 
     def report(t: Trial) -> None:
         print(json.dumps({"split": name, **t.as_dict()}), flush=True)

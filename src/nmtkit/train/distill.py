@@ -18,6 +18,7 @@ model.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,12 +44,13 @@ class Distillation:
 
 
 def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
-            split: str | None = None) -> Distillation:
+            split: str | None = None, models: Iterable[str | Path] = ()) -> Distillation:
     """Translate the sources of ``split`` (default: the teacher's training split,
     ``data.train``) of the teacher's corpus and write the distilled pairs, line-aligned,
     each file atomically. Refused before any work: output files that are the split's own
     files (``-o`` equal to the split's prefix would replace its references with the
-    teacher's translations)."""
+    teacher's translations), or the teacher's checkpoints ``models`` (``-o runs/t/best`` of
+    a teacher into Portuguese would write ``best.pt``)."""
     if data.directions:
         raise ValueError("distill translates one direction: a model of data.directions is "
                          "not supported as a teacher (distil each direction's data with a "
@@ -60,7 +62,8 @@ def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
         raise ValueError(f"the teacher translates {data.src_lang} into itself: the two files "
                          "would be one")
     read = split_files(data, split)
-    refuse_overwriting_inputs([src_file, tgt_file], read[:2] if read else (), "output prefix")
+    refuse_overwriting_inputs([src_file, tgt_file], [*(read[:2] if read else ()), *models],
+                              "output prefix")
     sources = load_parallel(data, split).src
     hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(sources)]
     write_or_keep(src_file, "".join(s + "\n" for s in sources), "training sources")

@@ -1,0 +1,125 @@
+"""Reliability, third probe (issue 66): an output never lands on an input, whatever path leads
+to it; every number a user gives is finite and bounded; a full disk names its file and leaves
+nothing half-made; the cases where two surfaces disagreed now agree."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from nmtkit.cli import main as cli_main
+
+from .helpers import ROOT, tiny_copy_overrides
+
+
+def refused(capsys, argv, said):
+    """``nmtkit ARGV`` exits 2 (argparse's SystemExit or main's return) naming ``said``."""
+    try:
+        code = cli_main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err, err
+    return err
+
+
+# --- 1. an output through a missing directory (or a link) that is an input -------------------
+
+# Each command with an output, the input it would write over, and the output path that
+# leads there only once resolved: ``nosuch/..`` folds away (no ``nosuch/`` exists), as the
+# writers (nmtkit.io.atomic_open: os.path.realpath) fold it.
+OUTPUT_ON_INPUT = {
+    "translate -o over -i": (["translate", "--model", "m.pt", "-i", "text.de",
+                              "-o", "nosuch/../text.de"], "text.de"),
+    "translate -o over --prefix-file": (["translate", "--model", "m.pt", "-i", "text.de",
+                                         "--prefix-file", "prefix.en",
+                                         "-o", "./nosuch/../prefix.en"], "prefix.en"),
+    "translate -o over --reverse-model": (["translate", "--model", "m.pt", "-i", "text.de",
+                                           "--rerank", "2", "--reverse-model", "rev.pt",
+                                           "-o", "nosuch/../rev.pt"], "rev.pt"),
+    "evaluate -o over --ref": (["evaluate", "--model", "m.pt", "--src", "text.de",
+                                "--ref", "ref.en", "-o", "nosuch/../ref.en"], "ref.en"),
+    "tune -o over --model": (["tune", "--model", "m.pt", "--src", "text.de", "--ref", "ref.en",
+                              "--beam", "1", "--length-penalty", "1", "-o", "nosuch/../m.pt"],
+                             "m.pt"),
+    "average --out over a checkpoint": (["average", "--out", "nosuch/../a.pt", "a.pt", "b.pt"],
+                                        "a.pt"),
+    "backtranslate -o over -i": (["backtranslate", "--model", "m.pt", "-i", "mono.de",
+                                  "-o", "nosuch/../mono"], "mono.de"),
+    "distill -o over --model": (["distill", "--model", "teacher.en", "-o", "nosuch/../teacher"],
+                                "teacher.en"),
+    "export --out over --model": (["export", "--format", "ctranslate2", "--model", "ex/m.pt",
+                                   "--out", "nosuch/../ex", "--force"], "ex/m.pt"),
+    "plot -o over the run's metrics": (["plot", "curves", "--run", "run", "-o",
+                                        "nosuch/../run/metrics.csv"], "run/metrics.csv"),
+    "train --overwrite over --init-from": (["train", "copy.yaml", "--run-dir", "nosuch/../run",
+                                            "--overwrite", "--init-from", "run/best.pt"],
+                                           "run/best.pt"),
+    "train over a step checkpoint it would prune": (["train", "copy.yaml", "--run-dir",
+                                                     "nosuch/../run", "--overwrite",
+                                                     "--init-from", "run/step_00000010.pt"],
+                                                    "run/step_00000010.pt"),
+    "train --overwrite over --vocab-from": (["train", "copy.yaml", "--run-dir", "run",
+                                             "--overwrite", "--vocab-from", "./run/last.pt"],
+                                            "run/last.pt"),
+    "train over a corpus file": (["train", "copy.yaml", "--run-dir", "run", "--overwrite",
+                                  "--set", "data.corpus=tsv", "--set", "data.train=run/samples.txt",
+                                  "--set", "data.valid=valid.tsv"], "run/samples.txt"),
+}
+
+
+def tiny_copy_yaml() -> str:
+    """The recipe of ``copy_run`` (conftest) as a YAML file: a run that fine-tunes from it."""
+    cfg = yaml.safe_load((ROOT / "configs" / "copy_task.yaml").read_text())
+    for override in [*tiny_copy_overrides(30), "model.layers=2", "train.valid_bleu=false"]:
+        key, value = override.split("=", 1)
+        section, name = key.split(".")
+        cfg[section][name] = yaml.safe_load(value)
+    return yaml.safe_dump(cfg)
+
+
+@pytest.fixture
+def workdir(copy_run, tmp_path, monkeypatch):
+    """A directory of inputs (the current directory): text, references, checkpoints, a run."""
+    w = tmp_path / "in"
+    w.mkdir()
+    for name in ("m.pt", "rev.pt", "a.pt", "teacher.en"):
+        shutil.copy(copy_run / "last.pt", w / name)
+    shutil.copy(copy_run / "step_00000010.pt", w / "b.pt")
+    (w / "text.de").write_text("1 2 3\n4 5\n")
+    (w / "prefix.en").write_text("1\n\n")
+    (w / "ref.en").write_text("1 2 3\n4 5\n")
+    (w / "mono.de").write_text("1 2 3\n")
+    (w / "ex").mkdir()
+    shutil.copy(copy_run / "last.pt", w / "ex" / "m.pt")
+    shutil.copytree(copy_run, w / "run")
+    (w / "copy.yaml").write_text(tiny_copy_yaml())
+    (w / "run" / "samples.txt").write_text("1 2\t1 2\n")  # a corpus file where a run writes
+    (w / "valid.tsv").write_text("1 2\t1 2\n")
+    monkeypatch.chdir(w)
+    return w
+
+
+@pytest.mark.parametrize("case", OUTPUT_ON_INPUT)
+def test_an_output_that_resolves_to_an_input_is_refused(case, workdir, capsys):
+    argv, kept = OUTPUT_ON_INPUT[case]
+    before = {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+    err = refused(capsys, argv, "an input (")
+    assert kept in err and "choose another" in err, err
+    after = {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+    assert after == before  # every input kept, byte for byte, and nothing written
+    assert not (workdir / "nosuch").exists()
+
+
+def test_an_output_through_a_link_to_an_input_is_refused(workdir, capsys):
+    """A link to the input's directory, and a link to the input itself: the writer follows
+    both (it replaces a link's target), so both are the input."""
+    (workdir / "here").symlink_to(workdir)
+    (workdir / "alias.de").symlink_to(workdir / "text.de")
+    for out in ("here/text.de", "alias.de", "here/nosuch/../alias.de"):
+        refused(capsys, ["translate", "--model", "m.pt", "-i", "text.de", "-o", out],
+                "is also an input")
+    assert (workdir / "text.de").read_text() == "1 2 3\n4 5\n"
+
