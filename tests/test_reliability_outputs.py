@@ -4,6 +4,9 @@ nothing half-made; the cases where two surfaces disagreed now agree."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import shutil
 
 import pytest
@@ -123,3 +126,86 @@ def test_an_output_through_a_link_to_an_input_is_refused(workdir, capsys):
                 "is also an input")
     assert (workdir / "text.de").read_text() == "1 2 3\n4 5\n"
 
+
+# --- 4. non-finite numbers ---------------------------------------------------------------------
+
+def float_fields(schema: dict, name: str) -> list[str]:
+    """The request body ``name``'s fields that take a number (JSON Schema ``number``)."""
+    def numbers(s: dict) -> bool:
+        return s.get("type") == "number" or any(numbers(x) for x in s.get("anyOf", []))
+
+    body = schema["components"]["schemas"][name]
+    return [f for f, s in body["properties"].items() if numbers(s)]
+
+
+@pytest.mark.parametrize("path, body, model", [
+    ("/v1/translate", {"texts": ["1 2"], "confidence": True}, "TranslateRequest"),
+    ("/v1/attention", {"text": "1 2", "confidence": True}, "AttentionRequest"),
+])
+def test_every_float_of_a_request_refuses_infinities_and_nan(copy_bundle, path, body, model):
+    """``"low_coverage": Infinity`` was answered 200 with a threshold of null where the
+    schema promises a number (and every token flagged)."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.serve.app import create_app
+    from nmtkit.serve.limits import ServeLimits
+
+    with TestClient(create_app(copy_bundle, ServeLimits())) as c:
+        fields = float_fields(c.get("/openapi.json").json(), model)
+        assert {"low_probability", "low_coverage"} <= set(fields)
+        for field in fields:
+            for value in ("Infinity", "-Infinity", "NaN", "1e999"):
+                text = json.dumps(body)[:-1] + f', "{field}": {value}}}'
+                r = c.post(path, content=text, headers={"content-type": "application/json"})
+                assert r.status_code == 422, (field, value, r.text)
+                assert field in r.json()["detail"] and "finite" in r.json()["detail"], r.text
+        r = c.post(path, json={**body, "low_coverage": 0.5})
+        assert r.status_code == 200 and "null" not in r.text, r.text
+
+
+def float_options() -> list[tuple[str, argparse.Action]]:
+    """(command, option) of every option of every command that takes a number with a point."""
+    from nmtkit.cli import build_parser
+    from nmtkit.cli.options import finite_float
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return [(name, a) for name, p in sub.choices.items() for a in p._actions
+            if a.type in (float, finite_float)]
+
+
+# The server's limits: checked with their ranges by ServeLimits and check_keep_alive.
+SERVE_LIMITS = {"--timeout", "--timeout-keep-alive", "--max-wait-ms"}
+
+
+def test_every_float_flag_refuses_infinities_and_nan_before_any_model_loads(capsys):
+    options = float_options()
+    assert {"--length-penalty", "--temperature", "--mbr-scale"} <= {a.option_strings[0]
+                                                                    for _, a in options}
+    for command, action in options:
+        flag = action.option_strings[0]
+        for value in ("inf", "-inf", "nan", "1e999"):
+            argv = [command, "--model", "missing.pt", f"{flag}={value}"]
+            if command in ("translate", "evaluate", "tune", "backtranslate", "distill"):
+                argv += {"tune": ["--src", "s", "--ref", "r"],
+                         "backtranslate": ["-i", "x", "-o", "y"],
+                         "distill": ["-o", "y"]}.get(command, [])
+            err = refused(capsys, argv, flag)
+            assert "finite" in err and "missing.pt" not in err, (command, flag, err)
+            if flag not in SERVE_LIMITS:
+                assert "argument " + flag in err  # refused by the parser: finite_float
+
+
+@pytest.mark.parametrize("section", ["data", "model", "train", "decode"])
+def test_every_float_of_a_config_refuses_infinities_and_nan(section):
+    import dataclasses
+
+    from nmtkit.config import Config, ConfigError
+
+    cls = getattr(Config(), section).__class__
+    floats = [f.name for f in dataclasses.fields(cls) if f.type in ("float", float)]
+    assert floats
+    for name in floats:
+        for value in (math.inf, -math.inf, math.nan):
+            with pytest.raises(ConfigError, match=rf"{section}\.{name} must be a finite number"):
+                Config.from_dict({section: {name: value}})

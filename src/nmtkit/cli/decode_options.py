@@ -15,7 +15,14 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ..config import MBR_UTILITIES
-from .options import NO_FAST_HELP, THREADS_HELP, device, set_threads, thread_count
+from .options import (
+    NO_FAST_HELP,
+    THREADS_HELP,
+    device,
+    finite_float,
+    set_threads,
+    thread_count,
+)
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
@@ -69,10 +76,10 @@ def add_rerank_args(q: argparse.ArgumentParser) -> None:
                    "beam score plus --reverse-weight times the --reverse-model's log P(source "
                    "| candidate) per source token (and --r2l-weight times the --r2l-model's "
                    "per-token score; default: the checkpoint's decode.rerank, 0 = off)")
-    q.add_argument("--reverse-weight", type=float, default=None, metavar="W",
+    q.add_argument("--reverse-weight", type=finite_float, default=None, metavar="W",
                    help="reranking: the weight of the reverse model's score (default: the "
                    "checkpoint's decode.reverse_weight; `nmtkit tune` chooses it on val)")
-    q.add_argument("--r2l-weight", type=float, default=None, metavar="V",
+    q.add_argument("--r2l-weight", type=finite_float, default=None, metavar="V",
                    help="reranking: the weight of the --r2l-model's score, its log P("
                    "candidate | source) per token (default: the checkpoint's "
                    "decode.r2l_weight; `nmtkit tune` chooses it on val)")
@@ -82,11 +89,11 @@ def add_decode_args(q: argparse.ArgumentParser) -> None:
     """The model flags, the search flags (beam, length, sampling, MBR) and reranking."""
     add_model_args(q)
     q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
-    q.add_argument("--length-penalty", type=float, default=None, metavar="ALPHA",
+    q.add_argument("--length-penalty", type=finite_float, default=None, metavar="ALPHA",
                    help="beam search ranks by log-prob / ((5 + length) / 6)^ALPHA "
                    "(GNMT; 0 = raw log-prob, larger favours longer outputs; default: the "
                    "checkpoint's decode.length_penalty; `nmtkit tune` chooses it on val)")
-    q.add_argument("--max-len-a", type=float, default=None, metavar="A",
+    q.add_argument("--max-len-a", type=finite_float, default=None, metavar="A",
                    help="outputs stop at A * source length + B tokens (default: the "
                    "checkpoint's decode.max_len_a)")
     q.add_argument("--max-len-b", type=int, default=None, metavar="B",
@@ -96,14 +103,14 @@ def add_decode_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--sampling", action="store_true",
                    help="draw each token from the model's distribution instead of searching "
                    "(back-translation, diversity); the beam is not used")
-    q.add_argument("--temperature", type=float, default=None,
+    q.add_argument("--temperature", type=finite_float, default=None,
                    help="sampling: divide the log-probs by T (< 1 sharper, > 1 flatter; default 1)")
     q.add_argument("--top-k", type=int, default=None,
                    help="sampling: only among the K most probable tokens (default 0 = all)")
-    q.add_argument("--top-p", type=float, default=None,
+    q.add_argument("--top-p", type=finite_float, default=None,
                    help="sampling: only among the most probable tokens whose mass reaches P "
                    "(nucleus; default 1 = all)")
-    q.add_argument("--epsilon", type=float, default=None,
+    q.add_argument("--epsilon", type=finite_float, default=None,
                    help="sampling: only among tokens of probability >= E (epsilon sampling; "
                    "default 0 = all; e.g. 0.02 for MBR's candidates)")
     q.add_argument("--seed", type=int, default=None,
@@ -117,7 +124,7 @@ def add_decode_args(q: argparse.ArgumentParser) -> None:
                    "N best of the reranking")
     q.add_argument("--mbr-utility", choices=MBR_UTILITIES, default=None,
                    help="MBR: sentence BLEU+1 on words, or chrF on characters (default bleu)")
-    q.add_argument("--mbr-scale", type=float, default=None, metavar="S",
+    q.add_argument("--mbr-scale", type=finite_float, default=None, metavar="S",
                    help="MBR over a beam's N best: each candidate weighs its probability "
                    "to the power S (default 0: the same for each; 1: the model's posterior)")
     add_rerank_args(q)

@@ -5,6 +5,7 @@ commands use (``--device``, ``--threads``, ``--port``, ``--no-fast``)."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 Subparsers = argparse._SubParsersAction  # what ArgumentParser.add_subparsers returns
@@ -51,6 +52,19 @@ def add_command(sub: Subparsers[argparse.ArgumentParser], name: str,
         epilog="examples:\n\n" + examples)
     parser.set_defaults(func=run)
     return parser
+
+
+def finite_float(text: str) -> float:
+    """The type of every float flag (``--length-penalty``, ``--temperature``, tune's grids
+    ...): a finite number. ``inf``, ``nan`` and ``1e999`` are refused as the flag is parsed,
+    before any model loads (the ranges are the config's: :meth:`DecodeConfig.validate`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
 
 
 def thread_count(text: str) -> int:

@@ -22,7 +22,7 @@ from .decode_options import (
     model_files,
     translator_from_args,
 )
-from .options import Subparsers, add_command
+from .options import Subparsers, add_command, finite_float
 from .text import add_scored_text_args, scored_text, split_inputs
 
 EXAMPLES = ("  nmtkit tune --model runs/NAME/best.pt\n"
@@ -47,7 +47,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     tu.add_argument("--beam", dest="beams", type=int, nargs="+", default=list(TUNE_BEAMS),
                     metavar="K", help=f"beam sizes to try (default {' '.join(map(str, TUNE_BEAMS))}; "
                     "1 = greedy, tried once)")
-    tu.add_argument("--length-penalty", dest="length_penalties", type=float, nargs="+",
+    tu.add_argument("--length-penalty", dest="length_penalties", type=finite_float, nargs="+",
                     default=list(TUNE_LENGTH_PENALTIES), metavar="ALPHA",
                     help="length penalties to try with each beam (default "
                     f"{' '.join(map(str, TUNE_LENGTH_PENALTIES))})")
@@ -60,11 +60,11 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
                     help="reranking of N candidates with --reverse-model to try with each beam "
                     "above 1 and penalty (default 0 = off; e.g. --rerank 0 10; see translate "
                     "--rerank); each --mbr size below N is also tried among the reranking's best")
-    tu.add_argument("--reverse-weight", dest="reverse_weights", type=float, nargs="+",
+    tu.add_argument("--reverse-weight", dest="reverse_weights", type=finite_float, nargs="+",
                     default=list(TUNE_REVERSE_WEIGHTS), metavar="W",
                     help="reranking: the reverse model's weights to try (one search for them all)")
     add_r2l_model_arg(tu)
-    tu.add_argument("--r2l-weight", dest="r2l_weights", type=float, nargs="+",
+    tu.add_argument("--r2l-weight", dest="r2l_weights", type=finite_float, nargs="+",
                     default=list(TUNE_R2L_WEIGHTS), metavar="V",
                     help="reranking with --r2l-model: its weights to try, each with every "
                     "--reverse-weight (one search for them all)")

@@ -16,8 +16,10 @@ from .limits import ServeLimits
 
 Kind = Literal["encoder", "decoder_self", "decoder_src"]
 
-STRICT = ConfigDict(strict=True, extra="forbid")
-"""No type coercion ("5" is not a beam), no unknown fields."""
+STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+"""No type coercion ("5" is not a beam), no unknown fields, and every float finite: JSON's
+``Infinity``, ``NaN`` and ``1e999`` (which Python's parser takes as inf) get a 422 naming the
+field (an infinite threshold was answered as ``null`` where the schema promises a number)."""
 
 
 def _integral(value: Any) -> Any:
