@@ -216,6 +216,7 @@ EVERY_CHECK = [
     ({"decode": {"beam": 0}}, "decode.beam"),
     ({"decode": {"batch_size": 0}}, "decode.batch_size"),
     ({"decode": {"length_penalty": -1}}, "decode.length_penalty"),
+    ({"decode": {"length_penalty": 1000}}, "decode.length_penalty must be <= 5"),
     ({"decode": {"max_len_a": -1}}, "decode.max_len_a"),
     ({"decode": {"max_len_b": -1}}, "decode.max_len_b"),
     ({"decode": {"n_best": 6}}, "decode.n_best"),

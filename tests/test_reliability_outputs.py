@@ -209,3 +209,43 @@ def test_every_float_of_a_config_refuses_infinities_and_nan(section):
         for value in (math.inf, -math.inf, math.nan):
             with pytest.raises(ConfigError, match=rf"{section}\.{name} must be a finite number"):
                 Config.from_dict({section: {name: value}})
+
+
+# --- 5. the length penalty's bound -------------------------------------------------------------
+
+@pytest.mark.parametrize("alpha", [1000, 1e308])
+def test_a_length_penalty_past_its_bound_is_refused_everywhere(alpha, copy_run, capsys):
+    """``--length-penalty 1000`` overflowed ((5 + |y|) / 6) ** alpha to inf: every hypothesis
+    scored 0 and the output was whichever came first ("There is two carks"), exit 0."""
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.config import MAX_LENGTH_PENALTY, Config, ConfigError
+    from nmtkit.decode.options import TranslateOptions
+    from nmtkit.decode.translator import Translator
+
+    bound = f"decode.length_penalty must be <= {MAX_LENGTH_PENALTY:g}"
+    with pytest.raises(ConfigError, match=bound):
+        Config.from_dict({"decode": {"length_penalty": alpha}})
+    model = str(copy_run / "last.pt")
+    refused(capsys, ["translate", "--model", model, "--beam", "2", "--length-penalty", str(alpha)],
+            bound)
+    err = refused(capsys, ["tune", "--model", model, "--src", model, "--ref", model,
+                           "--beam", "2", "--length-penalty", "0.6", str(alpha)],
+                  f"length penalties must be in [0, {MAX_LENGTH_PENALTY:g}]")
+    assert "split" not in err  # before any trial
+    tr = Translator.from_bundle(load_bundle(copy_run / "last.pt"))
+    with pytest.raises(ValueError, match=bound):
+        tr.translate(["1 2 3"], TranslateOptions(beam=2, length_penalty=alpha))
+
+
+def test_the_length_penalty_bound_keeps_every_output_length_apart():
+    """At the bound the penalty of the longest output the position table allows is finite in
+    float32, and lengths one token apart still get different penalties."""
+    import torch
+
+    from nmtkit.config import MAX_LENGTH_PENALTY, MAX_POSITIONS
+    from nmtkit.decode.beams import length_penalty
+
+    lengths = torch.tensor([1, 2, MAX_POSITIONS - 1, MAX_POSITIONS])
+    lp = length_penalty(lengths, MAX_LENGTH_PENALTY)
+    assert torch.isfinite(lp).all() and (lp.diff() > 0).all(), lp
+    assert torch.isfinite(-1e4 / lp).all() and (-1e4 / lp[-1]) < 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ..config import MBR_UTILITIES
+from ..config import MAX_LENGTH_PENALTY, MBR_UTILITIES
 from .options import (
     NO_FAST_HELP,
     THREADS_HELP,
@@ -91,7 +91,8 @@ def add_decode_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
     q.add_argument("--length-penalty", type=finite_float, default=None, metavar="ALPHA",
                    help="beam search ranks by log-prob / ((5 + length) / 6)^ALPHA "
-                   "(GNMT; 0 = raw log-prob, larger favours longer outputs; default: the "
+                   f"(GNMT; 0 = raw log-prob, larger favours longer outputs, at most "
+                   f"{MAX_LENGTH_PENALTY:g}; default: the "
                    "checkpoint's decode.length_penalty; `nmtkit tune` chooses it on val)")
     q.add_argument("--max-len-a", type=finite_float, default=None, metavar="A",
                    help="outputs stop at A * source length + B tokens (default: the "

@@ -8,6 +8,7 @@ import json
 import sys
 
 from ..config import (
+    MAX_LENGTH_PENALTY,
     TUNE_BEAMS,
     TUNE_LENGTH_PENALTIES,
     TUNE_METRICS,
@@ -49,7 +50,8 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
                     "1 = greedy, tried once)")
     tu.add_argument("--length-penalty", dest="length_penalties", type=finite_float, nargs="+",
                     default=list(TUNE_LENGTH_PENALTIES), metavar="ALPHA",
-                    help="length penalties to try with each beam (default "
+                    help=f"length penalties to try with each beam, each in "
+                    f"[0, {MAX_LENGTH_PENALTY:g}] (default "
                     f"{' '.join(map(str, TUNE_LENGTH_PENALTIES))})")
     tu.add_argument("--mbr", dest="mbrs", type=int, nargs="+", default=[0], metavar="N",
                     help="minimum Bayes risk decoding over N candidates to try with each beam "
@@ -76,7 +78,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from ..decode.tune import Trial, at_the_edge, best_trial, tune_search
+    from ..decode.tune import Trial, at_the_edge, best_trial, grid, tune_search
 
     def refuse_a_test_split(valid: str, test: str) -> None:
         if a.split and (a.split == test or a.split.startswith("test")):
@@ -84,6 +86,7 @@ def run(a: argparse.Namespace) -> int:
                              f"{valid}, never on a test set")
 
     refuse_a_test_split("the validation split", "test")  # before loading the models
+    grid(a.beams, a.length_penalties, a.mbrs, a.reranks)  # the grid's ranges, too
     refuse_overwriting_inputs([a.output], [a.src, a.ref, *model_files(a)], "-o")
     bundle, tr = translator_from_args(a, tuning=True)
     if a.split is None and not (a.src or a.ref):

@@ -40,6 +40,15 @@ MAX_LEN_A = 1000.0
 """The largest ``decode.max_len_a``: outputs a thousand times the source length."""
 
 
+MAX_LENGTH_PENALTY = 5.0
+"""The largest ``decode.length_penalty``, GNMT's alpha in ((5 + |y|) / 6) ** alpha (Wu et al.
+2016, Sec. 7, who found 0.2 best of 0-1; OpenNMT-py's and Marian's users take 0.6-1,
+fairseq's ``--lenpen`` (|y| ** alpha) 0-2). At 5 the penalty of the longest output a position
+table allows (``MAX_POSITIONS``) is 1.6e20, finite in float32, and each further token still
+changes it; near 9.5 it overflows to inf, every hypothesis then scores 0 and the first one
+wins (``--length-penalty 1000`` gave "There is two carks")."""
+
+
 TEMPERATURE_RANGE = (1e-3, 1e3)
 """``decode.sampling_temperature`` bounds: beyond them the scaled log-probabilities overflow
 or all but one underflow (1e-3 samples as greedy search does, 1e3 uniformly)."""
@@ -139,6 +148,7 @@ class DecodeConfig:
                   f"decode.n_best must be in [1, decode.beam = {self.beam}] (any number >= 1 of "
                   f"samples with decode.sampling; up to decode.mbr or decode.rerank candidates "
                   f"with MBR or reranking), got {self.n_best}")
+        c.at_most(MAX_LENGTH_PENALTY, "length_penalty")
         low, high = TEMPERATURE_RANGE
         c.require(low <= self.sampling_temperature <= high, "decode.sampling_temperature must "
                   f"be in [{low:g}, {high:g}], got {self.sampling_temperature:g}")

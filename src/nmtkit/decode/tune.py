@@ -23,7 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..config import TUNE_BEAMS, TUNE_LENGTH_PENALTIES, TUNE_METRICS, TUNE_R2L_WEIGHTS
+from ..config import (
+    MAX_LENGTH_PENALTY,
+    TUNE_BEAMS,
+    TUNE_LENGTH_PENALTIES,
+    TUNE_METRICS,
+    TUNE_R2L_WEIGHTS,
+)
 from ..evaluate import score
 from .choice import choose, reranking_search
 from .options import TranslateOptions
@@ -82,15 +88,16 @@ def grid(beams: Sequence[int], penalties: Sequence[float], mbr: Sequence[int] = 
     given: each MBR size alone, each reranking size alone, then MBR among the reranking's
     best for each MBR size below a reranking size (:mod:`nmtkit.decode.choice`); beam 1 once,
     without a penalty, MBR or reranking (greedy search has one candidate). ``ValueError``
-    for an empty list, a beam below 1, a negative penalty or a negative number of
-    candidates."""
+    for an empty list, a beam below 1, a penalty outside [0, ``MAX_LENGTH_PENALTY``] or a
+    negative number of candidates."""
     if not beams or not penalties or not mbr or not rerank:
         raise ValueError("give at least one beam size, one length penalty, one MBR size and "
                          "one reranking size")
     if any(b < 1 for b in beams):
         raise ValueError(f"beam sizes must be >= 1, got {list(beams)}")
-    if any(not p >= 0 for p in penalties):  # `not >=` also catches NaN
-        raise ValueError(f"length penalties must be >= 0, got {list(penalties)}")
+    if any(not 0 <= p <= MAX_LENGTH_PENALTY for p in penalties):  # `not` catches NaN too
+        raise ValueError(f"length penalties must be in [0, {MAX_LENGTH_PENALTY:g}] "
+                         f"(decode.length_penalty's range), got {list(penalties)}")
     for what, sizes in (("MBR", mbr), ("reranked", rerank)):
         if any(m < 0 for m in sizes):
             raise ValueError(f"{what} candidates must be >= 0 (0 = off), got {list(sizes)}")
