@@ -5,9 +5,14 @@ nothing half-made; the cases where two surfaces disagreed now agree."""
 from __future__ import annotations
 
 import argparse
+import builtins
+import errno
 import json
 import math
+import os
 import shutil
+from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 import yaml
@@ -73,10 +78,11 @@ OUTPUT_ON_INPUT = {
 }
 
 
-def tiny_copy_yaml() -> str:
-    """The recipe of ``copy_run`` (conftest) as a YAML file: a run that fine-tunes from it."""
+def tiny_copy_yaml(steps: int = 30) -> str:
+    """The recipe of ``copy_run`` (conftest) as a YAML file (``steps``: its train.max_steps):
+    a run that fine-tunes from it, or resumes it."""
     cfg = yaml.safe_load((ROOT / "configs" / "copy_task.yaml").read_text())
-    for override in [*tiny_copy_overrides(30), "model.layers=2", "train.valid_bleu=false"]:
+    for override in [*tiny_copy_overrides(steps), "model.layers=2", "train.valid_bleu=false"]:
         key, value = override.split("=", 1)
         section, name = key.split(".")
         cfg[section][name] = yaml.safe_load(value)
@@ -249,3 +255,86 @@ def test_the_length_penalty_bound_keeps_every_output_length_apart():
     lp = length_penalty(lengths, MAX_LENGTH_PENALTY)
     assert torch.isfinite(lp).all() and (lp.diff() > 0).all(), lp
     assert torch.isfinite(-1e4 / lp).all() and (-1e4 / lp[-1]) < 0
+
+
+# --- 6. a full disk ----------------------------------------------------------------------------
+
+class FullDiskFile:
+    """A file on a full disk: opening works (an inode is free), writing fails with ENOSPC and,
+    as ``write(2)`` reports it, without a file name."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def writelines(self, lines):
+        self.write(b"")
+
+
+def fill_the_disk(monkeypatch, where: Path, names: str = "*") -> None:
+    """Every file under ``where`` whose name matches ``names`` opened for writing (``open``
+    or ``os.fdopen``, as the atomic writers and the run lock open them) cannot be written."""
+    real_open, real_fdopen = builtins.open, os.fdopen
+
+    def full(f, path, mode):
+        writing = any(m in str(mode) for m in "wax+")
+        inside = path is not None and Path(os.path.realpath(path)).is_relative_to(where)
+        return FullDiskFile(f) if writing and inside and fnmatch(Path(path).name, names) else f
+
+    def open_(file, mode="r", *args, **kw):
+        f = real_open(file, mode, *args, **kw)
+        return full(f, file if isinstance(file, (str, os.PathLike)) else None, mode)
+
+    def fdopen(fd, mode="r", *args, **kw):
+        path = os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else None
+        return full(real_fdopen(fd, mode, *args, **kw), path, mode)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(os, "fdopen", fdopen)
+
+
+def files_of(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("verbose", [[], ["-v"]])
+def test_a_full_disk_at_the_lock_names_it_and_leaves_nothing(copy_run, tmp_path, monkeypatch,
+                                                            capsys, verbose):
+    """``train --resume`` on a full file system printed only "No space left on device" and
+    left an empty RUN/.lock."""
+    run = tmp_path / "run"
+    shutil.copytree(copy_run, run)
+    (tmp_path / "copy.yaml").write_text(tiny_copy_yaml(steps=60))
+    before = files_of(run)
+    fill_the_disk(monkeypatch, tmp_path)
+    refused(capsys, [*verbose, "train", str(tmp_path / "copy.yaml"), "--resume",
+                     "--run-dir", str(run)], f"{run / '.lock'}: No space left on device")
+    assert files_of(run) == before and not (run / ".lock").exists()
+    # A fresh run: the run directory it made goes again.
+    refused(capsys, ["train", str(tmp_path / "copy.yaml"), "--run-dir", str(tmp_path / "new")],
+            f"{tmp_path / 'new' / '.lock'}: No space left on device")
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_full_disk_at_a_checkpoint_names_it_and_leaves_nothing_half_made(
+        copy_run, tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(copy_run, run)
+    (tmp_path / "copy.yaml").write_text(tiny_copy_yaml(steps=40))
+    before = files_of(run)
+    fill_the_disk(monkeypatch, tmp_path, names=".last.pt.*")  # the temporary file of last.pt
+    refused(capsys, ["train", str(tmp_path / "copy.yaml"), "--resume", "--run-dir", str(run)],
+            f"{run / 'last.pt'}: No space left on device")
+    assert files_of(run).keys() == before.keys()  # no temporary file, no lock
+    assert (run / "last.pt").read_bytes() == before["last.pt"]

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import io
@@ -34,7 +35,7 @@ from torch import nn
 from ..checkpoint import release_payload, save_checkpoint
 from ..config import Config, TrainConfig
 from ..data.prepare import Vocabularies, vocab_state
-from ..io import atomic_write_text
+from ..io import atomic_write_text, errors_naming
 from .ema import WeightAverage
 from .schedule import Schedule
 
@@ -136,10 +137,17 @@ class RunDirLock:
             except FileNotFoundError:
                 same = False
             if same:
-                f.seek(0)
-                f.truncate()
-                f.write(f"{os.getpid()}\n".encode())
-                f.flush()
+                try:  # a full disk: ENOSPC names no file, so the error gets the lock's
+                    with errors_naming(path):
+                        f.seek(0)
+                        f.truncate()
+                        f.write(f"{os.getpid()}\n".encode())
+                        f.flush()
+                except OSError:  # the file is locked by this process: it goes, nobody waits on it
+                    path.unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):  # (close flushes the same bytes again)
+                        f.close()
+                    raise
                 return f
             f.close()  # its last holder unlinked it meanwhile: lock the new one
 
