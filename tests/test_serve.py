@@ -126,6 +126,59 @@ def test_translate_with_mbr_is_the_translators_mbr_choice(client, copy_bundle):
     assert client.get("/health").json()["default_mbr"] == copy_bundle.cfg.decode.mbr == 0
 
 
+def test_translate_returns_the_n_best_as_translate_n_best_does(client, copy_bundle):
+    texts = ["1 2 3 4 5", "", "7 7 8"]
+    want = Translator.from_bundle(copy_bundle).translate(texts, TranslateOptions(
+        beam=4, n_best=3, token_scores=True, alignments=True))
+    r = client.post("/v1/translate", json={"texts": texts, "beam": 4, "n_best": 3, "scores": True,
+                                           "alignments": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"translations", "scores", "token_log_probs", "tokens", "src_tokens",
+                         "alignments", "n_best"}
+    assert body["translations"] == [hs[0].text for hs in want]  # the old fields: the best's
+    assert [[c["translation"] for c in cs] for cs in body["n_best"]] == [[h.text for h in hs]
+                                                                         for hs in want]
+    for cs, hs, best_score in zip(body["n_best"], want, body["scores"], strict=True):
+        assert set(cs[0]) == {"translation", "score", "token_log_probs", "tokens", "alignment"}
+        assert cs[0]["score"] == best_score
+        assert [c["score"] for c in cs] == pytest.approx([h.score for h in hs], abs=1e-6)
+        assert [c["tokens"] for c in cs] == [h.tokens for h in hs]
+        assert [c["alignment"] for c in cs] == [" ".join(f"{i}-{j}" for i, j in h.alignment or [])
+                                                for h in hs]
+        assert [c["token_log_probs"] for c in cs] == [pytest.approx(h.token_log_probs or [], abs=1e-6)
+                                                      for h in hs]  # (none for an empty text)
+    assert len({c["translation"] for c in body["n_best"][0]}) == 3  # three different ones
+    plain = client.post("/v1/translate", json={"texts": texts, "beam": 4, "n_best": 3}).json()
+    assert set(plain["n_best"][0][0]) == {"translation"}  # only the fields asked for
+    one = client.post("/v1/translate", json={"texts": texts, "beam": 4, "n_best": 1}).json()
+    assert one == client.post("/v1/translate", json={"texts": texts, "beam": 4}).json()
+    assert set(one) == {"translations"}  # n_best 1: the answer old clients know
+
+
+def test_n_best_is_bounded_as_the_command_lines(client, copy_bundle):
+    """At most the beam (or MBR's candidates), the rule of ``nmtkit translate --n-best``
+    (:func:`decode_options`), and at most --max-beam, the beam's own limit."""
+    from nmtkit.decode.translator import decode_options
+
+    r = client.post("/v1/translate", json={"texts": ["1 2"], "beam": 2, "n_best": 3})
+    assert r.status_code == 422
+    with pytest.raises(ValueError) as cli_rule:
+        decode_options(copy_bundle.cfg.decode, beam=2, n_best=3)
+    assert r.json()["detail"] == f"n_best: {cli_rule.value}"
+    too_many = client.post("/v1/translate", json={"texts": ["1 2"], "beam": 10, "n_best": 11})
+    assert too_many.status_code == 422
+    assert "n_best: Input should be less than or equal to 10" in too_many.json()["detail"]
+    mbr = client.post("/v1/translate", json={"texts": ["1 2 3"], "beam": 2, "mbr": 4, "n_best": 3})
+    assert mbr.status_code == 200, mbr.text  # MBR's candidates bound it, as on the command line
+    want = Translator.from_bundle(copy_bundle).translate(["1 2 3"], TranslateOptions(
+        beam=2, mbr=4, n_best=3))
+    assert [c["translation"] for c in mbr.json()["n_best"][0]] == [h.text for h in want[0]]
+    spec = client.get("/openapi.json").json()["components"]["schemas"]
+    assert spec["TranslateRequest"]["properties"]["n_best"]["maximum"] == ServeLimits().max_beam
+    assert "n_best" in spec["TranslateResponse"]["properties"] and "Candidate" in spec
+
+
 def test_max_length_caps_the_output(client):
     r = client.post("/v1/translate", json={"texts": ["1 2 3 4 5 6 7 8 9"], "beam": 1,
                                            "max_length": 2})
@@ -646,7 +699,7 @@ def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode
     # What a schema cannot say: an attention text must have tokens, and at most
     # max_attention_tokens of them (the limit on characters is in the schema); a translate
     # request's prefixes and constraints are one per text, of words the model knows; a
-    # tgt_lang must be the model's.
+    # tgt_lang must be the model's; n_best at most the beam.
     semantic = path in ("/v1/attention", "/v1/translate") and mode == "positive"
     excluded = []
     if semantic:
@@ -665,7 +718,8 @@ def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode
             assert response.status_code == 422, response.text
             assert any(m in response.json()["detail"] for m in (
                 "must not be empty", "nothing to translate", "attention is limited to",
-                "given for", "this model translates into", "target vocabulary has no")), response.text
+                "given for", "this model translates into", "target vocabulary has no",
+                "n_best: n_best must be between")), response.text
 
     check()
 

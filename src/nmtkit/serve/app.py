@@ -8,7 +8,9 @@
   ``"alignments": true`` (adds ``alignments`` in Pharaoh ``i-j``, ``tokens``, ``src_tokens``),
   ``"confidence": true`` (adds ``confidence``, ``tokens``, ``src_tokens``: see below) and
   ``"alignment_layer"``/``"alignment_head"`` (the decoder layer and head whose source attention
-  gives alignments and coverage; -1: the last layer, the heads' mean)
+  gives alignments and coverage; -1: the last layer, the heads' mean) and ``"n_best": N``
+  (adds ``n_best``: each text's N best, each with the fields asked for, as ``nmtkit translate
+  --n-best``; at most the beam, checked as there; the per-text fields stay the best's)
   run as one direct call; a response has only the fields asked for. A forced prefix counts
   against the output cap: one of more tokens than ``max_length`` (default: the server's
   ``--max-length``) is a 422, here and in ``/v1/attention``. ``--max-length`` caps every
@@ -60,6 +62,7 @@ from ..decode.attention import AXES, layer_head
 from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, translation_confidence
 from ..decode.options import TranslateOptions
 from ..decode.sentence_attention import SentenceAttention, sentence_attention
+from ..decode.translation import Translation
 from ..decode.translator import (
     TargetTextError,
     Translator,
@@ -310,21 +313,23 @@ class ConfidenceRequest:
         return self != ConfidenceRequest()
 
 
-def translate_details(translator: Translator, texts: list[str], beam: int, max_length: int | None,
-                      prefixes: list[str] | None, constraints: list[list[str]] | None, scores: bool,
-                      alignments: bool, conf: ConfidenceRequest | None = None,
-                      tgt_lang: str | None = None, mbr: int | None = None) -> dict[str, Any]:
+def translate_details(translator: Translator, texts: list[str], beam: int,
+                      max_length: int | None, prefixes: list[str] | None,
+                      constraints: list[list[str]] | None, scores: bool, alignments: bool,
+                      conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
+                      mbr: int | None = None, n_best: int = 1) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
-    scores, alignments, confidence): one direct call outside the micro-batches, the fields it
-    asked for."""
+    scores, alignments, confidence, ``n_best`` above 1): one direct call outside the
+    micro-batches, the fields it asked for (with ``n_best``: :func:`n_best_json`)."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
     options = TranslateOptions(
         beam=beam, batch_size=max(1, len(texts)), max_length=max_length, prefixes=prefixes,
         constraints=constraints, token_scores=scores or conf.confidence, alignments=alignments,
         need_attention=conf.confidence, alignment_layer=layer, alignment_head=head,
-        tgt_lang=tgt_lang, mbr=mbr)
-    results = [r[0] for r in translator.translate(texts, options)]
+        tgt_lang=tgt_lang, mbr=mbr, n_best=n_best)
+    lists = translator.translate(texts, options)
+    results = [r[0] for r in lists]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
     if scores:
         out["scores"] = [r.score for r in results]
@@ -337,6 +342,30 @@ def translate_details(translator: Translator, texts: list[str], beam: int, max_l
         out["alignments"] = [pharaoh(r.alignment) for r in results]
     if conf.confidence:
         out["confidence"] = [asdict(translation_confidence(r, *conf.thresholds)) for r in results]
+    if n_best > 1:
+        out["n_best"] = [n_best_json(hs, constraints is not None, scores, alignments, conf)
+                         for hs in lists]
+    return out
+
+
+def n_best_json(candidates: list[Translation], constrained: bool, scores: bool, alignments: bool,
+                conf: ConfidenceRequest) -> list[dict[str, Any]]:
+    """One text's n best (``"n_best"`` of the answer), each with the fields asked for, as
+    ``nmtkit translate --n-best`` lists them: with constraints, those that miss one are left
+    out, but the first."""
+    shown = [h for j, h in enumerate(candidates) if j == 0 or not constrained or h.constraints_met]
+    out = []
+    for h in shown:
+        c: dict[str, Any] = {"translation": h.text}
+        if scores:
+            c["score"], c["token_log_probs"] = h.score, h.token_log_probs or []
+        if scores or alignments or conf.confidence:
+            c["tokens"] = h.tokens
+        if alignments:
+            c["alignment"] = pharaoh(h.alignment)
+        if conf.confidence:
+            c["confidence"] = asdict(translation_confidence(h, *conf.thresholds))
+        out.append(c)
     return out
 
 
@@ -448,6 +477,16 @@ def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_len
             where = field if field == "prefix" else f"{field}.{i}"
             raise HTTPException(422, f"{where}: {n} target tokens, more than {whose} ({cap}): "
                                      "a forced prefix counts against the output cap")
+
+
+def checked_n_best(translator: "TextTranslator", beam: int, n_best: int, mbr: int | None) -> None:
+    """A request's ``n_best``, checked before any work as ``nmtkit translate --n-best`` is
+    (:func:`~nmtkit.decode.translator.decode_options`: at most the beam, or MBR's or the
+    server's reranking candidates): a 422 saying why."""
+    try:
+        decode_options(translator.decode_cfg, beam=beam, n_best=n_best, mbr=mbr)
+    except ValueError as e:
+        raise HTTPException(422, f"n_best: {e}") from None
 
 
 def checked_mbr(translator: "TextTranslator", mbr: int | None) -> None:
@@ -562,7 +601,8 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
         conf = ConfidenceRequest.of(req)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
         checked_mbr(translator, req.mbr)  # type: ignore[attr-defined]
-        if any(x is not None and x is not False for x in extras) or conf.asked():
+        checked_n_best(translator, req.beam, req.n_best, req.mbr)  # type: ignore[attr-defined]
+        if any(x is not None and x is not False for x in extras) or conf.asked() or req.n_best > 1:  # type: ignore[attr-defined]
             if not isinstance(translator, Translator):
                 raise HTTPException(501, "prefixes, constraints, scores, alignments and confidence "
                                          "need the PyTorch engine")
@@ -572,7 +612,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                                  req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
                                output_cap(req.max_length, limits), *extras, conf, tgt_lang,  # type: ignore[attr-defined]
-                               req.mbr)  # type: ignore[attr-defined]
+                               req.mbr, req.n_best)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
             return detail if isinstance(detail, Response) else TranslateResponse(**detail)
         job = batcher.submit(req.texts, req.beam, output_cap(req.max_length, limits), tgt_lang,  # type: ignore[attr-defined]

@@ -53,9 +53,24 @@ class ConfidenceOut(BaseModel):
     low_coverage_threshold: float
 
 
+class Candidate(BaseModel):
+    """One of a text's n best translations (``"n_best"`` above 1): the fields of
+    :class:`TranslateResponse` for this one translation, those the request asked for."""
+
+    translation: str
+    score: float | None = Field(default=None, description='with "scores"')
+    token_log_probs: list[float] | None = Field(default=None, description='with "scores"')
+    tokens: list[str] | None = Field(
+        default=None, description='with "scores", "alignments" or "confidence"')
+    alignment: str | None = Field(default=None, description='with "alignments": Pharaoh "i-j"')
+    confidence: ConfidenceOut | None = Field(default=None, description='with "confidence"')
+
+
 class TranslateResponse(BaseModel):
     """``translations``; the other fields only when the request asked for them (a field not
-    asked for is left out of the JSON)."""
+    asked for is left out of the JSON). The per-text fields (``translations``, ``scores``,
+    ``alignments``, ...) are of each text's best translation, also with ``"n_best"``, whose
+    list adds the others."""
 
     translations: list[str]
     scores: list[float] | None = Field(
@@ -75,6 +90,10 @@ class TranslateResponse(BaseModel):
         default=None, description='with "confidence": per translation, token probabilities with '
         "low ones marked and source tokens that received little attention flagged (also adds "
         "tokens and src_tokens)")
+    n_best: list[list[Candidate]] | None = Field(
+        default=None, description='with "n_best" above 1: per text, its n best translations, the '
+        "best first (as nmtkit translate --n-best: where constraints were given, those that miss "
+        "one are left out, but the first), each with the fields asked for")
 
 
 class ErrorResponse(BaseModel):
@@ -164,6 +183,10 @@ def request_models(limits: ServeLimits, default_beam: int,
         scores: bool = Field(False, description="also return scores and per-token log-probabilities")
         alignments: bool = Field(False, description="also return source-target alignments")
         mbr: Candidates | None = mbr_field()
+        n_best: Integer = Field(
+            1, ge=1, le=limits.max_beam, description="also return each text's n best "
+            "translations (\"n_best\" in the answer), as nmtkit translate --n-best: at most the "
+            "beam (MBR's candidates with \"mbr\")")
 
         @model_validator(mode="after")
         def one_prefix_per_text(self) -> Any:
