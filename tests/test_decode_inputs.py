@@ -129,12 +129,14 @@ def test_a_subword_spelling_of_an_unseen_word_is_fine_a_piece_the_vocabulary_lac
 def test_a_constraint_longer_than_the_output_cap_is_cut_with_the_prefixs_warning(tr, caplog):
     with caplog.at_level(logging.WARNING, logger="nmtkit.decode.translator"):
         (h,), = tr.translate(["1 2"], TranslateOptions(constraints=[[" ".join(["7"] * 20)]]))
-        (p,), = tr.translate(["1 2"], TranslateOptions(prefixes=[" ".join(["7"] * 20)]))
     said = [r.getMessage() for r in caplog.records]
     assert f"constraint of 20 tokens truncated to {CAP}" in said
-    assert f"prefix of 20 tokens truncated to {CAP}" in said  # the same words for both
     assert h.tokens == ["7"] * CAP and h.constraints_met
-    assert p.tokens == ["7"] * CAP
+    # A forced prefix is the output's start: past the cap it is refused, as the server does
+    # (test_reliability_outputs.py::test_a_prefix_past_the_output_cap_is_refused_by_...).
+    with pytest.raises(TargetTextError, match=rf"prefix of 20 target tokens, more than the "
+                                              rf"output cap \({CAP}\)"):
+        tr.translate(["1 2"], TranslateOptions(prefixes=[" ".join(["7"] * 20)]))
 
 
 def test_a_line_whose_constraints_did_not_fit_is_named_in_a_warning(model_path, tr, tmp_path,

@@ -338,3 +338,37 @@ def test_a_full_disk_at_a_checkpoint_names_it_and_leaves_nothing_half_made(
             f"{run / 'last.pt'}: No space left on device")
     assert files_of(run).keys() == before.keys()  # no temporary file, no lock
     assert (run / "last.pt").read_bytes() == before["last.pt"]
+
+
+# --- decided: a forced prefix longer than the output cap ---------------------------------------
+
+def test_a_prefix_past_the_output_cap_is_refused_by_the_cli_the_library_and_the_server(
+        copy_run, copy_bundle, tmp_path, capsys):
+    """The output cap (the position table, a ``max_length`` asked for, the server's
+    ``--max-length``) holds the whole output, prefix included: a longer prefix is refused
+    everywhere (the command line cut it to the cap with a log line and went on, exit 0,
+    where the server answered 422). A prefix longer than the length rule (``--max-len-a/-b``)
+    but within the cap stretches the rule on both, as it always did
+    (``test_serve_probe.py::test_a_prefix_within_the_cap_is_kept_and_the_output_stays_under_it``)."""
+    from fastapi.testclient import TestClient
+
+    from nmtkit.decode.options import TranslateOptions
+    from nmtkit.decode.translator import TargetTextError, Translator
+    from nmtkit.serve.app import create_app
+    from nmtkit.serve.limits import ServeLimits
+
+    cap = copy_bundle.cfg.model.max_positions - 1
+    (tmp_path / "in").write_text("1 2\n3 4\n")
+    (tmp_path / "pre").write_text("\n" + " ".join(["9"] * (cap + 5)) + "\n")
+    refused(capsys, ["translate", "--model", str(copy_run / "last.pt"), "-i", str(tmp_path / "in"),
+                     "--prefix-file", str(tmp_path / "pre"), "-o", str(tmp_path / "out")],
+            f"{tmp_path / 'pre'}:2: prefix of {cap + 5} target tokens, more than the output "
+            f"cap ({cap})")
+    assert not (tmp_path / "out").exists()
+    tr = Translator.from_bundle(copy_bundle)
+    with pytest.raises(TargetTextError, match=r"prefixes\[0\]: prefix of 3 target tokens, more "
+                                              r"than the output cap \(2\)"):
+        tr.translate(["1 2"], TranslateOptions(prefixes=["9 9 9"], max_length=2))
+    with TestClient(create_app(copy_bundle, ServeLimits(max_length=2))) as c:
+        r = c.post("/v1/translate", json={"texts": ["1 2"], "prefixes": ["9 9 9"]})
+        assert r.status_code == 422 and "prefixes.0: 3 target tokens" in r.text, r.text

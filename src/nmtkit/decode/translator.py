@@ -286,6 +286,18 @@ class TextTranslator:
                         batch_size: int | None = None, *,
                         tgt_lang: str | None = None) -> list[str]:
         """The best translation of each line, in order (into ``tgt_lang``, see
+    def forced_tokens(self, index: int, prefix: str, max_length: int | None) -> list[str]:
+        """The target tokens of line ``index``'s forced prefix. The output cap ``max_length``
+        holds the whole output, prefix included: a longer prefix is a :class:`TargetTextError`
+        (no translation can start with it; the server's 422 says the same). A prefix longer
+        than the length rule (``max_len_a`` x source + ``max_len_b``) stretches the rule."""
+        toks = self.prefix_tokens(prefix, None)
+        if max_length is not None and len(toks) > max_length:
+            raise TargetTextError("prefixes", index, f"prefix of {len(toks)} target tokens, "
+                                  f"more than the output cap ({max_length}): a forced prefix "
+                                  "is part of the output; shorten it")
+        return toks
+
         :meth:`target_tag`). ``lines``: a list (any iterable) of str; a bare str or bytes is
         a ``TypeError`` (:func:`text_lines`), as are a ``beam`` or ``batch_size`` that is not
         an int (:func:`decode_options`)."""
@@ -421,7 +433,8 @@ class Translator(TextTranslator):
         With a subword tokenizer that is a piece the vocabulary lacks (a character never
         seen in training): a word it spells in known pieces is fine."""
         what = "prefix" if field == "prefixes" else "constraint"
-        toks = self.prefix_tokens(text, max_length, what)
+        toks = (self.forced_tokens(index, text, max_length) if field == "prefixes"
+                else self.prefix_tokens(text, max_length, what))
         ids = self.text_ids(toks)
         unknown = list(dict.fromkeys(t for t, i in zip(toks, ids, strict=True) if i == UNK))
         if unknown:
