@@ -1,8 +1,11 @@
-"""Budgets: when a run has nothing left to do, and ``train.budget_schedule``'s planner.
+"""Budgets and stops: when a run has nothing left to do, and ``train.budget_schedule``'s planner.
 
 A run ends at ``train.max_steps``, ``train.max_epochs``, ``train.max_minutes``, after
-``train.patience`` validations without improvement, or (``train.budget_schedule``) at the
-last update of its budget plan (:class:`~nmtkit.train.schedule.BudgetPlan`). The planner
+``train.patience`` validations without improvement (:func:`stalled`), or
+(``train.budget_schedule``) at the last update of its budget plan
+(:class:`~nmtkit.train.schedule.BudgetPlan`), or on Ctrl-C (:data:`INTERRUPTED`). Whatever
+ends it, the loop ends it the same way (:meth:`~nmtkit.train.loop.Trainer._finish`: the last
+validation, ``last.pt``, ``best.pt``, ``metrics.csv``). The planner
 (:class:`BudgetPlanner`) times the updates, plans how many the remaining minutes allow and
 revises the plan as the run goes; the schedule then follows the plan
 (:func:`~nmtkit.train.schedule.budget_rate`).
@@ -14,6 +17,10 @@ its training clock), so that one clock times the whole run.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +30,9 @@ from ..config import TrainConfig
 from . import distributed
 from .run_dir import Progress
 from .schedule import BudgetPlan, Schedule, revision_interval
+
+INTERRUPTED = "interrupted (Ctrl-C)"
+"""The stop reason of a run that Ctrl-C (KeyboardInterrupt) stopped."""
 
 
 def already_ended(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> str | None:
@@ -34,8 +44,8 @@ def already_ended(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> str |
     :func:`check_budget_resumable`)."""
     if p.step >= t.max_steps:
         return f"max_steps={t.max_steps}"
-    if t.patience and p.bad_validations >= t.patience:
-        return f"no improvement in {t.patience} validations"
+    if (reason := stalled(t, p)) is not None:
+        return reason
     if t.max_minutes and p.elapsed_s >= t.max_minutes * 60:
         return f"max_minutes={t.max_minutes}"
     if plan is not None and p.step >= plan.steps:
@@ -43,9 +53,23 @@ def already_ended(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> str |
     return None
 
 
-def spent(t: TrainConfig, p: Progress, out_of_time: bool, plan_done: bool) -> str | None:
-    """After an update: the budget that ends the run now, if any (the steps, the minutes,
-    or the budget plan's last update)."""
+def stalled(t: TrainConfig, p: Progress) -> str | None:
+    """Early stopping: ``train.patience`` validations in a row without improvement."""
+    if t.patience and p.bad_validations >= t.patience:
+        return f"no improvement in {t.patience} validations"
+    return None
+
+
+def spent(t: TrainConfig, p: Progress, elapsed_s: float, plan: BudgetPlan | None, world: int,
+          device: torch.device) -> str | None:
+    """After an update (before its validation, whose time is not counted): the budget that
+    ends the run now, if any (the steps, the minutes after ``elapsed_s`` of training, or the
+    budget plan's last update). Under torchrun every rank stops at the same update (the
+    minutes are agreed on: call it on every rank)."""
+    out_of_time = bool(t.max_minutes) and elapsed_s >= t.max_minutes * 60
+    if world > 1:
+        out_of_time = distributed.agree(out_of_time, device)
+    plan_done = plan is not None and p.step >= plan.steps
     if p.step >= t.max_steps:
         return f"max_steps={t.max_steps}"
     if out_of_time:
@@ -53,6 +77,39 @@ def spent(t: TrainConfig, p: Progress, out_of_time: bool, plan_done: bool) -> st
     if plan_done:
         return f"the budget plan's {p.step} updates (max_minutes={t.max_minutes})"
     return None
+
+
+def save_interrupted(p: Progress, saved_at: tuple[int, int, int] | None, save: Callable[[], None],
+                     put_back: bool, run_dir: Path, log: logging.Logger) -> None:
+    """Ctrl-C's end of a run: ``save()`` writes ``run_dir/last.pt`` for ``--resume`` while a
+    further Ctrl-C waits (:func:`ctrl_c_waits`), unless the last save (its step, epoch and
+    batch: ``saved_at``) was where the run stands (its validation's). Nothing with
+    ``put_back``: an earlier run set aside by ``--overwrite`` comes back instead, this run
+    having no checkpoint yet."""
+    if put_back:
+        log.warning("interrupted at step %d, before this run's first checkpoint", p.step)
+        return
+    if saved_at != (p.step, p.epoch, p.batch_in_epoch):
+        with ctrl_c_waits(log):
+            save()
+    log.warning("interrupted at step %d: saved %s; continue with --resume", p.step,
+                run_dir / "last.pt")
+
+
+@contextmanager
+def ctrl_c_waits(log: logging.Logger) -> Iterator[None]:
+    """Inside the block (the save of a run that Ctrl-C stopped) a further Ctrl-C (SIGINT)
+    is noted in ``log`` and otherwise waits for the block to end. Only where Python's own
+    handler takes SIGINT, in the main thread; elsewhere nothing changes."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    signal.signal(signal.SIGINT, lambda *_: log.warning("Ctrl-C: still writing last.pt"))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def check_budget_resumable(t: TrainConfig, ckpt: dict[str, Any], was: dict[str, Any],
@@ -145,14 +202,15 @@ class BudgetPlanner:
         elif p.step < plan.steps and p.step - plan.made_at >= revision_interval(t, plan):
             self.plan(now, elapsed_s, routine=True)
 
-    def after_validation(self, seconds: float, now: float, elapsed_s: float) -> None:
-        """A validation took ``seconds``: the train clock leaves them out, and a plan still
-        running is revised now that a validation's cost is known."""
-        self.valid_s += seconds
+    def after_validation(self, started: float, now: float, elapsed_s: float) -> None:
+        """A validation ran from ``started`` to ``now`` (after ``elapsed_s`` of training): the
+        train clock leaves its time out, and a plan still running is revised now that a
+        validation's cost is known."""
+        self.valid_s += now - started
         self.valid_n += 1
         plan = self.schedule.plan
         if self.t.budget_schedule and plan is not None and self.p.step < plan.steps:
-            self.plan(now, elapsed_s)
+            self.plan(now, elapsed_s + now - started)
 
     def plan(self, now: float, elapsed_s: float, routine: bool = False) -> None:
         """Make or revise the budget plan for the time left. An update's time is that of the

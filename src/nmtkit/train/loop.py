@@ -12,7 +12,7 @@ comment above the real loop), its steps named, each in a module of its own:
 - :mod:`~nmtkit.train.run_dir`: atomic checkpoints with the data position and RNG state
   (so ``--resume`` continues exactly; Ctrl-C saves one), ``metrics.csv``, the lock on the
   run directory (one run writes it at a time), ``--overwrite``;
-- :mod:`~nmtkit.train.budget`: step, minute and epoch budgets, and the budget planner.
+- :mod:`~nmtkit.train.budget`: budgets, the planner, Ctrl-C; every stop ends in :meth:`Trainer._finish`.
 """
 
 from __future__ import annotations
@@ -49,13 +49,9 @@ from .run_dir import (
 )
 from .step import TrainingError, Updater, check_nonfinite, effective_amp
 from .tensorboard import AttentionImage, TensorBoard
+from .validate import Window
 
 log = logging.getLogger(__name__)
-
-
-def _window() -> dict[str, float]:
-    """The training loss, NLL and target tokens since the last validation (and since when)."""
-    return {"loss": 0.0, "nll": 0.0, "tok": 0, "t0": time.perf_counter()}
 
 
 class Trainer:
@@ -64,6 +60,8 @@ class Trainer:
     _lock: RunDirLock | None = None  # rank 0's lock on the run directory while it is in use
     earlier: EarlierRun | None = None  # --overwrite: the earlier run, until the first checkpoint
     tensorboard: TensorBoard | None = None  # train.tensorboard (rank 0)
+    saved_at: tuple[int, int, int] | None = None  # (step, epoch, batch) of the last save
+    summary: dict[str, Any] | None = None  # how the last run() ended (Ctrl-C included)
 
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False,
                  overwrite: bool = False, on_validation: Callable[[Path], None] | None = None,
@@ -172,11 +170,10 @@ class Trainer:
         def elapsed() -> float:  # training wall time over all sessions
             return elapsed_before + time.perf_counter() - session_start
 
-        window, nonfinite = _window(), 0
+        window, nonfinite = Window(self.schedule.rate(p.step), time.perf_counter()), 0
         self.planner = budget.BudgetPlanner(t, p, self.schedule, self.world, self.device, log)
         bar = ProgressBar(t, p.step)
         stop_reason = budget.already_ended(t, p, self.schedule.plan)  # a finished run resumed
-        last_metrics: dict[str, Any] = dict(p.history[-1]) if stop_reason and p.history else {}
         # The plain loop, before accumulation, budgets, checkpoints and resuming:
         #
         # for epoch in range(max_epochs):
@@ -189,6 +186,7 @@ class Trainer:
         #         optimizer.zero_grad()
         #         if step % valid_every == 0:
         #             validate(model), save(model)
+        # validate(model), save(model)                # whatever ended the loop
         try:
             while stop_reason is None:
                 if t.max_epochs and p.epoch >= t.max_epochs:
@@ -210,51 +208,67 @@ class Trainer:
                     nonfinite = 0
                     p.step += 1
                     p.tgt_tokens += n_tok
-                    window["loss"] += loss_val
-                    window["nll"] += nll_val
-                    window["tok"] += n_tok
+                    window.add(loss_val, nll_val, n_tok, lr)
                     bar.update()
                     self.loss_log.note(p, loss_val, n_tok, lr)
                     if t.budget_schedule:
                         self.planner.after_update(time.perf_counter(), elapsed())
                     if p.step % t.log_every == 0:
                         self._log_progress(bar, window, lr)
-                    out_of_time = bool(t.max_minutes) and elapsed() >= t.max_minutes * 60
-                    if self.world > 1:  # every rank stops at the same step
-                        out_of_time = distributed.agree(out_of_time, self.device)
-                    plan = self.schedule.plan
-                    plan_done = plan is not None and p.step >= plan.steps
-                    if (p.step % t.valid_every == 0 or p.step >= t.max_steps or out_of_time
-                            or plan_done):
-                        last_metrics = self._validation_round(window, lr, elapsed())
-                        window = _window()
-                        if t.patience and p.bad_validations >= t.patience:
-                            stop_reason = f"no improvement in {t.patience} validations"
-                    stop_reason = stop_reason or budget.spent(t, p, out_of_time, plan_done)
+                    spent = budget.spent(t, p, elapsed(), self.schedule.plan, self.world, self.device)
+                    if p.step % t.valid_every == 0:
+                        self._validation_round(window, elapsed())
+                        window = Window(lr, time.perf_counter())
+                    stop_reason = budget.stalled(t, p) or spent
                     if stop_reason:
                         break
                 if stop_reason is None:
                     p.epoch += 1
                     p.batch_in_epoch = 0
-        except KeyboardInterrupt:
-            p.elapsed_s = elapsed()
-            if self.earlier is None:
-                self.save()
-                log.warning("interrupted at step %d: saved %s; continue with --resume",
-                            p.step, self.run_dir / "last.pt")
-            else:  # a checkpoint now would delete the earlier run for a few steps of this one
-                log.warning("interrupted at step %d, before this run's first checkpoint", p.step)
-            bar.close()
-            self._end_session(finished=False)
-            raise
+        except KeyboardInterrupt as interrupt:
+            return self._finish(budget.INTERRUPTED, window, elapsed, bar, interrupt)
+        return self._finish(stop_reason, window, elapsed, bar)
+
+    def _finish(self, stop_reason: str, window: Window, elapsed: Callable[[], float],
+                bar: ProgressBar, interrupt: KeyboardInterrupt | None = None) -> dict[str, Any]:
+        """Every stop ends the run here (a budget, early stopping, Ctrl-C): a validation of the
+        update it stopped at where one is due (:func:`.validate.due`), which writes ``last.pt``,
+        ``best.pt`` (where best), ``metrics.csv`` and curves.png; the summary (:attr:`summary`,
+        returned). Ctrl-C (``interrupt``, raised again) validates ``interim`` (a second Ctrl-C
+        skips it) and always writes ``last.pt`` (:func:`.budget.save_interrupted`)."""
+        t, p = self.cfg.train, self.progress
         bar.close()
         p.elapsed_s = elapsed()
-        if self.world > 1:
-            log.info("ranks in sync: weight checksum %.6f", distributed.assert_in_sync(self.model))
-        log.info("stopped: %s (step %d, epoch %d, %.1f min)", stop_reason, p.step, p.epoch,
-                 p.elapsed_s / 60)
-        self._end_session(finished=True)
-        return {**last_metrics, "step": p.step, "epoch": p.epoch, "stop_reason": stop_reason}
+        try:  # (no checkpoint before the first of an --overwrite run stopped by Ctrl-C)
+            if validate.due(p) and (interrupt is None or self.earlier is None):
+                if interrupt is not None:
+                    log.warning("interrupted at step %d: validating it (Ctrl-C again skips that)", p.step)
+                try:
+                    self._validation_round(window, p.elapsed_s, interim=interrupt is not None)
+                except KeyboardInterrupt as again:
+                    log.warning("interrupted again: the validation of step %d skipped", p.step)
+                    interrupt = interrupt or again
+            self.summary = summary = {**(p.history[-1] if p.history else {}), "step": p.step,
+                                      "epoch": p.epoch, "stop_reason": stop_reason if interrupt
+                                      is None else budget.INTERRUPTED}
+            if interrupt is not None:
+                budget.save_interrupted(p, self.saved_at, self.save, self.earlier is not None,
+                                        self.run_dir, log)
+                raise interrupt
+            p.elapsed_s = elapsed()
+            if self.world > 1:
+                log.info("ranks in sync: weight checksum %.6f", distributed.assert_in_sync(self.model))
+            log.info("stopped: %s (step %d, epoch %d, %.1f min)", stop_reason, p.step, p.epoch,
+                     p.elapsed_s / 60)
+            if t.forgetting_splits and self.rank == 0:  # forgetting.json: the "after"
+                with self._averaged():
+                    finetune.report_forgetting(self.bundle(), self.cfg.data, t.forgetting_splits,
+                                               p.forgetting_before, p.parent, p.step,
+                                               self.run_dir / "forgetting.json")
+        finally:
+            if self.tensorboard is not None:  # (its events written out)
+                self.tensorboard.close()
+        return summary
 
     # --- the loop's steps ---------------------------------------------------------------------
 
@@ -279,10 +293,10 @@ class Trainer:
         """The next update, over the ``group`` batches (:meth:`.step.Updater.update`)."""
         return self.updater.update(self.train_ids, group, self.progress.step + 1)
 
-    def _log_progress(self, bar: ProgressBar, window: dict[str, float], lr: float) -> None:
+    def _log_progress(self, bar: ProgressBar, window: Window, lr: float) -> None:
         """Every ``log_every`` updates: loss, rate and tokens/s on the bar and in TensorBoard."""
-        p, dt = self.progress, time.perf_counter() - window["t0"]
-        loss, tokens_per_s = window["loss"] / window["tok"], window["tok"] / dt
+        p, dt = self.progress, time.perf_counter() - window.t0
+        loss, tokens_per_s = window.loss / window.tok, window.tok / dt
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else None  # fp16
         bar.show(p.step, p.epoch, loss, lr, tokens_per_s, scale)
         if self.tensorboard is not None:
@@ -293,20 +307,25 @@ class Trainer:
         return validate.validation_scores(self.bundle(), self.valid_ids, self.valid_sets,
                                           self.device, self.updater.autocast)
 
-    def _validation_round(self, window: dict[str, Any], lr: float,
-                          elapsed_s: float) -> dict[str, Any]:
-        """Validate, keep the best, save, write the metrics and samples; the metrics' row."""
-        p, started = self.progress, time.perf_counter()
-        with self._averaged():  # train.ema: the average is what is validated and kept
-            metrics = self.validate()
-        self.schedule.validation(metrics["valid_loss"])
-        now = time.perf_counter()  # the budget planner leaves the validation's time out
-        self.planner.after_validation(now - started, now, elapsed_s + now - started)
-        row = validate.metrics_row(p, window, metrics, lr, elapsed_s)
-        best = validate.improved(self.cfg.train, p, metrics)
-        p.history.append(row)
+    def _validation_round(self, window: Window, elapsed_s: float, interim: bool = False) -> None:
+        """Validate, keep the best, save, write the metrics and samples. ``interim`` (Ctrl-C's): what
+        last.pt keeps (history, best, schedule, budget plan, RNG) takes no notice of it."""
+        p, t, started = self.progress, self.cfg.train, time.perf_counter()
+        with self._averaged(), validate.rng_untouched() if interim else nullcontext():
+            metrics = self.validate()  # (train.ema: the average is what is validated and kept)
+        if interim:
+            best = validate.beats(t, p.best, metrics)
+        else:
+            self.schedule.validation(metrics["valid_loss"])
+            self.planner.after_validation(started, time.perf_counter(), elapsed_s)
+            best = validate.improved(t, p, metrics)
+        row = validate.metrics_row(p, window, metrics, elapsed_s)
         p.elapsed_s = elapsed_s
+        if not interim:  # Ctrl-C's row is not in last.pt: a resumed run's are the straight run's
+            p.history.append(row)
         self.save(best=best)
+        if interim:  # (but in metrics.csv and the summary)
+            p.history.append(row)
         if self.rank == 0:
             write_metrics(self.run_dir, self.cfg, p)
         self.after_validation()
@@ -315,7 +334,6 @@ class Trainer:
         if self.tensorboard is not None:
             self.tensorboard.validation(p.step, row, samples, self.bundle(), self.valid_text.src,
                                         self.valid_sets[0].tgt_lang)
-        return row
 
     def write_samples(self) -> list[tuple[str, str, str]]:
         """This validation's samples (:func:`.validate.sample_translations`; rank 0)."""
@@ -325,27 +343,21 @@ class Trainer:
                                             partial(append_samples, self.run_dir))
 
     def after_validation(self) -> None:
-        """Call ``on_validation(run_dir)`` (e.g. the CLI's curves.png redraw); a failing
-        callback is a warning, never the end of training."""
-        if self.rank != 0 or self.on_validation is None:
-            return
-        try:
-            self.on_validation(self.run_dir)
-        except Exception as e:  # noqa: BLE001 (a figure must never stop training)
-            log.warning("after-validation callback failed: %s", e)
+        """``on_validation(run_dir)`` (e.g. the CLI's curves.png redraw; rank 0): :func:`.validate.notify`."""
+        if self.rank == 0:
+            validate.notify(self.on_validation, self.run_dir)
 
-    # --- checkpoints and the end of a session --------------------------------------------------
-
-    def payload(self) -> dict[str, Any]:
-        return checkpoint_payload(self.cfg, self.vocabs, self.model, self.ema, self.optimizer,
-                                  self.schedule, self.scaler, self.progress)
+    # --- checkpoints ------------------------------------------------------------------------------
 
     def save(self, best: bool = False) -> None:
         """``last.pt`` (``best.pt``, ``step_*.pt``): :func:`.run_dir.save_checkpoints`."""
         if self.rank != 0:
             return
-        save_checkpoints(self.run_dir, self.payload(), self.progress.step, best,
-                         self.cfg.train.keep_last)
+        p = self.progress
+        payload = checkpoint_payload(self.cfg, self.vocabs, self.model, self.ema, self.optimizer,
+                                     self.schedule, self.scaler, p)
+        save_checkpoints(self.run_dir, payload, p.step, best, self.cfg.train.keep_last)
+        self.saved_at = (p.step, p.epoch, p.batch_in_epoch)
         earlier, self.earlier = self.earlier, None  # (--overwrite) this run has a checkpoint now
         if earlier is not None:
             earlier.drop()
@@ -357,18 +369,6 @@ class Trainer:
     def _averaged(self) -> AbstractContextManager[None]:
         """``train.ema``: the model holds the averaged weights inside the block."""
         return self.ema.applied() if self.ema is not None else nullcontext()
-
-    def _end_session(self, finished: bool) -> None:
-        """At the end of training (``finished``) the forgetting report's "after"; in any case,
-        the TensorBoard events written out."""
-        t, p = self.cfg.train, self.progress
-        if finished and t.forgetting_splits and self.rank == 0:
-            with self._averaged():
-                finetune.report_forgetting(self.bundle(), self.cfg.data, t.forgetting_splits,
-                                           p.forgetting_before, p.parent, p.step,
-                                           self.run_dir / "forgetting.json")
-        if self.tensorboard is not None:
-            self.tensorboard.close()
 
     @contextmanager
     def _put_back_on_failure(self) -> Iterator[None]:

@@ -5,17 +5,23 @@ Every ``train.valid_every`` updates the loop asks for:
 - the validation loss and perplexity with teacher forcing, and the BLEU of greedy
   translations (:func:`validation_scores`; per direction with ``data.directions``);
 - the row of ``metrics.csv`` those make with the training loss since the last validation
-  (:func:`metrics_row`), and its log line (:func:`log_validation`);
+  (:class:`Window`, :func:`metrics_row`), and its log line (:func:`log_validation`);
 - whether it improved on the best so far, which chooses ``best.pt`` and counts towards
   early stopping (``train.patience``; :func:`improved`);
 - every ``train.sample_every`` validations, a few sentences translated, to read
   (:func:`sample_translations`).
+
+Whatever stops a run (a budget, early stopping, Ctrl-C), the run ends with a validation of
+the update it stopped at, unless its last one was of that update (:func:`due`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,7 +34,7 @@ from ..data.multilingual import DirectedSplit
 from ..decode.translator import Translator
 from ..evaluate import perplexity, score
 from ..models.loss import label_smoothed_cross_entropy
-from .run_dir import Progress
+from .run_dir import Progress, restore_rng, rng_state
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +49,20 @@ def validation_scores(bundle: Bundle, valid_ids: ParallelIds, valid_sets: list[D
     reads). A model trained on lowercased text (``data.lowercase``) writes no capitals:
     its BLEU is ``bleu_lc_tok`` (lowercased, tokenized), not cased sacreBLEU, so that
     ``best.pt`` is chosen for its words rather than for the case it never learnt."""
-    model, cfg = bundle.model, bundle.cfg
-    t = cfg.train
+    model = bundle.model
     was_training = model.training
     model.eval()
+    try:  # (a Ctrl-C inside leaves the model in the mode it was in: last.pt is saved after)
+        return _scores(bundle, valid_ids, valid_sets, device, autocast)
+    finally:
+        model.train(was_training)
+
+
+def _scores(bundle: Bundle, valid_ids: ParallelIds, valid_sets: list[DirectedSplit],
+            device: torch.device, autocast: Callable[[], torch.autocast]) -> dict[str, float]:
+    """:func:`validation_scores` of the model in eval mode."""
+    model, cfg = bundle.model, bundle.cfg
+    t = cfg.train
     loss_sum, nll_sum, n_tok = 0.0, 0.0, 0
     for idx in valid_ids.batches(t.max_tokens, shuffle=False):
         b = valid_ids.collate(idx).to(device)
@@ -69,38 +85,91 @@ def validation_scores(bundle: Bundle, valid_ids: ParallelIds, valid_sets: list[D
                 bleus[vs.name] = score(hyps, vs.text.tgt[:n])[metric]
         out["valid_bleu"] = round(sum(bleus.values()) / len(bleus), 2)
         out.update({f"bleu_{name}": b for name, b in bleus.items() if name is not None})
-    model.train(was_training)
     return out
 
 
-def improved(t: TrainConfig, p: Progress, metrics: dict[str, float]) -> bool:
-    """Whether ``metrics`` beat the best validation so far (``train.early_stop_metric``:
-    higher BLEU, or lower loss where there is no BLEU or it is asked for); counts the
-    validations without improvement that ``train.patience`` stops after."""
-    better: Callable[[float, float], bool]
+def _compared(t: TrainConfig, metrics: dict[str, float]) -> tuple[float, bool]:
+    """The figure of ``metrics`` that ``train.early_stop_metric`` compares (higher BLEU, or
+    lower loss where there is no BLEU or it is asked for), and whether higher is better."""
     if t.early_stop_metric == "bleu" and "valid_bleu" in metrics:
-        value, better = metrics["valid_bleu"], lambda a, b: a > b
-    else:
-        value, better = metrics["valid_loss"], lambda a, b: a < b
-    if p.best is None or better(value, p.best):
-        p.best, p.bad_validations = value, 0
+        return metrics["valid_bleu"], True
+    return metrics["valid_loss"], False
+
+
+def beats(t: TrainConfig, best: float | None, metrics: dict[str, float]) -> bool:
+    """Whether ``metrics`` beat ``best``, the best validation so far (None: there was none)."""
+    value, higher = _compared(t, metrics)
+    return best is None or (value > best if higher else value < best)
+
+
+def improved(t: TrainConfig, p: Progress, metrics: dict[str, float]) -> bool:
+    """Whether ``metrics`` beat the best validation so far (:func:`beats`), which then
+    becomes ``metrics``; counts the validations without improvement that
+    ``train.patience`` stops after."""
+    if beats(t, p.best, metrics):
+        p.best, p.bad_validations = _compared(t, metrics)[0], 0
         return True
     p.bad_validations += 1
     return False
 
 
-def metrics_row(p: Progress, window: dict[str, Any], metrics: dict[str, float], lr: float,
+def due(p: Progress) -> bool:
+    """Whether a run that stops now (whatever stops it) has a validation left to do: it
+    has, unless its last validation was of this very update (early stopping's, or one
+    every ``train.valid_every`` that fell on the stop) or nothing has been trained."""
+    return p.step > 0 and (not p.history or p.history[-1]["step"] != p.step)
+
+
+@contextmanager
+def rng_untouched() -> Iterator[None]:
+    """The random generators as they were before the block, after it: a validation that
+    the run does not go on from (Ctrl-C's) leaves no trace in what a resumed run draws."""
+    state = rng_state()
+    try:
+        yield
+    finally:
+        restore_rng(state)
+
+
+@dataclass
+class Window:
+    """The updates since the last validation: their training loss, NLL and target tokens,
+    when they began (``t0``, on the loop's clock) and the rate of the latest (``lr``)."""
+
+    lr: float
+    t0: float
+    loss: float = 0.0
+    nll: float = 0.0
+    tok: int = 0
+
+    def add(self, loss: float, nll: float, tok: int, lr: float) -> None:
+        """One more update's loss and NLL sums over its ``tok`` target tokens, at rate ``lr``."""
+        self.loss, self.nll, self.tok, self.lr = self.loss + loss, self.nll + nll, self.tok + tok, lr
+
+
+def metrics_row(p: Progress, window: Window, metrics: dict[str, float],
                 elapsed_s: float) -> dict[str, Any]:
     """The row of ``metrics.csv``: the training loss and perplexity over ``window`` (the
-    updates since the last validation), then the validation's ``metrics``."""
-    tok = max(window["tok"], 1)
-    return {"step": p.step, "epoch": p.epoch, "train_loss": round(window["loss"] / tok, 4),
-            "train_ppl": round(perplexity(window["nll"], tok), 3),
+    updates since the last validation) and its latest rate, then the validation's ``metrics``."""
+    tok = max(window.tok, 1)
+    return {"step": p.step, "epoch": p.epoch, "train_loss": round(window.loss / tok, 4),
+            "train_ppl": round(perplexity(window.nll, tok), 3),
             "valid_loss": round(metrics["valid_loss"], 4),
             "valid_ppl": round(metrics["valid_ppl"], 3),
-            "valid_bleu": metrics.get("valid_bleu", ""), "lr": f"{lr:.6g}",
+            "valid_bleu": metrics.get("valid_bleu", ""), "lr": f"{window.lr:.6g}",
             "tgt_tokens": p.tgt_tokens, "elapsed_s": round(elapsed_s, 1),
             **{k: v for k, v in metrics.items() if k.startswith("bleu_")}}  # per direction
+
+
+def notify(on_validation: Callable[[Path], None] | None, run_dir: Path) -> None:
+    """Call ``on_validation(run_dir)`` after a validation has written ``metrics.csv`` (e.g.
+    the CLI's curves.png redraw); a failing callback is a warning, never the end of training."""
+    if on_validation is None:
+        return
+    try:
+        on_validation(run_dir)
+    except Exception as e:  # noqa: BLE001 (a figure must never stop training)
+        log.warning("after-validation callback failed: %s", e)
 
 
 def log_validation(logger: logging.Logger, step: int, metrics: dict[str, float],
