@@ -372,3 +372,28 @@ def test_a_prefix_past_the_output_cap_is_refused_by_the_cli_the_library_and_the_
     with TestClient(create_app(copy_bundle, ServeLimits(max_length=2))) as c:
         r = c.post("/v1/translate", json={"texts": ["1 2"], "prefixes": ["9 9 9"]})
         assert r.status_code == 422 and "prefixes.0: 3 target tokens" in r.text, r.text
+
+
+# --- decided: an empty input -------------------------------------------------------------------
+
+@pytest.mark.parametrize("given", ["empty -i file", "/dev/null", "empty stdin"])
+def test_an_empty_input_gives_an_empty_output_and_a_warning(given, copy_run, tmp_path,
+                                                            monkeypatch, capsys):
+    """An empty ``-i`` file was an error (``empty file``, exit 2) where empty stdin gave an
+    empty output (exit 0): both now give an empty output, exit 0, and one warning: no lines
+    in, no lines out, as for any other number of lines."""
+    import io
+
+    empty = tmp_path / "empty.de"
+    empty.write_text("")
+    source = {"empty -i file": ["-i", str(empty)], "/dev/null": ["-i", "/dev/null"],
+              "empty stdin": []}[given]
+    if given == "empty stdin":
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    model = str(copy_run / "last.pt")
+    assert cli_main(["translate", "--model", model, *source, "--no-stream"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("nothing to translate") == 1, err
+    assert cli_main(["translate", "--model", model, *source, "--no-stream",
+                     "-o", str(tmp_path / "out.en")]) == 0
+    assert (tmp_path / "out.en").read_text() == ""

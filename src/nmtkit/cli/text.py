@@ -17,11 +17,23 @@ class InputError(ValueError):
 
 
 def read_input(path: str | None) -> list[str]:
-    """The lines of ``path`` (``None`` or ``-``: stdin), without their line ends."""
+    """The lines of ``path`` (``None`` or ``-``: stdin), without their line ends. An empty
+    file and empty stdin alike give no lines, with a warning: no lines in, no lines out (an
+    empty file was an error where empty stdin was not)."""
     if path and path != "-":
         from ..data.corpora import read_lines
 
-        return read_lines(path)
+        lines = read_lines(path, empty_ok=True)
+    else:
+        lines = read_stdin()
+    if not lines:
+        print(f"nmtkit: warning: {path if path and path != '-' else '<stdin>'} is empty: "
+              "nothing to translate", file=sys.stderr)
+    return lines
+
+
+def read_stdin() -> list[str]:
+    """The lines of stdin (UTF-8), without their line ends."""
     data = sys.stdin.buffer.read()
     try:
         text = data.decode("utf-8")

@@ -29,8 +29,10 @@ log = logging.getLogger(__name__)
 # Reading text files
 
 
-def read_lines(path: str | Path) -> list[str]:
+def read_lines(path: str | Path, empty_ok: bool = False) -> list[str]:
     """All lines of a UTF-8 text file (``.gz`` by suffix), without their ``\\n`` / ``\\r\\n``.
+    An empty file is a :class:`CorpusError` (a corpus split), or with ``empty_ok`` no lines
+    (text to translate: ``nmtkit translate -i``).
 
     Only ``\\n`` ends a line (other Unicode line separators stay inside it, so
     parallel files cannot drift apart); a leading byte-order mark is dropped.
@@ -55,6 +57,8 @@ def read_lines(path: str | Path) -> list[str]:
             f"{path}:{line}: invalid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})"
         ) from None
     if not text:
+        if empty_ok:
+            return []
         raise CorpusError(f"{path}: empty file")
     if text.startswith("\ufeff"):
         text = text[1:]
