@@ -397,3 +397,15 @@ def test_an_empty_input_gives_an_empty_output_and_a_warning(given, copy_run, tmp
     assert cli_main(["translate", "--model", model, *source, "--no-stream",
                      "-o", str(tmp_path / "out.en")]) == 0
     assert (tmp_path / "out.en").read_text() == ""
+
+
+# --- decided: --n-samples with --n-best --------------------------------------------------------
+
+def test_n_samples_and_n_best_together_are_refused(copy_run, capsys):
+    """``--n-samples`` is ``--n-best`` for sampling (both set decode.n_best): given both, one
+    was silently dropped (``--n-samples 2 --n-best 4`` printed 2 translations a line)."""
+    model = str(copy_run / "last.pt")
+    for n_best in ("4", "2"):
+        err = refused(capsys, ["translate", "--model", model, "--sampling", "--n-samples", "2",
+                               "--n-best", n_best], "--n-best")
+        assert "not allowed with argument --n-samples" in err, err

@@ -132,14 +132,16 @@ def add_decode_args(q: argparse.ArgumentParser) -> None:
 
 
 def add_n_best_args(q: argparse.ArgumentParser) -> None:
-    """``--n-best`` and ``--n-samples``: several translations of each line (translate)."""
-    q.add_argument("--n-best", type=int, default=None,
-                   help="print N best as 'i<TAB>score<TAB>text', the score that orders them: "
-                   "the search's, with --rerank the reranking score, with --mbr the expected "
-                   "utility (default: the checkpoint's decode.n_best, 1 unless set)")
-    q.add_argument("--n-samples", type=int, default=None,
-                   help="with --sampling: draw N translations per line, printed as with --n-best "
-                   "(in the order drawn)")
+    """``--n-best`` and ``--n-samples``: several translations of each line (translate). They
+    set one thing, ``decode.n_best``: one or the other, never both (one would be dropped)."""
+    one = q.add_mutually_exclusive_group()
+    one.add_argument("--n-best", type=int, default=None,
+                     help="print N best as 'i<TAB>score<TAB>text', the score that orders them: "
+                     "the search's, with --rerank the reranking score, with --mbr the expected "
+                     "utility (default: the checkpoint's decode.n_best, 1 unless set)")
+    one.add_argument("--n-samples", type=int, default=None,
+                     help="with --sampling: draw N translations per line, printed as with "
+                     "--n-best (in the order drawn; --n-best N with --sampling is the same)")
 
 
 def add_alignment_choice_args(q: argparse.ArgumentParser) -> None:
