@@ -409,3 +409,31 @@ def test_n_samples_and_n_best_together_are_refused(copy_run, capsys):
         err = refused(capsys, ["translate", "--model", model, "--sampling", "--n-samples", "2",
                                "--n-best", n_best], "--n-best")
         assert "not allowed with argument --n-samples" in err, err
+
+
+# --- decided: fine-tuning data the parent's vocabulary does not cover --------------------------
+
+@pytest.mark.parametrize("copy_vocab, warned", [(16, True), (11, False)])
+def test_fine_tuning_on_data_the_parents_vocabulary_misses_is_a_warning(copy_run, tmp_path,
+                                                                        caplog, copy_vocab, warned):
+    """A third of the tokens <unk> under the parent's vocabulary (symbols 11..15 it never saw)
+    was an INFO line; above 1 in 20 it is a warning that says which vocabulary to use."""
+    import logging
+
+    from nmtkit.config import load
+    from nmtkit.train.loop import Trainer
+
+    cfg = load(ROOT / "configs" / "copy_task.yaml",
+               [*tiny_copy_overrides(2), "model.layers=2", "train.valid_bleu=false",
+                f"data.copy_vocab={copy_vocab}"])
+    with caplog.at_level(logging.INFO, logger="nmtkit.train"):
+        Trainer(cfg, tmp_path / "child", init_from=copy_run / "last.pt")
+    said = [r for r in caplog.records if "are <unk>" in r.getMessage()]
+    assert len(said) == 1
+    if warned:
+        assert said[0].levelno == logging.WARNING
+        text = said[0].getMessage()
+        assert "more than 1 in 20" in text and "data.tokenizer: whitespace" in text
+        assert "sentencepiece" in text and "without --init-from" in text
+    else:
+        assert said[0].levelno == logging.INFO and "0.00% of source" in said[0].getMessage()

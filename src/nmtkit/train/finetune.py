@@ -92,6 +92,32 @@ def warn_tokenizer_differences(given: Config, cfg: Config, flag: str) -> None:
                     "%s)", flag, "reversed" if given.data.reverse_source else "in order")
 
 
+UNK_WARNING = 0.05
+"""The share of ``<unk>`` (on either side) above which fine-tuning data is reported as a
+warning: the parent's vocabulary misses a word in 20 of this data, which the model can then
+neither read nor write."""
+
+
+def report_unknown_rates(ids: ParallelIds, given: dict[str, Any]) -> None:
+    """Log the share of ``<unk>`` in the training data under ``given``'s vocabularies (the
+    checkpoint of ``--init-from`` or ``--vocab-from``): INFO, or above :data:`UNK_WARNING` a
+    warning that says which vocabulary would cover the data."""
+    src_unk, tgt_unk = unknown_rates(ids)
+    rates = (f"the training data under the given vocabularies: {100 * src_unk:.2f}% of source "
+             f"and {100 * tgt_unk:.2f}% of target tokens are <unk>")
+    if max(src_unk, tgt_unk) <= UNK_WARNING:
+        log.info("%s", rates)
+        return
+    tokenizer = given.get("config", {}).get("data", {}).get("tokenizer", "?")
+    log.warning("%s, more than 1 in %d: words the vocabulary of --init-from/--vocab-from "
+                "(data.tokenizer: %s) never saw, which the model reads and writes as one "
+                "unknown token. Use a vocabulary that covers this data: a parent (or "
+                "--vocab-from checkpoint) whose subword vocabulary (data.tokenizer: "
+                "sentencepiece) was learnt on text like it; or train without --init-from/"
+                "--vocab-from, so that the run learns one from this data",
+                rates, round(1 / UNK_WARNING), tokenizer)
+
+
 def unknown_rates(ids: ParallelIds) -> tuple[float, float]:
     """Fraction of ``<unk>`` among the source and target tokens (source EOS not counted)."""
     n_src = len(ids.src_tokens) - len(ids)

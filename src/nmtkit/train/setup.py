@@ -184,7 +184,8 @@ class TrainingData:
 def load_data(cfg: Config, given: dict[str, Any] | None, fine_tuning: bool) -> TrainingData:
     """Read and encode the training and validation splits. ``given``: a checkpoint whose
     tokenizers and vocabularies to use (None: learnt from the training data);
-    ``fine_tuning``: they come from another run (the share of ``<unk>`` is logged)."""
+    ``fine_tuning``: they come from another run (the share of ``<unk>`` is logged, a
+    warning above ``finetune.UNK_WARNING``)."""
     sampler = None
     if cfg.data.mmap:
         # Memory-mapped training ids, built once. With several processes the first to take
@@ -207,9 +208,7 @@ def load_data(cfg: Config, given: dict[str, Any] | None, fine_tuning: bool) -> T
     if len(train_ids) == 0:
         raise TrainingError(_no_pairs_message(cfg, blank))
     if fine_tuning:
-        src_unk, tgt_unk = finetune.unknown_rates(train_ids)
-        log.info("the training data under the given vocabularies: %.2f%% of source and "
-                 "%.2f%% of target tokens are <unk>", 100 * src_unk, 100 * tgt_unk)
+        finetune.report_unknown_rates(train_ids, given or {})
     valid_sets = load_directed(cfg.data, cfg.data.valid)
     for vs in valid_sets:  # a validation of blank lines would choose best.pt by noise
         text = vs.text
