@@ -83,3 +83,38 @@ def test_constraints_appear_in_a_trained_models_translations(tmp_path):
     for (h,), cs in zip(out, cons, strict=True):
         assert all(contains(h.tokens, c.split()) for c in cs), (h.text, cs)
     assert out[1][0].text == tr.translate(["6 7 8"])[0][0].text
+
+
+def test_a_deadline_stops_the_constrained_search_within_one_step():
+    """The constrained search checks its deadline before every step, as the others do
+    (tests/test_search.py): cancelled during the third step, it stops before the fourth; one
+    already passed, before the first."""
+    from nmtkit.decode.deadline import Deadline, DeadlineExceeded
+
+    from .helpers import BIGRAM_VOCAB as V
+    from .helpers import BigramModel
+
+    def endless():  # never wants EOS: only the cap ends a hypothesis
+        return BigramModel({t: {4: 0.9} for t in range(V)})
+
+    src, mask = src_batch([3, 4])
+    cfg = DecodeConfig(beam=3, n_best=2, max_len_a=0.0, max_len_b=30)
+    cons = [[[9], [8, 7]], [[6]]]
+    free = search(endless(), src, mask, cfg, constraints=cons)
+    assert all(hs[0].constraints_met for hs in free)
+    same = search(endless(), src, mask, cfg, constraints=cons, deadline=Deadline.after(600))
+    assert [[h.tokens for h in hs] for hs in same] == [[h.tokens for h in hs] for hs in free]
+    for cancel_at, deadline in ((3, Deadline.after(600)), (0, Deadline(0.0))):
+        model, calls = endless(), []
+        step = model.step
+
+        def counted(state, prev, deadline=deadline, cancel_at=cancel_at, step=step, calls=calls):
+            calls.append(1)
+            if len(calls) == cancel_at:
+                deadline.cancel()
+            return step(state, prev)
+
+        model.step = counted
+        with pytest.raises(DeadlineExceeded):
+            search(model, src, mask, cfg, constraints=cons, deadline=deadline)
+        assert len(calls) == cancel_at

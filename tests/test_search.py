@@ -1,4 +1,5 @@
 import math
+import time
 
 import pytest
 import torch
@@ -402,3 +403,91 @@ def test_top_k_and_top_p_restrict_the_draws():
     # on the tempered distribution: T = 3 flattens it, and every token passes 0.1
     _, tok = sample_tokens(lp, opts(sampling=True, sampling_epsilon=0.1, sampling_temperature=3.0), gen)
     assert set(tok.tolist()) == {0, 1, 2, 3}
+
+
+# --- deadlines (nmtkit.decode.deadline) ------------------------------------------------------------
+
+def endless():
+    """A model that never wants EOS: every search runs to its length cap."""
+    return BigramModel({t: {4: 0.9} for t in range(V)})
+
+
+def counting_steps(model, deadline, cancel_at):
+    """Wrap ``model.step`` (the search's one call per step): each call is counted, and the
+    ``cancel_at``-th cancels ``deadline`` (as the server does when a request is given up)."""
+    calls, step = [], model.step
+
+    def counted(state, prev):
+        calls.append(prev.numel())
+        if len(calls) == cancel_at:
+            deadline.cancel()
+        return step(state, prev)
+
+    model.step = counted
+    return calls
+
+
+def endless_ensemble():
+    from nmtkit.decode.ensemble import Ensemble
+
+    members = [tiny_model("transformer", seed) for seed in (1, 2)]
+    for m in members:
+        with torch.no_grad():
+            m.generator.bias[EOS] -= 100.0
+    return Ensemble(members)
+
+
+SEARCH_KINDS = {  # kind -> (model maker, options): search() picks the search from the options
+    "greedy": (endless, dict(beam=1, n_best=1)),
+    "beam": (endless, dict(beam=3, n_best=1)),
+    "n_best": (endless, dict(beam=4, n_best=3, early_stop=True)),
+    "sampling": (endless, dict(sampling=True, n_best=3, sampling_seed=5)),
+    "ensemble": (endless_ensemble, dict(beam=3, n_best=2)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SEARCH_KINDS))
+def test_a_deadline_stops_every_search_within_one_step(kind):
+    from nmtkit.decode.deadline import Deadline, DeadlineExceeded
+
+    make, kw = SEARCH_KINDS[kind]
+    cfg = opts(max_len_a=0.0, max_len_b=40, **kw)
+    src, mask = mixed_batch() if kind == "ensemble" else src_batch([3, 5, 2])
+    free = search(make(), src, mask, cfg)
+    # a deadline that has not passed changes nothing
+    assert [[h.tokens for h in hs] for hs in search(make(), src, mask, cfg,
+                                                    deadline=Deadline.after(600))] == \
+        [[h.tokens for h in hs] for hs in free]
+    assert max(len(hs[0].tokens) for hs in free) == 39  # without a deadline: 40 steps
+    # cancelled during the third step: the search stops before the fourth
+    model, deadline = make(), Deadline.after(600)
+    calls = counting_steps(model, deadline, cancel_at=3)
+    with pytest.raises(DeadlineExceeded, match="cancelled"):
+        search(model, src, mask, cfg, deadline=deadline)
+    assert len(calls) == 3
+    # one that has already passed: not one step
+    model = make()
+    calls = counting_steps(model, Deadline(), cancel_at=0)
+    with pytest.raises(DeadlineExceeded, match="deadline"):
+        search(model, src, mask, cfg, deadline=Deadline(time.monotonic() - 1))
+    assert calls == []
+
+
+def test_a_search_stops_at_its_deadline_in_time():
+    """Time, not a flag: 40 steps of 50 ms with a deadline of 0.2 s stop after about 4."""
+    from nmtkit.decode.deadline import Deadline, DeadlineExceeded
+
+    model = endless()
+    step = model.step
+
+    def slow(state, prev):
+        time.sleep(0.05)
+        return step(state, prev)
+
+    model.step = slow
+    src, mask = src_batch([3, 5])
+    start = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        search(model, src, mask, opts(beam=2, max_len_a=0.0, max_len_b=40),
+               deadline=Deadline(start + 0.2))
+    assert time.monotonic() - start < 0.2 + 0.05 + 0.5  # the deadline, one step, slack

@@ -57,7 +57,12 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     sv.add_argument("--max-body-bytes", type=int, default=L.max_body_bytes,
                     help="largest request body accepted (413 above)")
     sv.add_argument("--timeout", type=float, default=L.timeout_s,
-                    help="seconds per request before a 503")
+                    help="seconds per request before a 503 (its search stops then); a request "
+                    "may ask for --work-rate x --timeout hypothesis-steps of search (413 above)")
+    sv.add_argument("--work-rate", type=int, default=L.work_per_second,
+                    help="hypothesis-steps of search (one hypothesis, one output token) the "
+                    "server is taken to do in a second: bounds each request's work with "
+                    "--timeout (raise it for a GPU)")
     sv.add_argument("--max-batch", type=int, default=L.max_batch,
                     help="sentences merged into one model call")
     sv.add_argument("--allowed-hosts", metavar="H1,H2",
@@ -82,7 +87,8 @@ def run(a: argparse.Namespace) -> int:
     # Every option checked before the model is loaded (ValueError -> "nmtkit: error: ...", 2).
     limits = L(max_texts=a.max_texts, max_chars=a.max_chars, max_beam=a.max_beam,
                max_length=a.max_length, max_body_bytes=a.max_body_bytes,
-               timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms)
+               timeout_s=a.timeout, max_batch=a.max_batch, max_wait_ms=a.max_wait_ms,
+               work_per_second=a.work_rate)
     hosts = (parse_allowed_hosts(a.allowed_hosts) if a.allowed_hosts is not None
              else default_allowed_hosts(a.host))
     keep_alive = check_keep_alive(a.timeout_keep_alive)

@@ -60,6 +60,7 @@ from .beams import (
 
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
+    from .deadline import Deadline
 
 Constraints = Sequence[Sequence[Sequence[int]]]
 """Per sentence, the target phrases (lists of ids) its output must contain."""
@@ -108,11 +109,13 @@ class Progress:
 def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig,
                             constraints: Constraints, *, need_attention: bool = False,
                             max_length: int | None = None, prefixes: Prefixes | None = None,
-                            token_scores: bool = False) -> list[list[Hypothesis]]:
+                            token_scores: bool = False,
+                            deadline: Deadline | None = None) -> list[list[Hypothesis]]:
     """Beam search of width ``cfg.beam`` whose outputs contain every phrase of
     ``constraints[i]`` for sentence ``i`` (dynamic beam allocation, see the module); the
     ``cfg.n_best`` best of each sentence, ranked with ``cfg.length_penalty``, those that meet
-    every constraint first."""
+    every constraint first. ``deadline``: checked before every step
+    (:class:`~nmtkit.decode.deadline.DeadlineExceeded` once it has passed)."""
     b, k, dev = src.size(0), cfg.beam, src.device
     if len(constraints) != b:
         raise ValueError(f"{len(constraints)} constraint lists for a batch of {b} sentences")
@@ -134,6 +137,8 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
     attn_hist: Tensor | None = None
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
+        if deadline is not None:
+            deadline.check()
         n = len(alive)
         log_probs, state, attn = beam_step(model, state, prev, k, first=t == 0)  # (n*k, V)
         if forced is not None:

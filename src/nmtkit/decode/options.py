@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .deadline import Deadline
+
 
 @dataclass(frozen=True)
 class TranslateOptions:
@@ -60,6 +62,11 @@ class TranslateOptions:
     ``decode.alignment_layer``/``_head``); other than -1, -1 (the last layer, the heads'
     mean: what the search records) it costs one teacher-forced pass per translation
     (:func:`~nmtkit.decode.translator.chosen_source_attention`)."""
+    deadline: Deadline | None = None
+    """Checked by the search before every step (:mod:`nmtkit.decode.deadline`): once it has
+    passed, or was cancelled, the call stops with
+    :class:`~nmtkit.decode.deadline.DeadlineExceeded` within one step (``nmtkit serve``
+    gives each request one, from ``--timeout``); ``None``: no limit, no checks."""
 
     def decode_overrides(self) -> dict[str, Any]:
         """The fields that replace the translator's decoding options

@@ -25,6 +25,10 @@ Options for what practitioners need, each free when unused (no per-step work):
   the model's distribution (temperature, top-k, top-p), seeded with ``cfg.sampling_seed``.
 - ``constraints``: target phrases each output must contain; :func:`search` hands such a
   batch to :func:`nmtkit.decode.constraints.constrained_beam_search`.
+- ``deadline``: a :class:`~nmtkit.decode.deadline.Deadline` checked before every step: one
+  that has passed (or was cancelled) stops the search with
+  :class:`~nmtkit.decode.deadline.DeadlineExceeded` within one step (``nmtkit serve`` gives
+  each request one, from ``--timeout``).
 
 An ensemble (:class:`nmtkit.decode.ensemble.Ensemble`) is a model to these searches.
 """
@@ -54,6 +58,7 @@ from .constraints import constrained_beam_search
 
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
+    from .deadline import Deadline
 
 
 def sample_tokens(log_probs: Tensor, cfg: DecodeConfig,
@@ -90,7 +95,8 @@ def sample_tokens(log_probs: Tensor, cfg: DecodeConfig,
 def search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
            need_attention: bool = False, max_length: int | None = None,
            prefixes: Prefixes | None = None, token_scores: bool = False,
-           constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> list[list[Hypothesis]]:
+           constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+           deadline: Deadline | None = None) -> list[list[Hypothesis]]:
     """The ``cfg.n_best`` best hypotheses of each sentence: greedy search when ``cfg.beam``
     and ``cfg.n_best`` are 1 (the same result as a beam of one, faster), else beam search;
     with ``cfg.sampling``, ``cfg.n_best`` samples of each (:func:`sample_search`); with
@@ -101,21 +107,22 @@ def search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
             raise ValueError("constraints cannot be combined with sampling")
         return constrained_beam_search(model, src, src_mask, cfg, constraints,
                                        need_attention=need_attention, max_length=max_length,
-                                       prefixes=prefixes, token_scores=token_scores)
+                                       prefixes=prefixes, token_scores=token_scores,
+                                       deadline=deadline)
     run = sample_search if cfg.sampling else beam_search
     if not cfg.sampling and cfg.beam == 1 and cfg.n_best == 1:
         return [[h] for h in greedy_search(model, src, src_mask, cfg, need_attention=need_attention,
                                            max_length=max_length, prefixes=prefixes,
-                                           token_scores=token_scores)]
+                                           token_scores=token_scores, deadline=deadline)]
     return run(model, src, src_mask, cfg, need_attention=need_attention, max_length=max_length,
-               prefixes=prefixes, token_scores=token_scores)
+               prefixes=prefixes, token_scores=token_scores, deadline=deadline)
 
 
 @torch.no_grad()
 def sample_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                   need_attention: bool = False, max_length: int | None = None,
-                  prefixes: Prefixes | None = None,
-                  token_scores: bool = False) -> list[list[Hypothesis]]:
+                  prefixes: Prefixes | None = None, token_scores: bool = False,
+                  deadline: Deadline | None = None) -> list[list[Hypothesis]]:
     """``cfg.n_best`` samples per sentence, in the order drawn (score = log-probability).
 
     Each sentence is repeated ``n_best`` times in one batch and decoded like greedy search,
@@ -127,7 +134,7 @@ def sample_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
     pre = None if prefixes is None else [prefixes[i] for i in rows.tolist()]
     flat = greedy_search(model, src[rows], src_mask[rows], cfg, need_attention=need_attention,
                          max_length=max_length, prefixes=pre, token_scores=token_scores,
-                         generator=generator)
+                         generator=generator, deadline=deadline)
     return [flat[i * n:(i + 1) * n] for i in range(src.size(0))]
 
 
@@ -135,7 +142,8 @@ def sample_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
 def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                   need_attention: bool = False, max_length: int | None = None,
                   prefixes: Prefixes | None = None, token_scores: bool = False,
-                  generator: torch.Generator | None = None) -> list[Hypothesis]:
+                  generator: torch.Generator | None = None,
+                  deadline: Deadline | None = None) -> list[Hypothesis]:
     """Most probable next token at every step, for a whole batch at once; a sentence that
     has ended leaves the batch, so later steps compute only the sentences still going.
 
@@ -153,6 +161,8 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
     scores = torch.zeros(b, device=dev)
     steps: list[tuple[Tensor, Tensor, Tensor | None, Tensor]] = []  # (rows, tokens, attn, lp)
     for t in range(int(caps.max())):
+        if deadline is not None:
+            deadline.check()
         log_probs, state, attn = model.step(state, prev)
         if forced is not None:
             if t < forced.size(1):
@@ -203,8 +213,8 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                 need_attention: bool = False, max_length: int | None = None,
-                prefixes: Prefixes | None = None,
-                token_scores: bool = False) -> list[list[Hypothesis]]:
+                prefixes: Prefixes | None = None, token_scores: bool = False,
+                deadline: Deadline | None = None) -> list[list[Hypothesis]]:
     """Batched beam search of width ``cfg.beam``; returns the ``cfg.n_best`` hypotheses of
     each sentence, best first, ranked with ``cfg.length_penalty``.
 
@@ -233,6 +243,8 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
     attn_hist = None
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
+        if deadline is not None:
+            deadline.check()
         n, first = len(alive), t == 0
         log_probs, state, attn = beam_step(model, state, prev, k, first)  # (live, V)
         if forced is not None:

@@ -13,6 +13,7 @@ from torch import Tensor
 from ..data.vocab import BOS, BOS_TOKEN, EOS_TOKEN
 from ..models.seq2seq import Seq2Seq
 from .attention import teacher_forced_maps
+from .deadline import Deadline
 from .options import TranslateOptions
 from .translation import Translation
 from .translator import Translator
@@ -40,7 +41,8 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
                        beam: int | None = None, max_length: int | None = None,
                        need_attention: bool = False, max_src_tokens: int | None = None,
                        prefix: str | None = None, token_scores: bool = False,
-                       tgt_lang: str | None = None, mbr: int | None = None) -> SentenceAttention:
+                       tgt_lang: str | None = None, mbr: int | None = None,
+                       deadline: Deadline | None = None) -> SentenceAttention:
     """Translate ``text`` with ``translator`` (into ``tgt_lang`` for a multilingual model:
     the source then starts with its ``<2xx>`` token), then teacher-force ``<s>`` + the
     translation through ``model.attention_maps`` (``model``: the translator's unless given).
@@ -48,7 +50,8 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     ``prefix``: a target text the translation must start with (a forced prefix, see
     :meth:`~nmtkit.decode.translator.Translator.translate`); ``token_scores``: the translation
     carries its ``token_log_probs``; ``mbr``: the translation chosen by minimum Bayes risk
-    among that many candidates (None: the translator's ``decode.mbr``).
+    among that many candidates (None: the translator's ``decode.mbr``); ``deadline``: the
+    search's (:attr:`~nmtkit.decode.options.TranslateOptions.deadline`).
 
     A model without ``attention_maps`` falls back to the source attention the search recorded
     (one layer, one head; needs ``need_attention``). Raises ``ValueError`` for a text with no
@@ -67,7 +70,7 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     options = TranslateOptions(beam=beam, max_length=max_length, need_attention=need_attention,
                                token_scores=token_scores,
                                prefixes=None if prefix is None else [prefix], tgt_lang=tgt_lang,
-                               mbr=mbr)
+                               mbr=mbr, deadline=deadline)
     hyp = translator.translate([text], options)[0][0]
     if hasattr(model, "attention_maps"):
         tgt_in = [BOS, *translator.tgt_vocab.encode(hyp.tokens, add_eos=False)]

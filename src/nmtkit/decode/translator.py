@@ -373,7 +373,8 @@ class Translator(TextTranslator):
             hyps = search(self.model, src, src_mask, cfg, need_attention=search_attention,
                           max_length=max_length, token_scores=o.token_scores,
                           prefixes=None if forced is None else [forced[i] for i in batch],
-                          constraints=None if phrases is None else [phrases[i] for i in batch])
+                          constraints=None if phrases is None else [phrases[i] for i in batch],
+                          deadline=o.deadline)
             return [[self._finish(h, encoded[i][0], o.need_attention, o.alignments,
                                   None if chosen == (-1, -1) else (encoded[i][1], chosen))
                      for h in hs] for i, hs in zip(batch, hyps, strict=True)]

@@ -597,13 +597,19 @@ class CTranslate2Translator(TextTranslator):
             at most. Suppressing tokens renormalises CTranslate2's softmax over the others,
             which nmtkit does not do (it computes log-probabilities over all tokens, then
             excludes <pad>/<s>): search unconstrained first, then again only where that
-            produced them."""
+            produced them. ``o.deadline`` is checked before each call: CTranslate2's search
+            cannot be stopped once started (``nmtkit serve`` bounds a request's work up
+            front, :mod:`nmtkit.serve.limits`)."""
+            if o.deadline is not None:
+                o.deadline.check()
             sources = [encoded[i][1] for i in idx]
             out = [list(zip(r.hypotheses, r.scores, strict=True))
                    for r in self.translator.translate_batch(sources, max_decoding_length=n_steps,
                                                             **ct2_options)]
             redo = [j for j, hyps in enumerate(out) if any(not _NEVER_SET.isdisjoint(h) for h, _ in hyps)]
             if redo:
+                if o.deadline is not None:
+                    o.deadline.check()
                 again = self.translator.translate_batch([sources[j] for j in redo],
                                                         max_decoding_length=n_steps, **ct2_options,
                                                         suppress_sequences=[[t] for t in _NEVER])

@@ -7,6 +7,15 @@ one translation per group in a worker thread, so the event loop keeps accepting 
 meanwhile. While a batch runs, new requests pile up in the queue and form the next batch, so
 the batch size grows with the load by itself.
 
+A request may come with a :class:`~nmtkit.decode.deadline.Deadline` (the server makes one
+from ``--timeout``). A request past it, or given up (its future cancelled: timeout, client
+gone), is skipped before its batch runs; a batch that runs gets a deadline of its own, the
+latest of its waiting requests' (moved earlier as requests are given up), cancelled as soon
+as every one of them has been given up. The
+search checks it between steps, so work that nobody waits for any more stops within one step
+and the model thread goes on to the next batch (:meth:`MicroBatcher.run` does the same for
+one call).
+
 The plain version, without batching, would be::
 
     async def submit(texts, beam, max_length):
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,12 +34,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..decode.deadline import Deadline, DeadlineExceeded
+
 log = logging.getLogger(__name__)
 
 TranslateFn = Callable[..., list[str]]
 """(texts, beam, max_length) -> one translation per text, in order; a request that names a
 target language (a multilingual model) adds it: (texts, beam, max_length, tgt_lang); one that
-asks for minimum Bayes risk decoding adds the keyword ``mbr=N``."""
+asks for minimum Bayes risk decoding adds the keyword ``mbr=N``; a batch of requests with
+deadlines adds ``deadline=`` (a :class:`~nmtkit.decode.deadline.Deadline` to stop at)."""
 
 Key = tuple[int, int | None, str | None, int | None]
 """A job's decoding options (beam, max_length, tgt_lang, mbr): jobs with equal keys are merged."""
@@ -44,6 +57,7 @@ class _Job:
     texts: list[str]
     key: Key
     future: asyncio.Future[list[str]]
+    deadline: Deadline | None = None
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -54,6 +68,7 @@ class BatcherStats:
     model_calls: int = 0
     largest_batch: int = 0
     dropped: int = 0  # requests whose client gave up (timeout) before their batch ran
+    stopped: int = 0  # model calls stopped at their deadline or when every request gave up
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -121,10 +136,13 @@ class MicroBatcher:
     # --- requests ------------------------------------------------------------------------------
 
     async def submit(self, texts: Sequence[str], beam: int, max_length: int | None = None,
-                     tgt_lang: str | None = None, mbr: int | None = None) -> list[str]:
+                     tgt_lang: str | None = None, mbr: int | None = None, *,
+                     deadline: Deadline | None = None) -> list[str]:
         """Translate ``texts`` together with whatever else is waiting; results in order
         (``tgt_lang``: the target language of a multilingual model, ``mbr``: MBR decoding's
-        candidates; ``None``: not named)."""
+        candidates; ``None``: not named). ``deadline``: the request's; past it the request
+        is skipped, or its batch stopped once no request of it is left waiting
+        (:class:`~nmtkit.decode.deadline.DeadlineExceeded`)."""
         queue = self._ensure_worker()
         if self._pending + len(texts) > self.max_pending:
             raise QueueFull(f"server busy: {self._pending} sentences already waiting "
@@ -132,13 +150,23 @@ class MicroBatcher:
         future = asyncio.get_running_loop().create_future()
         self._pending += len(texts)
         self.stats.requests += 1
-        await queue.put(_Job(list(texts), (beam, max_length, tgt_lang, mbr), future))
+        await queue.put(_Job(list(texts), (beam, max_length, tgt_lang, mbr), future, deadline))
         result: list[str] = await future
         return result
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` on the model thread (e.g. attention maps), outside any batch."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+    async def run(self, fn: Callable[..., Any], *args: Any, deadline: Deadline | None = None) -> Any:
+        """Run ``fn(*args)`` on the model thread (e.g. attention maps), outside any batch.
+
+        ``deadline``: passed on as ``fn(*args, deadline=deadline)``, and cancelled when this
+        call is (the request timed out or its client left), so that ``fn``'s search stops at
+        its next step instead of holding the model thread for nobody."""
+        call = fn if deadline is None else partial(fn, deadline=deadline)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, call, *args)
+        except asyncio.CancelledError:
+            if deadline is not None:
+                deadline.cancel()
+            raise
 
     # --- the worker ----------------------------------------------------------------------------
 
@@ -167,29 +195,37 @@ class MicroBatcher:
         while True:
             jobs = await self._collect(queue)
             self._pending -= sum(len(j.texts) for j in jobs)
-            live = []
-            for job in jobs:
-                if job.future.done():  # the client timed out or disconnected: skip its work
-                    self.stats.dropped += 1
-                else:
-                    live.append(job)
             groups: dict[Key, list[_Job]] = {}
-            for job in live:
+            for job in jobs:
                 groups.setdefault(job.key, []).append(job)
-            for (beam, max_length, tgt_lang, mbr), group in groups.items():
+            for (beam, max_length, tgt_lang, mbr), waiting in groups.items():
+                group = self._still_wanted(waiting)  # checked now: earlier groups took time
+                if not group:
+                    continue
                 texts = [t for job in group for t in job.texts]
                 self.stats.model_calls += 1
                 self.stats.sentences += len(texts)
                 self.stats.largest_batch = max(self.stats.largest_batch, len(texts))
+                keywords: dict[str, Any] = {} if mbr is None else {"mbr": mbr}
+                deadline = self._batch_deadline(group)
+                if deadline is not None:
+                    keywords["deadline"] = deadline
                 try:
                     options = (beam, max_length) if tgt_lang is None else (beam, max_length, tgt_lang)
-                    call = self.translate_fn if mbr is None else partial(self.translate_fn, mbr=mbr)
+                    call = partial(self.translate_fn, **keywords) if keywords else self.translate_fn
                     out = await loop.run_in_executor(self.executor, call, texts, *options)
                 except asyncio.CancelledError:
                     for job in group:
                         if not job.future.done():
                             job.future.cancel()
                     raise
+                except DeadlineExceeded as e:  # nobody waits for it any more: not an error
+                    self.stats.stopped += 1
+                    log.info("a batch of %d sentences was stopped: %s", len(texts), e)
+                    for job in group:
+                        if not job.future.done():
+                            job.future.set_exception(e)
+                    continue
                 except Exception as e:  # noqa: BLE001 - handed to the waiting requests
                     log.exception("translation of a batch of %d sentences failed", len(texts))
                     for job in group:
@@ -202,3 +238,42 @@ class MicroBatcher:
                     start += len(job.texts)
                     if not job.future.done():
                         job.future.set_result(part)
+
+    def _still_wanted(self, jobs: list[_Job]) -> list[_Job]:
+        """The jobs someone still waits for: a job given up (its future done: the client
+        timed out or left) or past its deadline is dropped (the latter answered with
+        :class:`~nmtkit.decode.deadline.DeadlineExceeded`)."""
+        live = []
+        for job in jobs:
+            if not job.future.done() and job.deadline is not None and job.deadline.passed():
+                job.future.set_exception(DeadlineExceeded("past its deadline before its batch ran"))
+            if job.future.done():
+                self.stats.dropped += 1
+            else:
+                live.append(job)
+        return live
+
+    @staticmethod
+    def _batch_deadline(group: list[_Job]) -> Deadline | None:
+        """The deadline of one model call for ``group`` (None when no job has one): the
+        latest of the deadlines of the jobs still waiting (no job's answer is cut short),
+        moved earlier as jobs are given up, and cancelled once every job's future is done
+        (nobody waits for the call any more)."""
+        if all(job.deadline is None for job in group):
+            return None
+
+        def latest(jobs: list[_Job]) -> float:
+            return max(job.deadline.at if job.deadline is not None else math.inf for job in jobs)
+
+        deadline = Deadline(latest(group))
+
+        def given_up(_: object) -> None:
+            waiting = [job for job in group if not job.future.done()]
+            if waiting:
+                deadline.at = latest(waiting)
+            else:
+                deadline.cancel()
+
+        for job in group:
+            job.future.add_done_callback(given_up)
+        return deadline

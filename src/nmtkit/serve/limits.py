@@ -1,8 +1,27 @@
-"""Limits of the HTTP service (kept free of web imports so the CLI can read the defaults)."""
+"""Limits of the HTTP service (kept free of web imports so the CLI can read the defaults).
+
+Besides the per-field limits (texts, characters, beam, output tokens), the search work one
+request may ask for is bounded in proportion to its time limit (``--timeout``), here and
+only here (:attr:`ServeLimits.max_work`, :func:`search_work`, :func:`work_error`): work is
+counted in *hypothesis-steps*, one hypothesis extended by one token,
+
+    work = sum over texts of  steps x width x (1 + phrases)
+
+with ``steps`` the most output tokens the text may get (the model's length rule
+``max_len_a x source tokens + max_len_b``, raised to fit its constraints and prefix, capped
+at the output cap), ``width`` the hypotheses kept per text (the beam, or MBR's/reranking's
+candidates) and ``phrases`` its constraint phrases (the constrained search does work per
+phrase for every hypothesis at every step). A request may ask for at most
+``work_per_second x timeout_s`` of it: more is refused (413) before it queues, with the
+estimate, the bound and their ratio. The estimate is an upper bound on the work (a text may
+end sooner); what it cannot foresee (a slower machine, a busy one) is stopped by the
+request's deadline (:mod:`nmtkit.decode.deadline`), which every search checks between steps.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from ..config import MAX_BEAM
@@ -16,7 +35,8 @@ MAX_WAIT_MS = 60_000.0
 
 OPTIONS = {"max_texts": "--max-texts", "max_chars": "--max-chars", "max_beam": "--max-beam",
            "max_length": "--max-length", "max_body_bytes": "--max-body-bytes",
-           "timeout_s": "--timeout", "max_batch": "--max-batch", "max_wait_ms": "--max-wait-ms"}
+           "timeout_s": "--timeout", "max_batch": "--max-batch", "max_wait_ms": "--max-wait-ms",
+           "work_per_second": "--work-rate"}
 """The ``nmtkit serve`` option that sets each limit (the others have none)."""
 
 
@@ -48,6 +68,20 @@ class ServeLimits:
     """How long the first request of a batch waits for company."""
     max_pending: int = 2048
     """Sentences waiting in the queue before new requests get a 503."""
+    work_per_second: int = 20_000
+    """Hypothesis-steps of search (see the module) the server is taken to do in a second
+    (``--work-rate``): a request may ask for :attr:`max_work`, this times ``timeout_s``. The
+    default is below what a Multi30k-sized Transformer searched on 2 CPU cores in issue 66's
+    tries (a 64-text beam-10 request of 1,000-character texts, at most about 164,000
+    hypothesis-steps, took 4.8 s: some 34,000 a second), so that such a request fits a 10 s
+    timeout and the same with 4 constraint phrases a text (820,000) does not; raise it for
+    a GPU, lower it for a slower host."""
+
+    @property
+    def max_work(self) -> int:
+        """The most search work (hypothesis-steps) one request may ask for: in proportion
+        to its time limit, ``work_per_second x timeout_s``."""
+        return max(1, int(self.work_per_second * self.timeout_s))
 
     def __post_init__(self) -> None:
         floats = {"timeout_s": (0.0, False, MAX_TIMEOUT_S), "max_wait_ms": (0.0, True, MAX_WAIT_MS)}
@@ -68,3 +102,25 @@ class ServeLimits:
                 raise ValueError(f"{option} must be {rule}, got {value!r} (serve limit {f.name})"
                                  if option else
                                  f"serve limit {f.name} must be {rule}, got {value!r}")
+
+
+def search_work(steps: Sequence[int], width: int, phrases: Sequence[int]) -> int:
+    """Hypothesis-steps of a request (see the module): per text, at most ``steps[i]``
+    output tokens, ``width`` hypotheses, ``phrases[i]`` constraint phrases."""
+    return sum(s * width * (1 + c) for s, c in zip(steps, phrases, strict=True))
+
+
+def work_error(steps: Sequence[int], width: int, phrases: Sequence[int],
+               limits: ServeLimits) -> str | None:
+    """Why a request's search work exceeds ``limits.max_work`` (which bound, by how much,
+    and what to change), or ``None`` when it fits."""
+    work = search_work(steps, width, phrases)
+    if work <= limits.max_work:
+        return None
+    per_text = f", up to {max(phrases)} constraint phrases each" if any(phrases) else ""
+    return (f"too much search for one request: about {work:,} hypothesis-steps ({len(steps)} "
+            f"texts of up to {max(steps)} output tokens x {width} hypotheses each{per_text}), "
+            f"{work / limits.max_work:.1f} times the {limits.max_work:,} that --timeout "
+            f"{limits.timeout_s:g} s allows at --work-rate {limits.work_per_second:,} a second; "
+            "send fewer or shorter texts, or ask for a smaller beam, max_length or fewer "
+            "constraint phrases")
