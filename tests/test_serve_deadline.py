@@ -1,6 +1,8 @@
-"""``nmtkit serve`` under a request that asks for much (issue 66, item 2): its search stops at
-its deadline (``--timeout``) so that the requests behind it are served, and the work one request
-may ask for is bounded in proportion to ``--timeout`` (413)."""
+"""``nmtkit serve`` under a request that asks for much (issue 66, items 2 and 3): its search
+stops at its deadline (``--timeout``) so that the requests behind it are served, the work one
+request may ask for is bounded in proportion to ``--timeout`` (413), and constraint phrases that
+cannot fit in the output cap are refused (422) rather than cut; answers with constraints say
+whether each translation has them all (``constraints_met``)."""
 
 import asyncio
 import math
@@ -17,7 +19,7 @@ from nmtkit.checkpoint import load_bundle  # noqa: E402
 from nmtkit.data.vocab import EOS  # noqa: E402
 from nmtkit.decode.deadline import Deadline, DeadlineExceeded  # noqa: E402
 from nmtkit.decode.translator import Translator  # noqa: E402
-from nmtkit.serve.app import create_app  # noqa: E402
+from nmtkit.serve.app import create_app, translate_details  # noqa: E402
 from nmtkit.serve.batcher import MicroBatcher  # noqa: E402
 from nmtkit.serve.limits import ServeLimits  # noqa: E402
 
@@ -257,3 +259,43 @@ def test_the_ctranslate2_engine_bounds_its_work_up_front_and_checks_its_deadline
     with pytest.raises(DeadlineExceeded):
         translator.translate(["1 2 3"], TranslateOptions(deadline=Deadline(time.monotonic() - 1)))
     assert translator.translate(["1 2 3"], TranslateOptions(deadline=Deadline.after(600)))[0]
+
+
+# --- constraints that cannot fit (item 3) ----------------------------------------------------------
+
+def test_constraints_longer_than_the_output_cap_are_refused_naming_the_text(copy_bundle):
+    dogs = " ".join(["5"] * 200)
+    with TestClient(create_app(copy_bundle, ServeLimits(max_length=40))) as c:
+        r = c.post("/v1/translate", json={"texts": ["1 2"], "constraints": [[dogs]], "max_length": 3})
+        assert r.status_code == 422
+        assert r.json()["detail"].startswith(
+            "constraints.0: 200 target tokens of constraint phrases, more than the request's "
+            "max_length (3) by 197")
+        # phrases together, and the text's forced prefix with them
+        r = c.post("/v1/translate", json={"texts": ["1 2", "3 4"], "prefixes": ["", "7 7"],
+                                          "constraints": [[], ["5", "6"]], "max_length": 3})
+        assert r.status_code == 422
+        assert r.json()["detail"].startswith(
+            "constraints.1: 2 target tokens of constraint phrases and 2 of its prefix, more than "
+            "the request's max_length (3) by 1")
+        # without max_length: the server's --max-length
+        r = c.post("/v1/translate", json={"texts": ["1 2"], "constraints": [[dogs]]})
+        assert r.status_code == 422 and "the server's --max-length (40) by 160" in r.json()["detail"]
+        # exactly the cap: translated, with every phrase, and said so
+        r = c.post("/v1/translate", json={"texts": ["1 2", "3"], "constraints": [["5 5", "6"], []],
+                                          "max_length": 3, "beam": 3})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["constraints_met"] == [True, True]
+        assert body["translations"][0].split().count("5") >= 2 and "6" in body["translations"][0]
+        assert "constraints_met" not in c.post("/v1/translate", json={"texts": ["1 2"]}).json()
+
+
+def test_constraints_met_says_when_a_translation_lacks_a_phrase(copy_bundle):
+    """``constraints_met`` is the search's own word: two phrases of two tokens under a cap of
+    three cannot both be in the translation (the server refuses such a request up front; the
+    call behind it reports it)."""
+    translator = Translator.from_bundle(copy_bundle)
+    out = translate_details(translator, ["1 2", "3 4"], 2, 3, None, [["5 5", "6 6"], ["6"]],
+                            False, False)
+    assert out["constraints_met"] == [False, True]

@@ -43,7 +43,9 @@ Each request gets a :class:`~nmtkit.decode.deadline.Deadline` from ``--timeout``
 checks it between steps, so a request past its time limit (or whose client left) stops within
 one step instead of keeping the model busy for the requests behind it. The search work a
 request may ask for is bounded in proportion to ``--timeout`` (:mod:`nmtkit.serve.limits`):
-more is a 413 before it queues.
+more is a 413 before it queues. Constraint phrases that cannot fit in the output cap
+(with the text's prefix) are a 422 naming ``constraints.N``, and an answer with constraints
+says per text whether they are all in it (``constraints_met``).
 """
 
 import asyncio
@@ -335,8 +337,8 @@ def translate_details(translator: Translator, texts: list[str], beam: int,
                       deadline: Deadline | None = None) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
     scores, alignments, confidence, ``n_best`` above 1): one direct call outside the
-    micro-batches (stopped at ``deadline``), the fields it asked for (with ``n_best``:
-    :func:`n_best_json`)."""
+    micro-batches (stopped at ``deadline``), the fields it asked for (with constraints:
+    ``constraints_met``; with ``n_best``: :func:`n_best_json`)."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
     options = TranslateOptions(
@@ -347,6 +349,8 @@ def translate_details(translator: Translator, texts: list[str], beam: int,
     lists = translator.translate(texts, options)
     results = [r[0] for r in lists]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
+    if constraints is not None:
+        out["constraints_met"] = [r.constraints_met for r in results]
     if scores:
         out["scores"] = [r.score for r in results]
         out["token_log_probs"] = [r.token_log_probs or [] for r in results]
@@ -545,6 +549,26 @@ def target_lengths(translator: "TextTranslator", n: int, prefixes: list[str] | N
     return pre, phrases
 
 
+def checked_constraints_fit(translator: "TextTranslator", prefixes: list[str] | None,
+                            constraints: list[list[str]] | None, max_length: int | None,
+                            limits: ServeLimits) -> None:
+    """Constraint phrases, checked before any work: a text's phrases (and its forced prefix)
+    are all part of its output, so together they must fit in the output cap
+    (:func:`model_cap`); a text whose phrases cannot is a 422 naming ``constraints.N`` (the
+    search would otherwise end at the cap without some of them)."""
+    if not constraints:
+        return
+    cap, whose = model_cap(translator, max_length, limits)
+    pre, phrases = target_lengths(translator, len(constraints), prefixes, constraints)
+    for i, (p, ps) in enumerate(zip(pre, phrases, strict=True)):
+        if ps and sum(ps) + p > cap:
+            prefix = f" and {p} of its prefix" if p else ""
+            raise HTTPException(422, f"constraints.{i}: {sum(ps)} target tokens of constraint "
+                                     f"phrases{prefix}, more than {whose} ({cap}) by "
+                                     f"{sum(ps) + p - cap}: the translation cannot contain them "
+                                     "all; ask for a larger max_length or shorter phrases")
+
+
 def checked_work(translator: "TextTranslator", texts: list[str], beam: int, mbr: int | None,
                  max_length: int | None, limits: ServeLimits, prefixes: list[str] | None = None,
                  constraints: list[list[str]] | None = None) -> None:
@@ -680,6 +704,8 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
             checked_prefixes(translator, req.prefixes, req.max_length, limits)  # type: ignore[attr-defined]
             checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
                                  req.constraints)  # type: ignore[attr-defined]
+            checked_constraints_fit(translator, req.prefixes, req.constraints,  # type: ignore[attr-defined]
+                                    req.max_length, limits)  # type: ignore[attr-defined]
             checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
                          req.prefixes, req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]

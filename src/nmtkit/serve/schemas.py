@@ -94,6 +94,10 @@ class TranslateResponse(BaseModel):
         default=None, description='with "n_best" above 1: per text, its n best translations, the '
         "best first (as nmtkit translate --n-best: where constraints were given, those that miss "
         "one are left out, but the first), each with the fields asked for")
+    constraints_met: list[bool] | None = Field(
+        default=None, description='with "constraints": per translation, whether it contains '
+        "every constraint phrase of its text (phrases that cannot fit in the output cap are "
+        "refused with a 422 naming constraints.N)")
 
 
 class ErrorResponse(BaseModel):
