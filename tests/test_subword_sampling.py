@@ -95,7 +95,8 @@ def test_alpha_zero_changes_nothing():
     vocabs = build_vocabularies(off, pairs_of(par))
     seen = {p for s, t in zip(par.src, par.tgt, strict=True)
             for p in vocabs.src_tok.encode(s) + vocabs.tgt_tok.encode(t)}
-    assert set(vocabs.src_vocab.itos[4:]) == seen  # only the pieces the corpus uses, as before
+    # only the pieces the corpus uses, as before, and data.byte_fallback's byte pieces
+    assert set(vocabs.src_vocab.itos[4:]) == seen | set(vocabs.src_tok.byte_pieces())
     on = build_vocabularies(data_cfg(), pairs_of(par))
     tok = on.src_tok
     assert isinstance(tok, SentencePieceTokenizer)

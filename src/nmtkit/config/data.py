@@ -72,6 +72,12 @@ class DataConfig:
     among all of them (forward-filtering backward-sampling). ``bpe``: must stay -1."""
     vocab_size: int = 8000
     """SentencePiece vocabulary size (joint over both languages when ``joint_vocab``)."""
+    byte_fallback: bool = True
+    """SentencePiece: a character the pieces lack is encoded as its UTF-8 bytes (256 byte
+    pieces on top of ``vocab_size``) instead of ``<unk>``, so every text has an encoding that
+    decodes back to it. Training text seldom needs them (every character seen in training
+    gets a piece), so a model rarely learns to write them: ``decode.protect_spans`` is what
+    carries unseen characters over. Models trained before keep their tokenizer."""
     joint_vocab: bool = True
     """One vocabulary for source and target (needed to tie all three embeddings)."""
     min_freq: int = 2

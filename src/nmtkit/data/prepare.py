@@ -88,6 +88,8 @@ def build_vocabularies(cfg: DataConfig, pairs: PairSource) -> Vocabularies:
     # data.subword_alpha: sampled segmentations use pieces that the deterministic one may
     # never produce on this corpus (e.g. a BPE merge that is always merged further): keep all.
     src_keep, tgt_keep = set(tags), set()
+    for keep, tok in ((src_keep, src_tok), (tgt_keep, tgt_tok)):  # data.byte_fallback
+        keep |= set(tok.byte_pieces()) if isinstance(tok, SentencePieceTokenizer) else set()
     if cfg.subword_alpha > 0:
         src_keep |= set(src_tok.pieces()) if isinstance(src_tok, SentencePieceTokenizer) else set()
         tgt_keep |= set(tgt_tok.pieces()) if isinstance(tgt_tok, SentencePieceTokenizer) else set()

@@ -51,6 +51,9 @@ class Tokenizer(Protocol):
 SPM_SEED = 1234
 """Seed for SentencePiece's random generator (training is also run without shuffling)."""
 
+BYTE_PIECES = tuple(f"<0x{b:02X}>" for b in range(256))
+"""The pieces of SentencePiece's byte fallback, one per byte value."""
+
 
 class SentencePieceTokenizer:
     """Subword tokenizer (Kudo & Richardson 2018), BPE or unigram.
@@ -79,11 +82,17 @@ class SentencePieceTokenizer:
         lowercase: bool = False,
         input_sentence_size: int = 2_000_000,
         num_threads: int = 1,
+        byte_fallback: bool = False,
     ) -> SentencePieceTokenizer:
         """Train on ``lines`` in memory; the same input always gives the same model bytes.
 
         ``vocab_size`` is a soft limit (``hard_vocab_limit=False``): a corpus too
         small to reach it yields a smaller vocabulary instead of an error.
+        ``byte_fallback``: a character without a piece is written as the pieces of its
+        UTF-8 bytes (``<0xF0>``...; SentencePiece's byte fallback)
+        instead of ``<unk>``, so that every text encodes and decodes back unchanged. The
+        256 byte pieces come on top of ``vocab_size``: the pieces learned from the text,
+        and so every text's segmentation, are those of a model without them.
         Only the first ``input_sentence_size`` non-empty lines are used (no
         random sampling, for determinism).  Keep ``num_threads=1`` for
         reproducible models: with more threads unigram's pieces and scores
@@ -104,8 +113,9 @@ class SentencePieceTokenizer:
                 sentence_iterator=iter(sentences),
                 model_writer=buf,
                 model_type=model_type,
-                vocab_size=vocab_size,
+                vocab_size=vocab_size + (len(BYTE_PIECES) if byte_fallback else 0),
                 character_coverage=1.0,
+                byte_fallback=byte_fallback,
                 hard_vocab_limit=False,
                 input_sentence_size=input_sentence_size,
                 shuffle_input_sentence=False,
@@ -126,6 +136,12 @@ class SentencePieceTokenizer:
     def pieces(self) -> list[str]:
         """Every piece of the model, in SentencePiece id order (``<unk>`` first)."""
         return [self.sp.IdToPiece(i) for i in range(self.sp.GetPieceSize())]
+
+    def byte_pieces(self) -> list[str]:
+        """The 256 byte pieces (``<0x00>`` ... ``<0xFF>``) of a model trained with
+        ``byte_fallback``; ``[]`` for one without (a model from before, or ``data.byte_fallback:
+        false``). The vocabulary keeps them although the training text may never use them."""
+        return [p for i, p in enumerate(self.pieces()) if self.sp.IsByte(i)]
 
     def encode(self, text: str) -> list[str]:
         if self.lowercase:
@@ -348,6 +364,7 @@ def train_tokenizers(
                 vocab_size=cfg.vocab_size,
                 model_type=cfg.spm_model_type,
                 lowercase=cfg.lowercase,
+                byte_fallback=cfg.byte_fallback,
             )
 
         if cfg.joint_vocab:
