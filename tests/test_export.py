@@ -15,6 +15,7 @@ import re
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +32,11 @@ from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  
 from nmtkit.data.vocab import BOS, Vocab  # noqa: E402
 from nmtkit.decode.beams import length_caps  # noqa: E402
 from nmtkit.decode.options import TranslateOptions  # noqa: E402
-from nmtkit.decode.translator import Translator  # noqa: E402
+from nmtkit.decode.translator import TargetTextError, Translator  # noqa: E402
 from nmtkit.export import ExportError  # noqa: E402
 from nmtkit.export.ctranslate2 import (  # noqa: E402
     CTranslate2Translator,
+    export_attention,
     export_ctranslate2,
     length_cap,
 )
@@ -42,7 +44,14 @@ from nmtkit.models import build_model  # noqa: E402
 
 from .helpers import COPY_VARIANTS as VARIANTS  # noqa: E402
 from .helpers import COPY_VOCAB as VOCAB  # noqa: E402
-from .helpers import ROOT, copy_config, exported_copy_model, nmtkit_log_prob, save_tiny_checkpoint  # noqa: E402
+from .helpers import (  # noqa: E402
+    ROOT,
+    copy_config,
+    exported_copy_model,
+    nmtkit_log_prob,
+    save_tiny_checkpoint,
+    train_copy,
+)
 from .helpers import copy_sentences as sentences  # noqa: E402
 
 
@@ -210,6 +219,95 @@ def test_one_shared_call_gives_each_sentence_its_own_cap(copy_export):
             a = tr.translate([line], TranslateOptions(beam=beam, max_length=max_length))[0]
             assert t[0].tokens == a[0].tokens, (beam, line)
             assert t[0].score == pytest.approx(a[0].score, abs=1e-4)
+
+
+def assert_same_extras(o, t, capped: bool):
+    """A translation of both engines with the same tokens: the same token log-probabilities,
+    source attention (rows: the tokens and </s>; columns: the source tokens and </s>, in
+    reading order), alignments, and score (but at the cap, where nmtkit pays for </s>)."""
+    if not capped:
+        assert t.score == pytest.approx(o.score, abs=1e-3)
+        assert t.log_prob == pytest.approx(o.log_prob, abs=1e-3)
+    if not o.src_tokens:  # an empty line: nothing searched, nothing to show
+        assert t.token_log_probs is None and t.attention is None and not t.alignment
+        return
+    assert t.token_log_probs == pytest.approx(o.token_log_probs, abs=2e-4)
+    assert t.alignment == o.alignment
+    assert t.attention.shape == (len(t.tokens) + 1, len(t.src_tokens) + 1)
+    n, s = t.attention.shape
+    torch.testing.assert_close(t.attention, o.attention[:n, :s], atol=1e-4, rtol=0)
+
+
+def test_prefixes_n_best_scores_attention_and_alignments_equal_nmtkit(copy_export):
+    """What the server asks of an engine besides the text, from both engines: the same
+    wherever the outputs are the same (every greedy output; most of each beam's n best), in
+    batches of several sentences (where CTranslate2's beam search mixes up the first step's
+    attention: the export's comes from forced decoding)."""
+    ckpt, out = copy_export
+    bundle = load_bundle(ckpt)
+    ours_tr, theirs_tr = Translator.from_bundle(bundle), CTranslate2Translator(out, intra_threads=1)
+    lines = sentences(14, seed=5) + [""]
+    prefixes = [" ".join(line.split()[:i % 3]) for i, line in enumerate(lines)]
+    for beam, n_best, pre in ((1, 1, False), (1, 1, True), (4, 3, False), (4, 3, True)):
+        options = TranslateOptions(beam=beam, n_best=n_best, batch_size=6, token_scores=True,
+                                   need_attention=True, alignments=True,
+                                   prefixes=prefixes if pre else None)
+        ours, theirs = ours_tr.translate(lines, options), theirs_tr.translate(lines, options)
+        same = 0
+        for line, p, os_, ts in zip(lines, prefixes, ours, theirs, strict=True):
+            assert len(ts) == n_best
+            if pre:
+                assert all(t.tokens[:len(p.split())] == p.split() for t in ts)
+            for o, t in zip(os_, ts, strict=True):
+                if o.tokens == t.tokens:
+                    same += 1
+                    cap = length_cap(len(line.split()) + 1, bundle.cfg.decode) - 1
+                    assert_same_extras(o, t, capped=len(t.tokens) >= max(cap, len(p.split())))
+        assert same == len(lines) if beam == 1 else same >= 0.75 * n_best * len(lines), (beam, same)
+
+
+def test_the_export_returns_the_attention_decode_names(tmp_path):
+    """``decode.alignment_layer``/``alignment_head`` go into the export (CTranslate2's
+    alignment_layer/alignment_heads): layer 0, head 0 gives nmtkit's layer 0, head 0; another
+    layer or head is refused with the reason, and constraints with theirs."""
+    cfg = copy_config("post", True, False, False)
+    cfg = replace(cfg, decode=replace(cfg.decode, alignment_layer=0, alignment_head=0))
+    torch.manual_seed(0)
+    model = build_model(cfg.model, len(VOCAB), len(VOCAB))
+    train_copy(model, steps=60)
+    tok = WhitespaceTokenizer()
+    ckpt = save_tiny_checkpoint(tmp_path / "model.pt", cfg, tok, tok, VOCAB, VOCAB, model)
+    out = export_ctranslate2(ckpt, tmp_path / "ct2")
+    assert json.loads((out / "nmtkit.json").read_text())["attention"] == {"layer": 0, "head": 0}
+    tr = CTranslate2Translator(out, intra_threads=1)
+    lines = sentences(6, seed=8)
+    options = TranslateOptions(beam=4, batch_size=3, need_attention=True, alignments=True)
+    ours = Translator.from_bundle(load_bundle(ckpt)).translate(lines, options)
+    for o, t in zip(ours, tr.translate(lines, options), strict=True):
+        if o[0].tokens == t[0].tokens:
+            assert t[0].alignment == o[0].alignment
+            n, s = t[0].attention.shape
+            torch.testing.assert_close(t[0].attention, o[0].attention[:n, :s], atol=1e-4, rtol=0)
+    assert tr.unsupported(replace(options, alignment_layer=0, alignment_head=0)) is None
+    with pytest.raises(ValueError, match=r"alignment layer 1, head -1: this export returns the source "
+                                         r"attention of decoder layer 0 \(head 0\) only"):
+        tr.translate(lines, replace(options, alignment_layer=1, alignment_head=-1))
+    with pytest.raises(ValueError, match="CTranslate2 has no lexically constrained search"):
+        tr.translate(lines, TranslateOptions(constraints=[["w1"]] * len(lines)))
+    assert export_attention({}) == (-1, 0)  # an export made before: CTranslate2's default
+
+
+def test_an_unknown_prefix_token_is_refused_as_nmtkit_refuses_it(copy_export):
+    ckpt, out = copy_export
+    lines, prefixes = ["w1 w2", "w3"], ["w1", "w1 <s> zz"]
+    with pytest.raises(TargetTextError) as ours:
+        Translator.from_bundle(load_bundle(ckpt)).translate(lines, TranslateOptions(prefixes=prefixes))
+    with pytest.raises(TargetTextError) as theirs:
+        CTranslate2Translator(out, intra_threads=1).translate(lines, TranslateOptions(prefixes=prefixes))
+    assert (theirs.value.field, theirs.value.index, theirs.value.problem) == (
+        ours.value.field, ours.value.index, ours.value.problem) == (
+        "prefixes", 1, ours.value.problem)
+    assert "'<s>', 'zz'" in theirs.value.problem
 
 
 # --- int8, SentencePiece, refusals, the command line --------------------------------------------

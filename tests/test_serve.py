@@ -99,8 +99,7 @@ def test_translate_returns_prefixes_scores_and_alignments_on_request(client, cop
     assert bad.status_code == 422 and "1 given for 3 texts" in bad.json()["detail"]
     cons = client.post("/v1/translate", json={"texts": texts, "beam": 3,
                                               "constraints": [["8 8"], [], ["2"]]}).json()
-    assert set(cons) == {"translations", "constraints_met"} and "8 8" in cons["translations"][0]
-    assert cons["constraints_met"] == [True, True, True]
+    assert set(cons) == {"translations"} and "8 8" in cons["translations"][0]
     assert "2" in cons["translations"][2].split()
 
 
@@ -720,7 +719,7 @@ def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode
             assert any(m in response.json()["detail"] for m in (
                 "must not be empty", "nothing to translate", "attention is limited to",
                 "given for", "this model translates into", "target vocabulary has no",
-                "n_best: n_best must be between")), response.text
+                "n_best: ")), response.text
 
     check()
 

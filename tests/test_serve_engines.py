@@ -27,7 +27,7 @@ from nmtkit.serve.app import create_app  # noqa: E402
 from nmtkit.serve.limits import ServeLimits  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .helpers import ROOT, tiny_copy_overrides  # noqa: E402
+from .helpers import ROOT, copy_sentences, exported_copy_model, tiny_copy_overrides  # noqa: E402
 
 TEXTS = ["1 2 3 4 5", "", "7 7 8", "9 1 2 3 4 5 6 7", "3", "10 9 8 7 6 5 4 3 2 1", "5 5 5"]
 
@@ -108,7 +108,7 @@ def test_ctranslate2_engine_health_page_and_attention(ct2_bundle, torch_bundle):
         assert "not available with the ctranslate2 engine" in r.json()["detail"]
         assert "--engine torch" in r.json()["detail"]
         r = c.post("/v1/translate", json={"texts": ["1 2 3"], "confidence": True})
-        assert r.status_code == 501 and "confidence" in r.json()["detail"]
+        assert r.status_code == 200 and len(r.json()["confidence"][0]["coverage"]) == 3, r.text
         page = c.get("/")
         assert page.status_code == 200 and 'id="translate"' in page.text
         assert "state.info.attention !== false" in c.get("/static/app.js").text
@@ -116,6 +116,93 @@ def test_ctranslate2_engine_health_page_and_attention(ct2_bundle, torch_bundle):
         h = c.get("/health").json()
         assert h["engine"] == "torch" and h["attention"] is True and h["device"] == "cpu"
         assert c.post("/v1/attention", json={"text": "1 2 3"}).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def exact_pair(tmp_path_factory):
+    """(checkpoint bundle, its float32 export served by CTranslate2) of a copy model decoded
+    without length penalty (:func:`tests.helpers.copy_config`): both searches rank by log P,
+    so both engines are exact and must agree."""
+    ckpt, out = exported_copy_model(tmp_path_factory.mktemp("exact"), "pre-bias-tied")
+    return load_bundle(ckpt), load_export_bundle(out, compute_type="float32", threads=1)
+
+
+def candidates(body: dict) -> list[list[dict]]:
+    """Per text, its translations as n-best items (one per text where n_best was not asked)."""
+    if "n_best" in body:
+        return body["n_best"]
+    keys = {"translations": "translation", "scores": "score", "token_log_probs": "token_log_probs",
+            "tokens": "tokens", "alignments": "alignment", "confidence": "confidence"}
+    return [[{one: body[many][i] for many, one in keys.items() if many in body}]
+            for i in range(len(body["translations"]))]
+
+
+def test_ctranslate2_engine_serves_prefixes_scores_n_best_alignments_as_torch(exact_pair):
+    """The same request to both engines: the same fields, and the same values wherever the
+    search found the same translation (always with greedy search; most of the n best with
+    beam search, where CTranslate2 keeps finished hypotheses that nmtkit's beam drops)."""
+    torch_bundle, ct2_bundle = exact_pair
+    texts = copy_sentences(12, seed=5) + [""]
+    prefixes = [" ".join(t.split()[:i % 3]) for i, t in enumerate(texts)]
+    extras = {"scores": True, "alignments": True, "confidence": True}
+    caps = [len(t.split()) + 10 for t in texts]  # decode.max_len_a 1, max_len_b 10: tokens + </s>
+    with TestClient(create_app(torch_bundle)) as a, TestClient(create_app(ct2_bundle)) as b:
+        for body, exact in (({"beam": 1, "prefixes": prefixes}, True),
+                            ({"beam": 4, "n_best": 3}, False),
+                            ({"beam": 4, "n_best": 2, "prefixes": prefixes}, False)):
+            request = {"texts": texts, **body, **extras}
+            ours, theirs = a.post("/v1/translate", json=request), b.post("/v1/translate", json=request)
+            assert ours.status_code == theirs.status_code == 200, (ours.text, theirs.text)
+            assert set(theirs.json()) == set(ours.json())
+            assert theirs.json()["src_tokens"] == ours.json()["src_tokens"]
+            same = total = 0
+            for cap, os_, ts in zip(caps, candidates(ours.json()), candidates(theirs.json()),
+                                    strict=True):
+                assert len(ts) == len(os_) == body.get("n_best", 1)
+                for o, t in zip(os_, ts, strict=True):
+                    total += 1
+                    if o["translation"] != t["translation"]:
+                        continue
+                    same += 1
+                    assert set(t) == set(o) and t["tokens"] == o["tokens"]
+                    if len(t["tokens"]) < cap:  # at the cap nmtkit pays for </s>, CTranslate2 stops
+                        assert t["score"] == pytest.approx(o["score"], abs=1e-3)
+                    assert t["token_log_probs"] == pytest.approx(o["token_log_probs"], abs=2e-4)
+                    assert t["alignment"] == o["alignment"]
+                    for key in ("token_probs", "coverage"):
+                        assert t["confidence"][key] == pytest.approx(o["confidence"][key], abs=1e-3)
+            assert same == total if exact else same >= 0.75 * total, (body, same, total)
+            if "prefixes" in body:
+                assert all(c["translation"].startswith(p) for p, cs in zip(prefixes, candidates(
+                    theirs.json()), strict=True) for c in cs)
+
+
+def test_ctranslate2_engine_refuses_only_what_it_cannot_do(exact_pair):
+    """Constraints (CTranslate2 has no constrained search) and another attention than the one
+    exported: a 501 that says why. Bad input is the same 422 from both engines."""
+    torch_bundle, ct2_bundle = exact_pair
+    with TestClient(create_app(torch_bundle)) as a, TestClient(create_app(ct2_bundle)) as b:
+        cons = {"texts": ["w1 w2"], "constraints": [["w3"]]}
+        assert a.post("/v1/translate", json=cons).status_code == 200
+        r = b.post("/v1/translate", json=cons)
+        assert r.status_code == 501 and "no lexically constrained search" in r.json()["detail"]
+        other = {"texts": ["w1 w2"], "alignments": True, "alignment_layer": 0}
+        assert a.post("/v1/translate", json=other).status_code == 200
+        r = b.post("/v1/translate", json=other)
+        assert r.status_code == 501, r.text
+        assert "returns the source attention of the last decoder layer (the heads' mean) only, chosen " \
+               "when it was exported" in r.json()["detail"]
+        last = {"texts": ["w1 w2"], "alignments": True, "alignment_layer": 1, "alignment_head": -1}
+        assert b.post("/v1/translate", json=last).json()["alignments"] == \
+            a.post("/v1/translate", json=last).json()["alignments"]  # layer 1 of 2: the last
+        for bad in ({"texts": ["w1", "w2"], "prefixes": ["w1", "w1 zz"]},
+                    {"texts": ["w1"], "beam": 2, "n_best": 3}):
+            ours, theirs = a.post("/v1/translate", json=bad), b.post("/v1/translate", json=bad)
+            assert ours.status_code == theirs.status_code == 422
+            assert theirs.json() == ours.json()
+        assert "/v1/translate" in b.get("/openapi.json").json()["paths"]
+        documented = b.get("/openapi.json").json()["paths"]["/v1/translate"]["post"]["responses"]
+        assert "501" in documented
 
 
 def test_an_export_without_a_stored_config_is_still_served(copy_export, tmp_path):

@@ -46,12 +46,13 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import ctranslate2
+import torch
 from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import common_spec, transformer_spec
 from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
@@ -61,20 +62,25 @@ from ..checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
 from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig, dec_layers, enc_layers
 from ..data.multilingual import target_tags
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
-from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
+from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK, UNK_TOKEN, Vocab
+from ..decode.attention import reading_order
 from ..decode.choice import candidate_options, choose_all
 from ..decode.options import TranslateOptions
 from ..decode.rerank import require_reverse
 from ..decode.translation import Translation
-from ..decode.translator import TextTranslator, decode_options, text_lines
+from ..decode.translator import (
+    TargetTextError,
+    TextTranslator,
+    alignment_from_attention,
+    decode_options,
+    text_lines,
+)
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
 from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
 from ..models.transformer import PositionalEncoding
 from . import ExportError
 
 if TYPE_CHECKING:
-    import torch
-
     from ..models.attention import MultiHeadAttention
     from ..models.transformer import DecoderLayer, EncoderLayer, PositionwiseFeedForward, Transformer
 
@@ -141,14 +147,29 @@ def check_exportable(bundle_or_arch: Bundle | str, where: str = "<checkpoint>") 
                           "engine does not do; export the left-to-right model")
 
 
-def _architecture(cfg: ModelConfig, where: str) -> transformer_spec.TransformerSpec:
-    """CTranslate2's Transformer for ``cfg``: layers, heads, pre- or post-norm, ReLU, and for
+def exported_attention(cfg: Config) -> tuple[int, int]:
+    """(decoder layer, head) of the source attention the export returns (``return_attention``:
+    alignments, the confidence view's coverage), as ``decode.alignment_layer`` /
+    ``alignment_head`` name one (-1: the last layer; -1: the heads' mean). It is fixed in
+    ``model.bin`` (CTranslate2's ``alignment_layer`` and ``alignment_heads``: the mean of the
+    first k heads), so a head other than 0 or the mean cannot be exported: the mean instead
+    (:func:`transformer_spec_from_bundle` warns)."""
+    layer, head = cfg.decode.alignment_layer, cfg.decode.alignment_head
+    return layer, -1 if head > 0 else head
+
+
+def _architecture(cfg: ModelConfig, where: str,
+                  attention: tuple[int, int] = (-1, -1)) -> transformer_spec.TransformerSpec:
+    """CTranslate2's Transformer for ``cfg``: layers, heads, pre- or post-norm, ReLU, the source
+    attention it returns (``attention``: (layer, head) of :func:`exported_attention`), and for
     ``model.positional: rope`` rotary self-attention in both stacks (Su et al. 2021, Eq. 34:
     every dimension of a head, pairs (2i, 2i+1) interleaved, theta_i = 10000^(-2i/d_k))."""
     layers = (enc_layers(cfg), dec_layers(cfg))
+    layer, head = attention
     arch: dict[str, Any] = {"pre_norm": cfg.norm == "pre", "activation": common_spec.Activation.RELU}
+    aligned = {"alignment_layer": layer, "alignment_heads": cfg.heads if head == -1 else 1}
     if cfg.positional != "rope":
-        return transformer_spec.TransformerSpec.from_config(layers, cfg.heads, **arch)
+        return transformer_spec.TransformerSpec.from_config(layers, cfg.heads, **arch, **aligned)
     if "rotary_dim" not in inspect.signature(transformer_spec.TransformerEncoderSpec.__init__).parameters:
         raise ExportError(f"{where}: model.positional is 'rope', and this ctranslate2 "
                           f"({ctranslate2.__version__}) has no rotary embeddings in an encoder: "
@@ -156,7 +177,7 @@ def _architecture(cfg: ModelConfig, where: str) -> transformer_spec.TransformerS
     rope = {"rotary_dim": 0, "rotary_interleave": True, "rotary_base": ROPE_BASE}
     return transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(layers[0], cfg.heads, **arch, **rope),
-        transformer_spec.TransformerDecoderSpec(layers[1], cfg.heads, **arch, **rope))
+        transformer_spec.TransformerDecoderSpec(layers[1], cfg.heads, **arch, **rope, **aligned))
 
 
 def transformer_spec_from_bundle(bundle: Bundle) -> transformer_spec.TransformerSpec:
@@ -164,7 +185,11 @@ def transformer_spec_from_bundle(bundle: Bundle) -> transformer_spec.Transformer
     where = str(bundle.path) if bundle.path is not None else "<checkpoint>"
     check_exportable(bundle, where)
     cfg, model = bundle.cfg.model, cast("Transformer", bundle.model)
-    spec = _architecture(cfg, where)
+    head = bundle.cfg.decode.alignment_head
+    if head > 0:
+        log.warning("decode.alignment_head is %d: CTranslate2 returns the mean of a layer's first "
+                    "k heads, not head %d alone; the export returns the heads' mean", head, head)
+    spec = _architecture(cfg, where, exported_attention(bundle.cfg))
 
     enc, dec = spec.encoder, spec.decoder
     enc.embeddings[0].weight = _np(model.src_embed.lut.weight)
@@ -427,6 +452,8 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path, quantization
                 # for `nmtkit serve --engine ctranslate2` (name, languages, /health)
                 "config": cfg.to_dict(),
                 "parameters": sum(p.numel() for p in bundle.model.parameters()),
+                # the source attention return_attention gives (alignments, coverage)
+                "attention": dict(zip(("layer", "head"), exported_attention(cfg), strict=True)),
             }
             NmtkitConverter(bundle).convert(str(tmp), quantization=quantization, force=True)
             for name, data in files.items():
@@ -486,16 +513,42 @@ def length_cap(src_len: int, decode: DecodeConfig, max_length: int | None = None
     return cap if max_length is None else min(cap, max_length + 1)
 
 
-def unsupported_options(options: TranslateOptions) -> list[str]:
-    """The fields of ``options`` that :class:`CTranslate2Translator` cannot honour (set to
-    other than their defaults): what nmtkit's own search gives and CTranslate2 does not."""
-    asked = {"prefixes": options.prefixes is not None,
-             "constraints": options.constraints is not None,
-             "token_scores": options.token_scores, "alignments": options.alignments,
-             "need_attention": options.need_attention,
-             "alignment_layer": options.alignment_layer is not None,
-             "alignment_head": options.alignment_head is not None}
-    return [name for name, given in asked.items() if given]
+NO_CONSTRAINTS = ("constraints: CTranslate2 has no lexically constrained search (it can force a "
+                  "translation's beginning, not make it contain a phrase anywhere); nmtkit's own "
+                  "search does it: a checkpoint (.pt), `nmtkit serve --engine torch`")
+"""Why the ctranslate2 engine refuses constraints (the server answers 501 with it)."""
+
+
+def export_attention(meta: dict[str, Any]) -> tuple[int, int]:
+    """(decoder layer, head) of the source attention an export returns, as nmtkit names them
+    (-1: the last layer, the heads' mean): ``nmtkit.json``'s ``attention``
+    (:func:`exported_attention`); an export made before it was recorded returns CTranslate2's
+    default, the first head of the last layer."""
+    att = meta.get("attention")
+    if isinstance(att, dict):
+        return int(att["layer"]), int(att["head"])
+    return -1, 0
+
+
+def _target_vocabulary(model_dir: Path) -> list[str]:
+    """The target tokens in id order (nmtkit's ids: :func:`transformer_spec_from_bundle`)."""
+    for name in ("target_vocabulary", "shared_vocabulary"):
+        if (model_dir / f"{name}.json").is_file():
+            tokens = json.loads((model_dir / f"{name}.json").read_text(encoding="utf-8"))
+            return [str(t) for t in tokens]
+        if (model_dir / f"{name}.txt").is_file():  # ctranslate2 < 3
+            return (model_dir / f"{name}.txt").read_text(encoding="utf-8").splitlines()
+    raise ExportError(f"{model_dir}: no target vocabulary (target_vocabulary.json or "
+                      "shared_vocabulary.json)")
+
+
+def _with_eos_column(rows: list[list[float]]) -> torch.Tensor:
+    """CTranslate2's source attention rows (source tokens only: it leaves out the ``</s>`` it
+    appended) with the ``</s>`` column put back: each row is a softmax over the tokens and
+    ``</s>``, so ``</s>`` has what the tokens leave. (rows, S) -> (rows, S + 1)."""
+    att = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), -1)  # (rows, S)
+    eos = (1.0 - att.sum(dim=1, keepdim=True)).clamp_min(0.0)  # (rows, 1)
+    return torch.cat([att, eos], dim=1)
 
 
 class CTranslate2Translator(TextTranslator):
@@ -507,7 +560,12 @@ class CTranslate2Translator(TextTranslator):
     sentence (CTranslate2's ``max_decoding_length`` is per call: see :meth:`translate`) and
     never returns ``<pad>``/``<s>`` (nmtkit's search cannot produce them).
 
-    Where it can, the result is nmtkit's own, scores included. It differs:
+    It gives what nmtkit's search gives but constraints (:meth:`unsupported`): n-best lists
+    (``num_hypotheses``), forced prefixes (``target_prefix``), token scores (``score_batch``:
+    teacher forcing) and the source attention with alignments and the confidence view's
+    coverage (``return_attention``; of the layer and heads chosen at export,
+    :func:`exported_attention`). Where it can, the result is nmtkit's own, scores included.
+    It differs:
 
     - ``length_penalty``: passed through, but CTranslate2 divides the log-probability by
       ``n ** length_penalty`` where nmtkit divides by the GNMT ``((5 + n) / 6) ** length_penalty``
@@ -526,13 +584,16 @@ class CTranslate2Translator(TextTranslator):
         self.model_dir = Path(model_dir)
         meta = read_meta(self.model_dir)
         self.meta = meta
+        layer, head = export_attention(meta)  # the only attention the export gives
         super().__init__(_load_tokenizer(meta["tokenizers"]["src"], self.model_dir),
                          _load_tokenizer(meta["tokenizers"]["tgt"], self.model_dir),
-                         DecodeConfig(**meta["decode"]), bool(meta["reverse_source"]),
-                         meta.get("max_positions"),
+                         DecodeConfig(**{**meta["decode"], "alignment_layer": layer,
+                                         "alignment_head": head}),
+                         bool(meta["reverse_source"]), meta.get("max_positions"),
                          # languages known only from an export that stores its config
                          target_tags=(target_tags(export_config(meta, self.model_dir).data)
                                       if isinstance(meta.get("config"), dict) else None))
+        self.tgt_vocab = Vocab(_target_vocabulary(self.model_dir))
         self.device = device
         self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
                                                  compute_type=compute_type,
@@ -544,13 +605,68 @@ class CTranslate2Translator(TextTranslator):
         a multilingual model's start with the token of ``tgt_lang``."""
         return self.source_tokens(line, self.target_tag(tgt_lang))
 
+    def unsupported(self, options: TranslateOptions) -> str | None:
+        """Why this engine cannot do what ``options`` ask (``None``: it can): constraints
+        (:data:`NO_CONSTRAINTS`), or the source attention of another layer or head than the
+        one chosen at export (CTranslate2 returns that one only). The server answers 501 with
+        it."""
+        if options.constraints is not None:
+            return NO_CONSTRAINTS
+        if not (options.alignments or options.need_attention):
+            return None
+        have = self.decode_cfg.alignment_layer, self.decode_cfg.alignment_head
+        asked = (have[0] if options.alignment_layer is None else options.alignment_layer,
+                 have[1] if options.alignment_head is None else options.alignment_head)
+        layers, heads = int(self.meta["layers"][1]), int(self.meta["heads"])
+
+        def same(x: tuple[int, int]) -> tuple[int, int]:  # -1 names the last layer, 1 head's mean
+            return (layers - 1 if x[0] == -1 else x[0], 0 if heads == 1 and x[1] == -1 else x[1])
+
+        if same(asked) == same(have):
+            return None
+        layer = "the last decoder layer" if have[0] == -1 else f"decoder layer {have[0]}"
+        what = "the heads' mean" if have[1] == -1 else f"head {have[1]}"
+        return (f"alignment layer {asked[0]}, head {asked[1]}: this export returns the source "
+                f"attention of {layer} ({what}) only, chosen when it was exported "
+                "(decode.alignment_layer/alignment_head); export again with those set, or use "
+                "nmtkit's own search (--engine torch)")
+
+    def target_ids(self, prefixes: Sequence[str] | None,
+                   constraints: Sequence[Sequence[str]] | None, n_lines: int,
+                   max_length: int | None = None) -> tuple[list[list[int]] | None, None]:
+        """(each line's forced prefix as target ids, ``None``), checked as
+        :meth:`Translator.target_ids <nmtkit.decode.translator.Translator.target_ids>` checks
+        them: one per line, text, a :class:`~nmtkit.decode.translator.TargetTextError` naming
+        the line for a token the target vocabulary lacks (CTranslate2 would force ``<unk>``);
+        constraints: a ``ValueError`` (:data:`NO_CONSTRAINTS`)."""
+        if constraints is not None:
+            raise ValueError(NO_CONSTRAINTS)
+        if prefixes is None:
+            return None, None
+        texts = list(text_lines(prefixes, "prefixes"))
+        if len(texts) != n_lines:
+            raise ValueError(f"{len(texts)} prefixes for {n_lines} lines: give one per line "
+                             "(an empty one for none)")
+        forced = []
+        for i, text in enumerate(texts):
+            toks = self.prefix_tokens(text, max_length)
+            ids = [UNK if t in (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN) else self.tgt_vocab.stoi.get(t, UNK)
+                   for t in toks]  # a literal control token is a word the model does not know
+            unknown = list(dict.fromkeys(t for t, j in zip(toks, ids, strict=True) if j == UNK))
+            if unknown:
+                raise TargetTextError("prefixes", i, f"prefix {text.strip()!r}: the model's target "
+                                      f"vocabulary has no {', '.join(map(repr, unknown))} (it would "
+                                      "come out as <unk>); use words the model knows")
+            forced.append(ids)
+        return forced, None
+
     def translate(self, lines: Iterable[str], options: TranslateOptions | None = None, *,
                   exact_caps: bool = True) -> list[list[Translation]]:
         """One list of ``n_best`` :class:`Translation` per input line, in input order, with
-        the exported decoding options, ``options`` replacing some, as
-        :meth:`Translator.translate`. What CTranslate2 does not give (forced prefixes,
-        constraints, token scores, attention, alignments) is a ``ValueError``
-        (:func:`unsupported_options`).
+        the exported decoding options, ``options`` replacing some and asking for more, as
+        :meth:`Translator.translate`: forced prefixes (CTranslate2's ``target_prefix``), token
+        scores, the source attention and alignments (:meth:`_extras`). What CTranslate2 cannot
+        do is a ``ValueError`` (:meth:`unsupported`).
 
         Every sentence is searched in one CTranslate2 call (which batches them by length),
         capped at the largest length cap among them, since CTranslate2's
@@ -560,33 +676,39 @@ class CTranslate2Translator(TextTranslator):
         at the cap); a beam search that reached its sentence's cap is run again at that cap
         (one call per distinct cap, for those sentences only; a beam search that ended before
         its cap keeps its result, unless a hypothesis cut at the cap would have outscored it,
-        which CTranslate2 would rank too). False: the shared cap only.
+        which CTranslate2 would rank too). False: the shared cap only. A forced prefix raises
+        its sentence's cap to fit it, as nmtkit's search does.
 
         ``score`` is CTranslate2's: the log-probability (``</s>`` included) divided by
         ``(len(tokens) + 1) ** length_penalty`` (a hypothesis cut at the length cap has no
         ``</s>``: ``len(tokens) ** length_penalty``); for greedy search the log-probability,
-        as nmtkit's. ``mbr``: minimum Bayes risk decoding over that many candidates, as
-        :meth:`Translator.translate` (each candidate's log-probability recovered from its
-        score, :meth:`_log_prob`). ``decode.rerank``: the candidates reranked with
-        :attr:`reverse` (nmtkit models of the reverse direction), as :meth:`Translator.translate`.
+        as nmtkit's. With a forced prefix it counts the prefix's tokens too, as nmtkit's
+        (CTranslate2's own leaves them out). ``mbr``: minimum Bayes risk decoding over that
+        many candidates, as :meth:`Translator.translate` (each candidate's log-probability
+        recovered from its score, :meth:`_log_prob`). ``decode.rerank``: the candidates
+        reranked with :attr:`reverse` (nmtkit models of the reverse direction), as
+        :meth:`Translator.translate`.
         """
         o = TranslateOptions() if options is None else options
-        unsupported = unsupported_options(o)
-        if unsupported:
-            raise ValueError(f"the ctranslate2 engine does not give {', '.join(unsupported)}: "
-                             "use nmtkit's own (a checkpoint, Translator)")
+        refused = self.unsupported(o)
+        if refused:
+            raise ValueError(f"the ctranslate2 engine cannot do this: {refused}")
         asked, max_length = self.call_options(o)
         cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
         self.target_tag(o.tgt_lang)  # a missing or unknown language: an error before any work
         require_reverse(asked, self.reverse)
         texts = list(text_lines(lines))
         encoded = [self.encode_source(line, o.tgt_lang) for line in texts]
-        # tokens before EOS that each sentence may produce (one length_cap per source length)
+        forced, _ = self.target_ids(o.prefixes, None, len(texts), max_length)
+        prefix = [[self.tgt_vocab.itos[j] for j in ids] for ids in forced] if forced else None
+        # tokens before EOS that each sentence may produce (one length_cap per source length),
+        # raised to fit its forced prefix
         caps: dict[int, int] = {}
         for toks, _ in encoded:
             if len(toks) not in caps:
                 caps[len(toks)] = length_cap(len(toks) + 1, cfg, max_length) - 1
-        steps = [caps[len(toks)] for toks, _ in encoded]
+        steps = [max(caps[len(toks)], len(prefix[i]) if prefix else 0)
+                 for i, (toks, _) in enumerate(encoded)]
         ct2_options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
                            num_hypotheses=cfg.n_best,
                            length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
@@ -597,22 +719,19 @@ class CTranslate2Translator(TextTranslator):
             at most. Suppressing tokens renormalises CTranslate2's softmax over the others,
             which nmtkit does not do (it computes log-probabilities over all tokens, then
             excludes <pad>/<s>): search unconstrained first, then again only where that
-            produced them. ``o.deadline`` is checked before each call: CTranslate2's search
-            cannot be stopped once started (``nmtkit serve`` bounds a request's work up
-            front, :mod:`nmtkit.serve.limits`)."""
-            if o.deadline is not None:
-                o.deadline.check()
+            produced them."""
             sources = [encoded[i][1] for i in idx]
+            starts = [prefix[i] or None for i in idx] if prefix else None
             out = [list(zip(r.hypotheses, r.scores, strict=True))
-                   for r in self.translator.translate_batch(sources, max_decoding_length=n_steps,
+                   for r in self.translator.translate_batch(sources, starts,
+                                                            max_decoding_length=n_steps,
                                                             **ct2_options)]
             redo = [j for j, hyps in enumerate(out) if any(not _NEVER_SET.isdisjoint(h) for h, _ in hyps)]
             if redo:
-                if o.deadline is not None:
-                    o.deadline.check()
-                again = self.translator.translate_batch([sources[j] for j in redo],
-                                                        max_decoding_length=n_steps, **ct2_options,
-                                                        suppress_sequences=[[t] for t in _NEVER])
+                again = self.translator.translate_batch(
+                    [sources[j] for j in redo], [starts[j] for j in redo] if starts else None,
+                    max_decoding_length=n_steps, **ct2_options,
+                    suppress_sequences=[[t] for t in _NEVER])
                 for j, r in zip(redo, again, strict=True):
                     out[j] = list(zip(r.hypotheses, r.scores, strict=True))
             return out
@@ -625,7 +744,8 @@ class CTranslate2Translator(TextTranslator):
         def run(idx: list[int]) -> list[list[Translation]]:
             n_steps = max(steps[i] for i in idx)
             if n_steps == 0:
-                return [[self.translation([], encoded[i][0], 0.0)] * cfg.n_best for i in idx]
+                out: list[list[tuple[list[str], float]]] = [[([], 0.0)] * cfg.n_best for _ in idx]
+                return self._extras(idx, out, encoded, steps, prefix, o, cfg)
             out = search(idx, n_steps)
             # sentences whose own cap is below the call's and whose search reached it
             reached = [j for j, i in enumerate(idx) if steps[i] < n_steps
@@ -643,12 +763,85 @@ class CTranslate2Translator(TextTranslator):
                 for cap, js in by_cap.items():
                     for j, hyps in zip(js, search([idx[j] for j in js], cap), strict=True):
                         out[j] = hyps
-            return [[self.translation(h, encoded[i][0], float(s),
-                                      log_prob=self._log_prob(h, float(s), steps[i], cfg))
-                     for h, s in hyps] for i, hyps in zip(idx, out, strict=True)]
+            return self._extras(idx, out, encoded, steps, prefix, o, cfg)
 
         return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
                                                batches, run), texts, asked, self.reverse)
+
+    def _extras(self, idx: list[int], out: list[list[tuple[list[str], float]]],
+                encoded: list[tuple[list[str], list[str]]], steps: list[int],
+                prefix: list[list[str]] | None, o: TranslateOptions,
+                cfg: DecodeConfig) -> list[list[Translation]]:
+        """The :class:`Translation` of each sentence's n-best (tokens, score) ``out`` (the
+        sentences ``idx``), with what ``o`` asks for besides the text:
+
+        - token log-probabilities (``token_scores``; and always with a forced prefix, whose
+          tokens CTranslate2's score leaves out): ``score_batch``, teacher forcing, nmtkit's
+          ``token_log_probs`` (the tokens, then ``</s>``); a prefixed sentence's score and
+          ``log_prob`` are recomputed from them (and its list reordered by them);
+        - the source attention (``need_attention``, ``alignments``): :meth:`_source_attention`;
+          alignments from it as nmtkit's (:func:`~nmtkit.decode.translator.alignment_from_attention`).
+        """
+        flat = [(i, toks) for i, hyps in zip(idx, out, strict=True) for toks, _ in hyps]
+        prefixed = {i for i in idx if prefix and prefix[i]}
+        log_probs: list[list[float]] = []
+        if o.token_scores or prefixed:
+            log_probs = [list(r.log_probs) for r in self.translator.score_batch(
+                [encoded[i][1] for i, _ in flat], [toks for _, toks in flat],
+                max_batch_size=cfg.batch_size, max_input_length=0)]
+        attention: list[torch.Tensor] = []
+        if o.need_attention or o.alignments:
+            attention = self._source_attention([encoded[i][1] for i, _ in flat],
+                                               [toks for _, toks in flat], cfg.batch_size)
+        results, k = [], 0
+        for i, hyps in zip(idx, out, strict=True):
+            src_tokens, row = encoded[i][0], []
+            for toks, score in hyps:
+                cut = len(toks) >= steps[i]  # stopped at the cap: no </s>
+                log_prob = self._log_prob(toks, score, steps[i], cfg)
+                if i in prefixed:  # CTranslate2's score leaves the forced tokens out
+                    log_prob = float(sum(log_probs[k][:len(toks)] if cut else log_probs[k]))
+                    n = len(toks) if cut else len(toks) + 1
+                    score = (log_prob / n ** cfg.length_penalty if cfg.beam > 1 and n
+                             else log_prob)
+                att, align = None, None
+                if attention:
+                    att = attention[k]  # (len(toks) + 1, len(src_tokens) + 1), model order
+                    if self.reverse_source:
+                        att = reading_order(att, len(src_tokens), dims=[1])
+                    if o.alignments:
+                        align = alignment_from_attention(att, len(src_tokens), len(toks))
+                row.append(self.translation(
+                    toks, src_tokens, score, att if o.need_attention else None,
+                    token_log_probs=log_probs[k] if o.token_scores else None, alignment=align,
+                    log_prob=log_prob))
+                k += 1
+            if i in prefixed:
+                row.sort(key=lambda t: -t.score)  # (stable: ties keep CTranslate2's order)
+            results.append(row)
+        return results
+
+    def _source_attention(self, sources: list[list[str]], outputs: list[list[str]],
+                          batch_size: int) -> list[torch.Tensor]:
+        """(len(output) + 1, len(source) + 1) source attention of each output given its source,
+        rows the steps that predict its tokens, then ``</s>``; columns the source tokens (in
+        the order the model reads them), then ``</s>``: the layer and heads chosen at export
+        (:func:`exported_attention`).
+
+        From a second pass, greedy decoding forced through the output (``target_prefix``) and
+        one step more (the ``</s>`` row, also for an output stopped at its cap), not from the
+        search: in a batch, CTranslate2's beam search returns the first step's attention of
+        another sentence (ctranslate2 4.x); forced greedy decoding returns every row as
+        nmtkit's teacher forcing computes it."""
+        if not sources:
+            return []
+        results = self.translator.translate_batch(
+            sources, [toks or None for toks in outputs], max_batch_size=batch_size,
+            beam_size=1, max_decoding_length=max(len(t) for t in outputs) + 1,
+            min_decoding_length=0, max_input_length=0, return_attention=True,
+            return_end_token=True)
+        return [_with_eos_column(r.attention[0][:len(toks) + 1])
+                for r, toks in zip(results, outputs, strict=True)]
 
     @staticmethod
     def _log_prob(tokens: list[str], score: float, cap: int, cfg: DecodeConfig) -> float:

@@ -33,25 +33,22 @@ The confidence view (:mod:`nmtkit.decode.confidence`), one object per translatio
 ``coverage`` (per source token, the attention it received over the output, 1 = an even share)
 and ``possible_omissions`` (each below ``low_coverage_threshold``, default
 :data:`~nmtkit.decode.confidence.LOW_COVERAGE`); a request may set both thresholds
-(``"low_probability"``, ``"low_coverage"``). CTranslate2 answers 501 for it, as for every extra.
+(``"low_probability"``, ``"low_coverage"``).
+
+With ``nmtkit serve --engine ctranslate2`` every field above is served as well (forced
+prefixes, scores, n-best, alignments and confidence from the attention the export returns:
+:class:`~nmtkit.export.ctranslate2.CTranslate2Translator`), but for what CTranslate2 cannot
+do, a 501 saying why: constraints (it has no constrained search), another alignment
+layer/head than the one chosen at export, and ``/v1/attention``'s per-layer maps.
 
 Every error is JSON ``{"detail": "<message>"}`` (validation errors add ``"errors"``): bad input
 is a 4xx that says what is wrong, a request past its time limit is a 503. A request whose client
 disconnects before its answer is ready is dropped: its queued work is skipped.
-
-Each request gets a :class:`~nmtkit.decode.deadline.Deadline` from ``--timeout``: its search
-checks it between steps, so a request past its time limit (or whose client left) stops within
-one step instead of keeping the model busy for the requests behind it. The search work a
-request may ask for is bounded in proportion to ``--timeout`` (:mod:`nmtkit.serve.limits`):
-more is a 413 before it queues. Constraint phrases that cannot fit in the output cap
-(with the text's prefix) are a 422 naming ``constraints.N``, and an answer with constraints
-says per text whether they are all in it (``constraints_met``).
 """
 
 import asyncio
 import logging
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -68,9 +65,7 @@ from .. import __version__
 from ..checkpoint import Bundle
 from ..config import ModelConfig, dec_layers
 from ..decode.attention import AXES, layer_head
-from ..decode.choice import candidate_options
 from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, translation_confidence
-from ..decode.deadline import Deadline
 from ..decode.options import TranslateOptions
 from ..decode.sentence_attention import SentenceAttention, sentence_attention
 from ..decode.translation import Translation
@@ -82,7 +77,7 @@ from ..decode.translator import (
     pharaoh,
 )
 from .batcher import MicroBatcher, QueueFull
-from .limits import ServeLimits, work_error
+from .limits import ServeLimits
 from .schemas import ErrorResponse, TranslateResponse, request_models
 from .security import HostAllowList
 
@@ -112,6 +107,25 @@ class ServedBundle(Protocol):
 
     @property
     def engine(self) -> str: ...
+
+
+@runtime_checkable
+class PartialEngine(Protocol):
+    """A translator that cannot do all that nmtkit's own search does (an export's,
+    :class:`nmtkit.export.ctranslate2.CTranslate2Translator`): it says why before any work."""
+
+    def unsupported(self, options: TranslateOptions) -> str | None: ...
+
+
+@runtime_checkable
+class TargetChecks(Protocol):
+    """A translator that checks forced prefixes and constraint phrases against its target
+    vocabulary before the search (``target_ids``: a
+    :class:`~nmtkit.decode.translator.TargetTextError` naming the text)."""
+
+    def target_ids(self, prefixes: Sequence[str] | None,
+                   constraints: Sequence[Sequence[str]] | None, n_lines: int,
+                   max_length: int | None = None) -> object: ...
 
 
 @runtime_checkable
@@ -252,10 +266,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> Any:
     """Await ``coro`` within ``timeout_s``; give up on it if the client disconnects.
 
-    Giving up cancels the request's future, so the batcher skips its queued work and cancels
-    the request's :class:`~nmtkit.decode.deadline.Deadline` (a search that runs stops at its
-    next step). A search that stops at the deadline itself
-    (:class:`~nmtkit.decode.deadline.DeadlineExceeded`, a ``TimeoutError``) is the same 503.
+    Giving up cancels the request's future, so the batcher skips its queued work.
     """
     work = asyncio.ensure_future(asyncio.wait_for(coro, timeout_s))
     gone = asyncio.ensure_future(_until_disconnected(request.receive))
@@ -281,14 +292,12 @@ async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> A
 # --- model calls (run in the batcher's worker thread) -------------------------------------------
 
 def translate_fn(translator: "TextTranslator") -> Callable[..., list[str]]:
-    """The batcher's model call: (texts, beam, max_length[, tgt_lang][, mbr=N][,
-    deadline=D]) -> the best translation of each."""
+    """The batcher's model call: (texts, beam, max_length[, tgt_lang][, mbr=N]) -> the best
+    translation of each."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None,
-                        tgt_lang: str | None = None, *, mbr: int | None = None,
-                        deadline: Deadline | None = None) -> list[str]:
+                        tgt_lang: str | None = None, *, mbr: int | None = None) -> list[str]:
         options = TranslateOptions(beam=beam, batch_size=max(1, len(texts)),
-                                   max_length=max_length, tgt_lang=tgt_lang, mbr=mbr,
-                                   deadline=deadline)
+                                   max_length=max_length, tgt_lang=tgt_lang, mbr=mbr)
         results = translator.translate(texts, options)
         return [r[0].text for r in results]
 
@@ -316,41 +325,39 @@ class ConfidenceRequest:
         return (LOW_PROBABILITY if self.low_probability is None else self.low_probability,
                 LOW_COVERAGE if self.low_coverage is None else self.low_coverage)
 
-    def layer_head(self, translator: Translator) -> tuple[int, int]:
-        """The (layer, head) asked for, else the translator's; ``ValueError`` if the model
-        cannot give it (:func:`~nmtkit.decode.translator.check_model_alignment_choice`)."""
+    def layer_head(self, translator: "TextTranslator") -> tuple[int, int]:
+        """The (layer, head) asked for, else the translator's; ``ValueError`` if nmtkit's
+        model cannot give it (:func:`~nmtkit.decode.translator.check_model_alignment_choice`;
+        another engine says what it cannot give itself, :func:`checked_engine`)."""
         cfg = translator.decode_cfg
         chosen = (cfg.alignment_layer if self.alignment_layer is None else self.alignment_layer,
                   cfg.alignment_head if self.alignment_head is None else self.alignment_head)
-        check_model_alignment_choice(translator.model, *chosen)
+        if isinstance(translator, Translator):
+            check_model_alignment_choice(translator.model, *chosen)
         return chosen
 
     def asked(self) -> bool:
         return self != ConfidenceRequest()
 
 
-def translate_details(translator: Translator, texts: list[str], beam: int,
+def translate_details(translator: "TextTranslator", texts: list[str], beam: int,
                       max_length: int | None, prefixes: list[str] | None,
                       constraints: list[list[str]] | None, scores: bool, alignments: bool,
                       conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
-                      mbr: int | None = None, n_best: int = 1, *,
-                      deadline: Deadline | None = None) -> dict[str, Any]:
+                      mbr: int | None = None, n_best: int = 1) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
     scores, alignments, confidence, ``n_best`` above 1): one direct call outside the
-    micro-batches (stopped at ``deadline``), the fields it asked for (with constraints:
-    ``constraints_met``; with ``n_best``: :func:`n_best_json`)."""
+    micro-batches, the fields it asked for (with ``n_best``: :func:`n_best_json`)."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
     options = TranslateOptions(
         beam=beam, batch_size=max(1, len(texts)), max_length=max_length, prefixes=prefixes,
         constraints=constraints, token_scores=scores or conf.confidence, alignments=alignments,
         need_attention=conf.confidence, alignment_layer=layer, alignment_head=head,
-        tgt_lang=tgt_lang, mbr=mbr, n_best=n_best, deadline=deadline)
+        tgt_lang=tgt_lang, mbr=mbr, n_best=n_best)
     lists = translator.translate(texts, options)
     results = [r[0] for r in lists]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
-    if constraints is not None:
-        out["constraints_met"] = [r.constraints_met for r in results]
     if scores:
         out["scores"] = [r.score for r in results]
         out["token_log_probs"] = [r.token_log_probs or [] for r in results]
@@ -408,9 +415,8 @@ def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> di
 def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam: int, max_length: int | None,
                   max_src_tokens: int, kinds: list[str] | None = None, prefix: str | None = None,
                   conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
-                  mbr: int | None = None, *, deadline: Deadline | None = None) -> dict[str, Any]:
-    """Translate ``text`` (into ``tgt_lang``; starting with ``prefix`` if given; its search
-    stopped at ``deadline``), then return
+                  mbr: int | None = None) -> dict[str, Any]:
+    """Translate ``text`` (into ``tgt_lang``; starting with ``prefix`` if given), then return
     the attention maps of ``bundle.model`` for that translation
     (:func:`nmtkit.decode.attention.sentence_attention`; chosen by MBR among ``mbr``
     candidates where given, as ``/v1/translate`` chooses) as JSON; with ``conf.confidence``
@@ -421,7 +427,7 @@ def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam:
     att = sentence_attention(translator, text, model=bundle.model, beam=beam,
                              max_length=max_length, max_src_tokens=max_src_tokens,
                              prefix=prefix, token_scores=conf.confidence, tgt_lang=tgt_lang,
-                             mbr=mbr, deadline=deadline)
+                             mbr=mbr)
     out = attention_json(att, kinds)
     out["forced_tokens"] = len(translator.prefix_tokens(prefix, None)) if prefix else 0
     hyp = att.translation
@@ -435,7 +441,7 @@ def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam:
     return out
 
 
-def chosen_layer_head(conf: ConfidenceRequest, translator: Translator) -> tuple[int, int]:
+def chosen_layer_head(conf: ConfidenceRequest, translator: "TextTranslator") -> tuple[int, int]:
     """The request's alignment layer/head, checked before any work: a 422 naming the problem
     (the RNN has none to choose, an index past the model's layers or heads)."""
     try:
@@ -484,7 +490,7 @@ def checked_tgt_lang(translator: "TextTranslator", tgt_lang: str | None) -> str 
     return tgt_lang
 
 
-def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_length: int | None,
+def checked_prefixes(translator: "TextTranslator", prefixes: list[str] | None, max_length: int | None,
                      limits: ServeLimits, field: str = "prefixes") -> None:
     """Forced prefixes, checked before any work: a prefix is part of the output, so it counts
     against the output cap (the request's ``max_length``, else the server's
@@ -498,6 +504,19 @@ def checked_prefixes(translator: Translator, prefixes: list[str] | None, max_len
             where = field if field == "prefix" else f"{field}.{i}"
             raise HTTPException(422, f"{where}: {n} target tokens, more than {whose} ({cap}): "
                                      "a forced prefix counts against the output cap")
+
+
+def checked_engine(translator: "TextTranslator", constraints: list[list[str]] | None,
+                   alignments: bool, conf: ConfidenceRequest) -> None:
+    """What the engine cannot do, refused before any work: a 501 with its reason (the
+    ctranslate2 engine: constraints, and the source attention of another layer or head than
+    its export's, :meth:`~nmtkit.export.ctranslate2.CTranslate2Translator.unsupported`)."""
+    if isinstance(translator, PartialEngine):
+        why = translator.unsupported(TranslateOptions(
+            constraints=constraints, alignments=alignments, need_attention=conf.confidence,
+            alignment_layer=conf.alignment_layer, alignment_head=conf.alignment_head))
+        if why:
+            raise HTTPException(501, why)
 
 
 def checked_n_best(translator: "TextTranslator", beam: int, n_best: int, mbr: int | None) -> None:
@@ -527,85 +546,16 @@ def output_cap(asked: int | None, limits: ServeLimits) -> int:
     return limits.max_length if asked is None else asked
 
 
-def model_cap(translator: "TextTranslator", asked: int | None, limits: ServeLimits) -> tuple[int, str]:
-    """(the most output tokens of an answer, what sets it): :func:`output_cap`, lowered to
-    the model's position table where that is smaller (the search cuts every output there)."""
-    cap = output_cap(asked, limits)
-    whose = "the request's max_length" if asked is not None else "the server's --max-length"
-    positions = translator.max_positions
-    if positions is not None and positions - 1 < cap:
-        return positions - 1, "the model's position table"
-    return cap, whose
-
-
-def target_lengths(translator: "TextTranslator", n: int, prefixes: list[str] | None,
-                   constraints: list[list[str]] | None) -> tuple[list[int], list[list[int]]]:
-    """(each text's forced prefix, each text's constraint phrases) in target tokens, as the
-    search takes them (:meth:`~nmtkit.decode.translator.TextTranslator.prefix_tokens`); 0 and
-    [] where none."""
-    pre = [len(translator.prefix_tokens(p, None)) for p in prefixes] if prefixes else [0] * n
-    phrases = ([[len(translator.prefix_tokens(p, None)) for p in cs if p.strip()] for cs in constraints]
-               if constraints else [[] for _ in range(n)])
-    return pre, phrases
-
-
-def checked_constraints_fit(translator: "TextTranslator", prefixes: list[str] | None,
-                            constraints: list[list[str]] | None, max_length: int | None,
-                            limits: ServeLimits) -> None:
-    """Constraint phrases, checked before any work: a text's phrases (and its forced prefix)
-    are all part of its output, so together they must fit in the output cap
-    (:func:`model_cap`); a text whose phrases cannot is a 422 naming ``constraints.N`` (the
-    search would otherwise end at the cap without some of them)."""
-    if not constraints:
-        return
-    cap, whose = model_cap(translator, max_length, limits)
-    pre, phrases = target_lengths(translator, len(constraints), prefixes, constraints)
-    for i, (p, ps) in enumerate(zip(pre, phrases, strict=True)):
-        if ps and sum(ps) + p > cap:
-            prefix = f" and {p} of its prefix" if p else ""
-            raise HTTPException(422, f"constraints.{i}: {sum(ps)} target tokens of constraint "
-                                     f"phrases{prefix}, more than {whose} ({cap}) by "
-                                     f"{sum(ps) + p - cap}: the translation cannot contain them "
-                                     "all; ask for a larger max_length or shorter phrases")
-
-
-def checked_work(translator: "TextTranslator", texts: list[str], beam: int, mbr: int | None,
-                 max_length: int | None, limits: ServeLimits, prefixes: list[str] | None = None,
-                 constraints: list[list[str]] | None = None) -> None:
-    """The search work a request asks for, checked before it queues: more than
-    ``limits.max_work`` (in proportion to ``--timeout``, :mod:`nmtkit.serve.limits`) is a 413
-    saying by how much. Per text: its search steps (the model's length rule on its source
-    tokens, raised to fit its constraints and prefix, at most the output cap, ``</s>``
-    included; none for an empty text), the hypotheses per text (the beam, or MBR's or
-    reranking's candidates, or samples) and its constraint phrases."""
-    cfg = translator.decode_cfg
-    try:
-        asked = candidate_options(decode_options(cfg, beam=beam, mbr=mbr))
-    except ValueError:  # refused later, with its own message
-        asked = cfg
-    width = asked.n_best if asked.sampling else asked.beam
-    cap, _ = model_cap(translator, max_length, limits)
-    positions = translator.max_positions
-    pre, phrases = target_lengths(translator, len(texts), prefixes, constraints)
-    steps = []
-    for text, p, ps in zip(texts, pre, phrases, strict=True):
-        src = len(translator.src_tok.encode(text.strip())) if text.strip() else 0
-        if positions is not None:
-            src = min(src, positions - 1)
-        rule = math.floor(cfg.max_len_a * (src + 1) + cfg.max_len_b)  # as decode.beams.length_caps
-        steps.append(0 if src == 0 else min(cap + 1, max(rule, sum(ps) + p + 1, 1)))
-    error = work_error(steps, width, [len(ps) for ps in phrases], limits)
-    if error is not None:
-        raise HTTPException(413, error)
-
-
-def checked_target_texts(translator: Translator, n: int, prefixes: list[str] | None,
+def checked_target_texts(translator: "TextTranslator", n: int, prefixes: list[str] | None,
                          constraints: list[list[str]] | None = None,
                          field: str = "prefixes") -> None:
     """Forced prefixes and constraint phrases of ``n`` texts, checked before any work as the
-    search will take them (:meth:`~nmtkit.decode.translator.Translator.target_ids`): a
+    search will take them (:meth:`~nmtkit.decode.translator.Translator.target_ids`, an
+    export's :meth:`~nmtkit.export.ctranslate2.CTranslate2Translator.target_ids`): a
     token the model's target vocabulary lacks (it would come out as ``<unk>``) is a 422
     naming the field (``field``: "prefix" for the attention request's one prefix)."""
+    if not isinstance(translator, TargetChecks):
+        return
     try:
         translator.target_ids(prefixes, constraints, n)
     except TargetTextError as e:
@@ -686,36 +636,29 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     app.add_exception_handler(StarletteHTTPException, on_http_error)  # type: ignore[arg-type]
 
     # The request models are classes built at run time (bounded by ``limits``): no static type.
-    @app.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS,
+    @app.post("/v1/translate", response_model=TranslateResponse,
+              responses={**ERRORS, 501: {"model": ErrorResponse}},
               response_model_exclude_none=True, summary="Translate sentences (in order)")
     async def translate(req: TranslateRequest,  # type: ignore[valid-type]
                         request: Request) -> TranslateResponse | Response:
-        deadline = Deadline.after(limits.timeout_s)  # its search stops there
         extras = (req.prefixes, req.constraints, req.scores, req.alignments)  # type: ignore[attr-defined]
         conf = ConfidenceRequest.of(req)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
         checked_mbr(translator, req.mbr)  # type: ignore[attr-defined]
         checked_n_best(translator, req.beam, req.n_best, req.mbr)  # type: ignore[attr-defined]
         if any(x is not None and x is not False for x in extras) or conf.asked() or req.n_best > 1:  # type: ignore[attr-defined]
-            if not isinstance(translator, Translator):
-                raise HTTPException(501, "prefixes, constraints, scores, alignments and confidence "
-                                         "need the PyTorch engine")
+            checked_engine(translator, req.constraints, req.alignments, conf)  # type: ignore[attr-defined]
             chosen_layer_head(conf, translator)
             checked_prefixes(translator, req.prefixes, req.max_length, limits)  # type: ignore[attr-defined]
             checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
                                  req.constraints)  # type: ignore[attr-defined]
-            checked_constraints_fit(translator, req.prefixes, req.constraints,  # type: ignore[attr-defined]
-                                    req.max_length, limits)  # type: ignore[attr-defined]
-            checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
-                         req.prefixes, req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
                                output_cap(req.max_length, limits), *extras, conf, tgt_lang,  # type: ignore[attr-defined]
-                               req.mbr, req.n_best, deadline=deadline)  # type: ignore[attr-defined]
+                               req.mbr, req.n_best)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
             return detail if isinstance(detail, Response) else TranslateResponse(**detail)
-        checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits)  # type: ignore[attr-defined]
         job = batcher.submit(req.texts, req.beam, output_cap(req.max_length, limits), tgt_lang,  # type: ignore[attr-defined]
-                             req.mbr, deadline=deadline)  # type: ignore[attr-defined]
+                             req.mbr)  # type: ignore[attr-defined]
         out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
 
@@ -730,7 +673,6 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                                      "the checkpoint (.pt) with --engine torch to see them")
         if not hasattr(bundle.model, "attention_maps"):
             raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
-        deadline = Deadline.after(limits.timeout_s)  # its search stops there
         conf = ConfidenceRequest.of(req)
         chosen_layer_head(conf, translator)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
@@ -739,12 +681,10 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
             checked_prefixes(translator, [req.prefix], req.max_length, limits,  # type: ignore[attr-defined]
                              field="prefix")
             checked_target_texts(translator, 1, [req.prefix], field="prefix")  # type: ignore[attr-defined]
-        checked_work(translator, [req.text], req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
-                     None if req.prefix is None else [req.prefix])  # type: ignore[attr-defined]
         work = batcher.run(attention_for, bundle, translator,
                            req.text, req.beam, output_cap(req.max_length, limits),  # type: ignore[attr-defined]
                            limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]
-                           req.prefix, conf, tgt_lang, req.mbr, deadline=deadline)  # type: ignore[attr-defined]
+                           req.prefix, conf, tgt_lang, req.mbr)  # type: ignore[attr-defined]
         try:
             result: dict[str, Any] | Response = await in_time(request, work, limits.timeout_s)
             return result
