@@ -71,10 +71,10 @@ def test_a_full_disk_keeps_the_back_translations_and_names_where(tmp_path, rever
 
     import nmtkit.io
 
-    def full(path, text):
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    def full(fd):  # the data does not reach the disk: ENOSPC, naming no file, as fsync says it
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(nmtkit.io, "atomic_write_text", full)
+    monkeypatch.setattr(nmtkit.io.os, "fsync", full)
     mono = tmp_path / "mono.de"
     mono.write_text("".join(line + "\n" for line in MONO))
     assert cli_main(["backtranslate", "--model", str(reverse_model), "-i", str(mono),

@@ -437,3 +437,58 @@ def test_fine_tuning_on_data_the_parents_vocabulary_misses_is_a_warning(copy_run
         assert "sentencepiece" in text and "without --init-from" in text
     else:
         assert said[0].levelno == logging.INFO and "0.00% of source" in said[0].getMessage()
+
+
+# --- decided: backtranslate and distill replace both files or neither --------------------------
+
+@pytest.mark.parametrize("fails", ["writing the second file", "renaming the second file"])
+def test_backtranslate_replaces_both_files_or_neither(copy_run, tmp_path, monkeypatch, capsys,
+                                                      fails):
+    """The two files were written one after the other: a failure on the second left the pair
+    half-replaced (new back-translations beside the old monolingual lines, misaligned)."""
+    (tmp_path / "mono.de").write_text("1 2 3\n4 5\n")
+    (tmp_path / "synth.en").write_text("old translations\n")
+    (tmp_path / "synth.de").write_text("old lines\n")
+    before = files_of(tmp_path)
+    if fails == "writing the second file":
+        fill_the_disk(monkeypatch, tmp_path, names=".synth.de.*")
+    else:
+        real_replace = os.replace
+
+        def replace(src, dst):
+            if str(dst).endswith("synth.de") and ".tmp" in str(src):
+                raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
+            return real_replace(src, dst)
+
+        monkeypatch.setattr(os, "replace", replace)
+    err = refused(capsys, ["backtranslate", "--model", str(copy_run / "last.pt"),
+                           "-i", str(tmp_path / "mono.de"), "-o", str(tmp_path / "synth")],
+                  f"{tmp_path / 'synth.de'}: cannot write the monolingual lines")
+    assert files_of(tmp_path) == before  # both old files, and no temporary or backup file
+    kept = [Path(k.split(",")[0].strip()) for k in err.split("kept in ")[1:]]
+    assert [k.read_text().count("\n") for k in kept] == [2, 2]  # both new texts, kept
+    monkeypatch.undo()
+    assert cli_main(["backtranslate", "--model", str(copy_run / "last.pt"),
+                     "-i", str(tmp_path / "mono.de"), "-o", str(tmp_path / "synth")]) == 0
+    assert (tmp_path / "synth.de").read_text() == "1 2 3\n4 5\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_distill_replaces_both_files_or_neither(copy_run, tmp_path, monkeypatch, capsys):
+    from nmtkit.checkpoint import load_bundle
+    from nmtkit.config import DataConfig
+    from nmtkit.decode.translator import Translator
+    from nmtkit.io import OutputError
+    from nmtkit.train.distill import distill
+
+    for lang in ("de", "en"):
+        (tmp_path / f"corpus.{lang}").write_text("1 2\n3 4\n")
+        (tmp_path / f"out.{lang}").write_text("old\n")
+    data = DataConfig(corpus="parallel", train=str(tmp_path / "corpus"),
+                      valid=str(tmp_path / "corpus"), src_lang="de", tgt_lang="en")
+    tr = Translator.from_bundle(load_bundle(copy_run / "last.pt"))
+    before = files_of(tmp_path)
+    fill_the_disk(monkeypatch, tmp_path, names=".out.en.*")
+    with pytest.raises(OutputError, match=r"out\.en: cannot write the teacher's translations"):
+        distill(tr, data, tmp_path / "out")
+    assert files_of(tmp_path) == before

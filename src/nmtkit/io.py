@@ -14,7 +14,7 @@ try:  # advisory locks: POSIX only; elsewhere builds simply are not serialised
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -219,6 +219,88 @@ def write_or_keep(path: str | Path, text: str, what: str) -> None:
             f.write(text)
         raise OutputError(f"{path}: cannot write the {what} ({e.strerror or e}); they were "
                           f"kept in {kept}") from None
+
+
+def write_all_or_keep(files: Sequence[tuple[str | Path, str, str]]) -> None:
+    """Write files that belong together, ``(path, text, what)`` each (a back-translated pair:
+    line i of one answers line i of the other): all are replaced, or none.
+
+    Each text goes to a temporary file beside its target (its real path,
+    :func:`written_path`) and is flushed to disk; then each existing target gets a backup
+    (a hard link, else a copy) and the temporary files are renamed over the targets one by
+    one, each rename atomic as in :func:`atomic_open`. If a write, a backup or a rename
+    fails, the renames done are undone from the backups, every temporary file and backup is
+    removed, and :class:`OutputError` names the file that failed and why, and where each
+    text was kept instead (a temporary file of the system's, as :func:`write_or_keep` does
+    for one file)."""
+    staged: list[tuple[Path, str]] = []  # (target, its temporary file)
+    backups: list[str | None] = []
+    current = 0  # the file being written, backed up or renamed
+    try:
+        for k, (path, text, _) in enumerate(files):
+            current = k
+            target = written_path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_dir():
+                raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            staged.append((target, tmp))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fchmod(f.fileno(), _new_file_mode(target))
+                os.fsync(f.fileno())
+        for k, (target, _) in enumerate(staged):
+            current = k
+            backups.append(_backup(target))
+        done = 0
+        try:
+            for k, (target, tmp) in enumerate(staged):
+                current = k
+                os.replace(tmp, target)
+                done += 1
+        except BaseException:
+            for (target, _), backup in zip(staged[:done], backups[:done], strict=True):
+                if backup is None:
+                    target.unlink(missing_ok=True)
+                else:
+                    os.replace(backup, target)
+            raise
+        for parent in dict.fromkeys(target.parent for target, _ in staged):
+            _fsync_dir(parent)
+    except OSError as e:
+        kept = []
+        for _, text, what in files:
+            fd, at = tempfile.mkstemp(prefix="nmtkit-", suffix=".txt")
+            with open(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            kept.append(f"the {what} were kept in {at}")
+        path, _, what = files[current]
+        raise OutputError(f"{path}: cannot write the {what} ({e.strerror or e}); none of the "
+                          f"{len(files)} files was replaced: {', '.join(kept)}") from None
+    finally:
+        for _, tmp in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        for backup in backups:
+            if backup is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(backup)
+
+
+def _backup(target: Path) -> str | None:
+    """A second name beside ``target`` for what it holds now (``None``: nothing there), to
+    put back if a later step fails: a hard link, or a copy where links are not supported."""
+    if not target.exists():
+        return None
+    fd, backup = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+    os.close(fd)
+    os.unlink(backup)
+    try:
+        os.link(target, backup)
+    except OSError:
+        shutil.copy2(target, backup)
+    return backup
 
 
 def atomic_save(path: str | Path, writer: Callable[[IO[Any]], None]) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import DataConfig
 from ..decode.translator import TextTranslator
-from ..io import check_file_prefix, write_or_keep
+from ..io import check_file_prefix, write_all_or_keep
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
                   prefix: str | Path, tgt_lang: str | None = None) -> BackTranslation:
     """Translate the monolingual ``lines`` (target language of the forward direction, the
     source language of the ``reverse`` model) and write the synthetic pairs, line-aligned,
-    each file atomically. Blank lines are dropped; surrounding whitespace is stripped.
+    both files or neither. Blank lines are dropped; surrounding whitespace is stripped.
     ``tgt_lang``: the language a model of ``data.directions`` translates into (``reverse``
     then reads that one direction: :func:`nmtkit.data.multilingual.evaluation_direction`)."""
     check_file_prefix(prefix, "output prefix")
@@ -67,8 +67,8 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
         raise ValueError(f"the reverse model translates {reverse.src_lang} into itself: "
                          "back-translation needs two languages")
     hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
-    write_or_keep(src_file, "".join(h + "\n" for h in hyps), "back-translations")
-    write_or_keep(tgt_file, "".join(line + "\n" for line in kept), "monolingual lines")
+    write_all_or_keep([(src_file, "".join(h + "\n" for h in hyps), "back-translations"),
+                       (tgt_file, "".join(line + "\n" for line in kept), "monolingual lines")])
     result = BackTranslation(src_file, tgt_file, len(kept), len(mono) - len(kept),
                              sum(1 for h in hyps if not h.strip()))
     log.info("back-translated %d lines (%d blank dropped, %d empty translations) into %s, %s",

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..config import DataConfig
 from ..data.corpora import load_parallel, split_files
 from ..decode.translator import TextTranslator
-from ..io import check_file_prefix, refuse_overwriting_inputs, write_or_keep
+from ..io import check_file_prefix, refuse_overwriting_inputs, write_all_or_keep
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
             split: str | None = None, models: Iterable[str | Path] = ()) -> Distillation:
     """Translate the sources of ``split`` (default: the teacher's training split,
     ``data.train``) of the teacher's corpus and write the distilled pairs, line-aligned,
-    each file atomically. Refused before any work: output files that are the split's own
+    both files or neither. Refused before any work: output files that are the split's own
     files (``-o`` equal to the split's prefix would replace its references with the
     teacher's translations), or the teacher's checkpoints ``models`` (``-o runs/t/best`` of
     a teacher into Portuguese would write ``best.pt``)."""
@@ -66,8 +66,8 @@ def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
                               "output prefix")
     sources = load_parallel(data, split).src
     hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(sources)]
-    write_or_keep(src_file, "".join(s + "\n" for s in sources), "training sources")
-    write_or_keep(tgt_file, "".join(h + "\n" for h in hyps), "teacher's translations")
+    write_all_or_keep([(src_file, "".join(s + "\n" for s in sources), "training sources"),
+                       (tgt_file, "".join(h + "\n" for h in hyps), "teacher's translations")])
     result = Distillation(src_file, tgt_file, len(sources), sum(1 for h in hyps if not h.strip()))
     log.info("distilled %d pairs (%d empty translations) into %s, %s", result.pairs,
              result.empty_translations, src_file, tgt_file)
