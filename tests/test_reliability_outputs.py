@@ -492,3 +492,37 @@ def test_distill_replaces_both_files_or_neither(copy_run, tmp_path, monkeypatch,
     with pytest.raises(OutputError, match=r"out\.en: cannot write the teacher's translations"):
         distill(tr, data, tmp_path / "out")
     assert files_of(tmp_path) == before
+
+
+# --- decided: a long line at a beam without early stopping -------------------------------------
+
+def test_a_long_line_at_a_beam_without_early_stopping_is_warned_of(copy_bundle, monkeypatch,
+                                                                   caplog):
+    """One 10,000-character line at beam 2 took over 100 s where --early-stop took 9 s (the
+    copy model: 900 tokens, 34 s against 0.2 s): without early stopping the other hypotheses
+    run on to the output cap. Such a search is warned of, naming what bounds it."""
+    import dataclasses
+    import logging
+
+    from nmtkit.decode import translator as translator_module
+    from nmtkit.decode.translator import Translator
+
+    monkeypatch.setattr(translator_module, "LONG_SEARCH", 20)
+    line = " ".join(["1", "2", "3"] * 10)  # 30 tokens: an output cap of 1.0 * 31 + 2 = 33
+
+    # the line read whole, its digits as the model's own symbols (where these switches exist)
+    whole = {k: False for k in ("split_sentences", "protect_spans")
+             if hasattr(copy_bundle.cfg.decode, k)}
+
+    def said(**decode):
+        cfg = dataclasses.replace(copy_bundle.cfg.decode, **whole, **decode)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="nmtkit.decode"):
+            Translator.from_bundle(copy_bundle, cfg).translate([line, "1 2"])
+        return [r.getMessage() for r in caplog.records if "early" in r.getMessage()]
+
+    (warning,) = said(beam=2)
+    assert "31 source tokens" in warning and "33 output tokens" in warning
+    assert "--early-stop" in warning and "--max-len-a" in warning
+    assert said(beam=2, early_stop=True) == [] and said(beam=1) == []
+    assert said(beam=2, max_len_a=0.0, max_len_b=10) == []  # a cap that bounds it

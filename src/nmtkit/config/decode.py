@@ -138,6 +138,7 @@ class DecodeConfig:
         c.at_most(MAX_BEAM, "beam", "n_best", "mbr", "rerank")
         c.one_of("mbr_utility", MBR_UTILITIES)
         c.at_most(MAX_LEN_A, "max_len_a")
+        c.at_most(MAX_LENGTH_PENALTY, "length_penalty")
         c.at_most(MAX_POSITIONS, "max_len_b")
         c.at_most(MAX_SEED, "sampling_seed")
         c.require(self.max_len_a > 0 or self.max_len_b > 0, "decode.max_len_a and "
@@ -148,7 +149,6 @@ class DecodeConfig:
                   f"decode.n_best must be in [1, decode.beam = {self.beam}] (any number >= 1 of "
                   f"samples with decode.sampling; up to decode.mbr or decode.rerank candidates "
                   f"with MBR or reranking), got {self.n_best}")
-        c.at_most(MAX_LENGTH_PENALTY, "length_penalty")
         low, high = TEMPERATURE_RANGE
         c.require(low <= self.sampling_temperature <= high, "decode.sampling_temperature must "
                   f"be in [{low:g}, {high:g}], got {self.sampling_temperature:g}")

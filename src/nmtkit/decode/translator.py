@@ -41,6 +41,31 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+LONG_SEARCH = 256
+"""An output cap (tokens) from which a beam search without early stopping is warned of: it
+runs every hypothesis on until it ends or reaches the cap, and one that does not end makes
+the work grow with the cap's square (a copy model's 900-token line at beam 2: 34 s, 0.2 s
+with ``decode.early_stop``; a 10,000-character line of a Multi30k model: 100 s against 9 s)."""
+
+
+def warn_of_a_long_search(cfg: DecodeConfig, src_lengths: Sequence[int],
+                          max_length: int | None) -> None:
+    """A warning when the longest source lets a beam search without early stopping run to
+    :data:`LONG_SEARCH` output tokens or more, naming what bounds it."""
+    if cfg.sampling or cfg.beam == 1 or cfg.early_stop or not src_lengths:
+        return
+    longest = max(src_lengths)
+    cap = max(1, int(cfg.max_len_a * longest + cfg.max_len_b))  # as beams.length_caps
+    cap = cap if max_length is None else min(cap, max_length)
+    if cap >= LONG_SEARCH:
+        log.warning("an input of %d source tokens lets the beam search (beam %d) run to %d "
+                    "output tokens: without early stopping every hypothesis goes on until it "
+                    "ends or reaches that cap, which can take minutes; --early-stop "
+                    "(decode.early_stop) ends each sentence once its n best have ended, "
+                    "--max-len-a/--max-len-b (decode.max_len_a/max_len_b; the server's "
+                    "max_length) lower the cap", longest, cfg.beam, cap)
+
+
 class TargetTextError(ValueError):
     """A forced prefix or constraint phrase that cannot be used. ``field`` ("prefixes" or
     "constraints") and ``index`` (its line, from 0) say where it was given, so that the
@@ -266,6 +291,18 @@ class TextTranslator:
         return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention,
                            token_log_probs, alignment, constraints_met, log_prob)
 
+    def forced_tokens(self, index: int, prefix: str, max_length: int | None) -> list[str]:
+        """The target tokens of line ``index``'s forced prefix. The output cap ``max_length``
+        holds the whole output, prefix included: a longer prefix is a :class:`TargetTextError`
+        (no translation can start with it; the server's 422 says the same). A prefix longer
+        than the length rule (``max_len_a`` x source + ``max_len_b``) stretches the rule."""
+        toks = self.prefix_tokens(prefix, None)
+        if max_length is not None and len(toks) > max_length:
+            raise TargetTextError("prefixes", index, f"prefix of {len(toks)} target tokens, "
+                                  f"more than the output cap ({max_length}): a forced prefix "
+                                  "is part of the output; shorten it")
+        return toks
+
     def prefix_tokens(self, prefix: str, max_length: int | None, what: str = "prefix") -> list[str]:
         """A forced prefix's (or another text of the output's, ``what``: a constraint) target
         tokens (target tokenizer), cut to ``max_length`` with a warning: the output holds no
@@ -286,18 +323,6 @@ class TextTranslator:
                         batch_size: int | None = None, *,
                         tgt_lang: str | None = None) -> list[str]:
         """The best translation of each line, in order (into ``tgt_lang``, see
-    def forced_tokens(self, index: int, prefix: str, max_length: int | None) -> list[str]:
-        """The target tokens of line ``index``'s forced prefix. The output cap ``max_length``
-        holds the whole output, prefix included: a longer prefix is a :class:`TargetTextError`
-        (no translation can start with it; the server's 422 says the same). A prefix longer
-        than the length rule (``max_len_a`` x source + ``max_len_b``) stretches the rule."""
-        toks = self.prefix_tokens(prefix, None)
-        if max_length is not None and len(toks) > max_length:
-            raise TargetTextError("prefixes", index, f"prefix of {len(toks)} target tokens, "
-                                  f"more than the output cap ({max_length}): a forced prefix "
-                                  "is part of the output; shorten it")
-        return toks
-
         :meth:`target_tag`). ``lines``: a list (any iterable) of str; a bare str or bytes is
         a ``TypeError`` (:func:`text_lines`), as are a ``beam`` or ``batch_size`` that is not
         an int (:func:`decode_options`)."""
@@ -362,6 +387,7 @@ class Translator(TextTranslator):
         texts = list(text_lines(lines))
         encoded = [self.encode_source(line, o.tgt_lang) for line in texts]
         forced, phrases = self.target_ids(o.prefixes, o.constraints, len(encoded), max_length)
+        warn_of_a_long_search(cfg, [len(ids) for _, ids in encoded], max_length)
         search_attention = attention and chosen == (-1, -1)  # else a teacher-forced pass
 
         def batches(todo: list[int]) -> Iterable[list[int]]:
