@@ -291,3 +291,19 @@ def test_the_output_check_compares_what_the_writer_writes(tmp_path, monkeypatch)
         (d / "f").write_text("1")
     assert (tmp_path / "x").read_text() == "output\n" and (tmp_path / "made" / "f").exists()
     assert not (tmp_path / "nosuch").exists() and not (tmp_path / "gone").exists()
+
+
+def test_a_full_disk_names_the_file_asked_for_not_a_temporary_one(tmp_path, monkeypatch):
+    """No inode left: creating the temporary file fails, with its random name; the error
+    names the file asked for (``RUN/last.pt: No space left on device``)."""
+    import errno
+    import tempfile
+
+    def no_inode(prefix="", suffix="", dir=None, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(dir, prefix + "x" + suffix))
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_inode)
+    with pytest.raises(OSError) as e:
+        atomic_write_text(tmp_path / "last.pt", "x")
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path / "last.pt")
+    assert list(tmp_path.iterdir()) == []

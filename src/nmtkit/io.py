@@ -84,7 +84,11 @@ def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
     perms = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # (no inode left) the file asked for, not the temporary name
+        e.filename = str(path)
+        raise
     try:
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
