@@ -87,7 +87,7 @@ def build_vocabularies(cfg: DataConfig, pairs: PairSource) -> Vocabularies:
     min_freq = 1 if cfg.tokenizer == "sentencepiece" or cfg.corpus == "copy" else cfg.min_freq
     # data.subword_alpha: sampled segmentations use pieces that the deterministic one may
     # never produce on this corpus (e.g. a BPE merge that is always merged further): keep all.
-    src_keep, tgt_keep = set(tags), set()
+    src_keep, tgt_keep = set(tags), set[str]()
     for keep, tok in ((src_keep, src_tok), (tgt_keep, tgt_tok)):  # data.byte_fallback
         keep |= set(tok.byte_pieces()) if isinstance(tok, SentencePieceTokenizer) else set()
     if cfg.subword_alpha > 0:
