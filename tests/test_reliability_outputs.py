@@ -372,6 +372,13 @@ def test_a_prefix_past_the_output_cap_is_refused_by_the_cli_the_library_and_the_
     with TestClient(create_app(copy_bundle, ServeLimits(max_length=2))) as c:
         r = c.post("/v1/translate", json={"texts": ["1 2"], "prefixes": ["9 9 9"]})
         assert r.status_code == 422 and "prefixes.0: 3 target tokens" in r.text, r.text
+    pytest.importorskip("ctranslate2")
+    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    ct2 = CTranslate2Translator(export_ctranslate2(copy_run / "last.pt", tmp_path / "ct2"),
+                                intra_threads=1)
+    with pytest.raises(TargetTextError, match=r"prefixes\[0\]: prefix of 3 target tokens"):
+        ct2.translate(["1 2"], TranslateOptions(prefixes=["9 9 9"], max_length=2))
 
 
 # --- decided: an empty input -------------------------------------------------------------------

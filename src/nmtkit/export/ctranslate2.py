@@ -649,7 +649,7 @@ class CTranslate2Translator(TextTranslator):
                              "(an empty one for none)")
         forced = []
         for i, text in enumerate(texts):
-            toks = self.prefix_tokens(text, max_length)
+            toks = self.forced_tokens(i, text, max_length)
             ids = [UNK if t in (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN) else self.tgt_vocab.stoi.get(t, UNK)
                    for t in toks]  # a literal control token is a word the model does not know
             unknown = list(dict.fromkeys(t for t, j in zip(toks, ids, strict=True) if j == UNK))
