@@ -99,7 +99,8 @@ def test_translate_returns_prefixes_scores_and_alignments_on_request(client, cop
     assert bad.status_code == 422 and "1 given for 3 texts" in bad.json()["detail"]
     cons = client.post("/v1/translate", json={"texts": texts, "beam": 3,
                                               "constraints": [["8 8"], [], ["2"]]}).json()
-    assert set(cons) == {"translations"} and "8 8" in cons["translations"][0]
+    assert set(cons) == {"translations", "constraints_met"} and "8 8" in cons["translations"][0]
+    assert cons["constraints_met"] == [True, True, True]
     assert "2" in cons["translations"][2].split()
 
 

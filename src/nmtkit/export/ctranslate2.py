@@ -719,7 +719,11 @@ class CTranslate2Translator(TextTranslator):
             at most. Suppressing tokens renormalises CTranslate2's softmax over the others,
             which nmtkit does not do (it computes log-probabilities over all tokens, then
             excludes <pad>/<s>): search unconstrained first, then again only where that
-            produced them."""
+            produced them. ``o.deadline`` is checked before each call: CTranslate2's search
+            cannot be stopped once started (``nmtkit serve`` bounds a request's work up
+            front, :mod:`nmtkit.serve.limits`)."""
+            if o.deadline is not None:
+                o.deadline.check()
             sources = [encoded[i][1] for i in idx]
             starts = [prefix[i] or None for i in idx] if prefix else None
             out = [list(zip(r.hypotheses, r.scores, strict=True))
@@ -728,6 +732,8 @@ class CTranslate2Translator(TextTranslator):
                                                             **ct2_options)]
             redo = [j for j, hyps in enumerate(out) if any(not _NEVER_SET.isdisjoint(h) for h, _ in hyps)]
             if redo:
+                if o.deadline is not None:
+                    o.deadline.check()
                 again = self.translator.translate_batch(
                     [sources[j] for j in redo], [starts[j] for j in redo] if starts else None,
                     max_decoding_length=n_steps, **ct2_options,

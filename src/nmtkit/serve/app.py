@@ -44,10 +44,19 @@ layer/head than the one chosen at export, and ``/v1/attention``'s per-layer maps
 Every error is JSON ``{"detail": "<message>"}`` (validation errors add ``"errors"``): bad input
 is a 4xx that says what is wrong, a request past its time limit is a 503. A request whose client
 disconnects before its answer is ready is dropped: its queued work is skipped.
+
+Each request gets a :class:`~nmtkit.decode.deadline.Deadline` from ``--timeout``: its search
+checks it between steps, so a request past its time limit (or whose client left) stops within
+one step instead of keeping the model busy for the requests behind it. The search work a
+request may ask for is bounded in proportion to ``--timeout`` (:mod:`nmtkit.serve.limits`):
+more is a 413 before it queues. Constraint phrases that cannot fit in the output cap
+(with the text's prefix) are a 422 naming ``constraints.N``, and an answer with constraints
+says per text whether they are all in it (``constraints_met``).
 """
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -65,7 +74,9 @@ from .. import __version__
 from ..checkpoint import Bundle
 from ..config import ModelConfig, dec_layers
 from ..decode.attention import AXES, layer_head
+from ..decode.choice import candidate_options
 from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, translation_confidence
+from ..decode.deadline import Deadline
 from ..decode.options import TranslateOptions
 from ..decode.sentence_attention import SentenceAttention, sentence_attention
 from ..decode.translation import Translation
@@ -77,7 +88,7 @@ from ..decode.translator import (
     pharaoh,
 )
 from .batcher import MicroBatcher, QueueFull
-from .limits import ServeLimits
+from .limits import ServeLimits, work_error
 from .schemas import ErrorResponse, TranslateResponse, request_models
 from .security import HostAllowList
 
@@ -266,7 +277,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> Any:
     """Await ``coro`` within ``timeout_s``; give up on it if the client disconnects.
 
-    Giving up cancels the request's future, so the batcher skips its queued work.
+    Giving up cancels the request's future, so the batcher skips its queued work and cancels
+    the request's :class:`~nmtkit.decode.deadline.Deadline` (a search that runs stops at its
+    next step). A search that stops at the deadline itself
+    (:class:`~nmtkit.decode.deadline.DeadlineExceeded`, a ``TimeoutError``) is the same 503.
     """
     work = asyncio.ensure_future(asyncio.wait_for(coro, timeout_s))
     gone = asyncio.ensure_future(_until_disconnected(request.receive))
@@ -292,12 +306,14 @@ async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> A
 # --- model calls (run in the batcher's worker thread) -------------------------------------------
 
 def translate_fn(translator: "TextTranslator") -> Callable[..., list[str]]:
-    """The batcher's model call: (texts, beam, max_length[, tgt_lang][, mbr=N]) -> the best
-    translation of each."""
+    """The batcher's model call: (texts, beam, max_length[, tgt_lang][, mbr=N][,
+    deadline=D]) -> the best translation of each."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None,
-                        tgt_lang: str | None = None, *, mbr: int | None = None) -> list[str]:
+                        tgt_lang: str | None = None, *, mbr: int | None = None,
+                        deadline: Deadline | None = None) -> list[str]:
         options = TranslateOptions(beam=beam, batch_size=max(1, len(texts)),
-                                   max_length=max_length, tgt_lang=tgt_lang, mbr=mbr)
+                                   max_length=max_length, tgt_lang=tgt_lang, mbr=mbr,
+                                   deadline=deadline)
         results = translator.translate(texts, options)
         return [r[0].text for r in results]
 
@@ -344,20 +360,24 @@ def translate_details(translator: "TextTranslator", texts: list[str], beam: int,
                       max_length: int | None, prefixes: list[str] | None,
                       constraints: list[list[str]] | None, scores: bool, alignments: bool,
                       conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
-                      mbr: int | None = None, n_best: int = 1) -> dict[str, Any]:
+                      mbr: int | None = None, n_best: int = 1, *,
+                      deadline: Deadline | None = None) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
     scores, alignments, confidence, ``n_best`` above 1): one direct call outside the
-    micro-batches, the fields it asked for (with ``n_best``: :func:`n_best_json`)."""
+    micro-batches (stopped at ``deadline``), the fields it asked for (with constraints:
+    ``constraints_met``; with ``n_best``: :func:`n_best_json`)."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
     options = TranslateOptions(
         beam=beam, batch_size=max(1, len(texts)), max_length=max_length, prefixes=prefixes,
         constraints=constraints, token_scores=scores or conf.confidence, alignments=alignments,
         need_attention=conf.confidence, alignment_layer=layer, alignment_head=head,
-        tgt_lang=tgt_lang, mbr=mbr, n_best=n_best)
+        tgt_lang=tgt_lang, mbr=mbr, n_best=n_best, deadline=deadline)
     lists = translator.translate(texts, options)
     results = [r[0] for r in lists]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
+    if constraints is not None:
+        out["constraints_met"] = [r.constraints_met for r in results]
     if scores:
         out["scores"] = [r.score for r in results]
         out["token_log_probs"] = [r.token_log_probs or [] for r in results]
@@ -415,8 +435,9 @@ def attention_json(att: SentenceAttention, kinds: list[str] | None = None) -> di
 def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam: int, max_length: int | None,
                   max_src_tokens: int, kinds: list[str] | None = None, prefix: str | None = None,
                   conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
-                  mbr: int | None = None) -> dict[str, Any]:
-    """Translate ``text`` (into ``tgt_lang``; starting with ``prefix`` if given), then return
+                  mbr: int | None = None, *, deadline: Deadline | None = None) -> dict[str, Any]:
+    """Translate ``text`` (into ``tgt_lang``; starting with ``prefix`` if given; its search
+    stopped at ``deadline``), then return
     the attention maps of ``bundle.model`` for that translation
     (:func:`nmtkit.decode.attention.sentence_attention`; chosen by MBR among ``mbr``
     candidates where given, as ``/v1/translate`` chooses) as JSON; with ``conf.confidence``
@@ -427,7 +448,7 @@ def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam:
     att = sentence_attention(translator, text, model=bundle.model, beam=beam,
                              max_length=max_length, max_src_tokens=max_src_tokens,
                              prefix=prefix, token_scores=conf.confidence, tgt_lang=tgt_lang,
-                             mbr=mbr)
+                             mbr=mbr, deadline=deadline)
     out = attention_json(att, kinds)
     out["forced_tokens"] = len(translator.prefix_tokens(prefix, None)) if prefix else 0
     hyp = att.translation
@@ -546,6 +567,78 @@ def output_cap(asked: int | None, limits: ServeLimits) -> int:
     return limits.max_length if asked is None else asked
 
 
+def model_cap(translator: "TextTranslator", asked: int | None, limits: ServeLimits) -> tuple[int, str]:
+    """(the most output tokens of an answer, what sets it): :func:`output_cap`, lowered to
+    the model's position table where that is smaller (the search cuts every output there)."""
+    cap = output_cap(asked, limits)
+    whose = "the request's max_length" if asked is not None else "the server's --max-length"
+    positions = translator.max_positions
+    if positions is not None and positions - 1 < cap:
+        return positions - 1, "the model's position table"
+    return cap, whose
+
+
+def target_lengths(translator: "TextTranslator", n: int, prefixes: list[str] | None,
+                   constraints: list[list[str]] | None) -> tuple[list[int], list[list[int]]]:
+    """(each text's forced prefix, each text's constraint phrases) in target tokens, as the
+    search takes them (:meth:`~nmtkit.decode.translator.TextTranslator.prefix_tokens`); 0 and
+    [] where none."""
+    pre = [len(translator.prefix_tokens(p, None)) for p in prefixes] if prefixes else [0] * n
+    phrases = ([[len(translator.prefix_tokens(p, None)) for p in cs if p.strip()] for cs in constraints]
+               if constraints else [[] for _ in range(n)])
+    return pre, phrases
+
+
+def checked_constraints_fit(translator: "TextTranslator", prefixes: list[str] | None,
+                            constraints: list[list[str]] | None, max_length: int | None,
+                            limits: ServeLimits) -> None:
+    """Constraint phrases, checked before any work: a text's phrases (and its forced prefix)
+    are all part of its output, so together they must fit in the output cap
+    (:func:`model_cap`); a text whose phrases cannot is a 422 naming ``constraints.N`` (the
+    search would otherwise end at the cap without some of them)."""
+    if not constraints:
+        return
+    cap, whose = model_cap(translator, max_length, limits)
+    pre, phrases = target_lengths(translator, len(constraints), prefixes, constraints)
+    for i, (p, ps) in enumerate(zip(pre, phrases, strict=True)):
+        if ps and sum(ps) + p > cap:
+            prefix = f" and {p} of its prefix" if p else ""
+            raise HTTPException(422, f"constraints.{i}: {sum(ps)} target tokens of constraint "
+                                     f"phrases{prefix}, more than {whose} ({cap}) by "
+                                     f"{sum(ps) + p - cap}: the translation cannot contain them "
+                                     "all; ask for a larger max_length or shorter phrases")
+
+
+def checked_work(translator: "TextTranslator", texts: list[str], beam: int, mbr: int | None,
+                 max_length: int | None, limits: ServeLimits, prefixes: list[str] | None = None,
+                 constraints: list[list[str]] | None = None) -> None:
+    """The search work a request asks for, checked before it queues: more than
+    ``limits.max_work`` (in proportion to ``--timeout``, :mod:`nmtkit.serve.limits`) is a 413
+    saying by how much. Per text: its search steps (the model's length rule on its source
+    tokens, raised to fit its constraints and prefix, at most the output cap, ``</s>``
+    included; none for an empty text), the hypotheses per text (the beam, or MBR's or
+    reranking's candidates, or samples) and its constraint phrases."""
+    cfg = translator.decode_cfg
+    try:
+        asked = candidate_options(decode_options(cfg, beam=beam, mbr=mbr))
+    except ValueError:  # refused later, with its own message
+        asked = cfg
+    width = asked.n_best if asked.sampling else asked.beam
+    cap, _ = model_cap(translator, max_length, limits)
+    positions = translator.max_positions
+    pre, phrases = target_lengths(translator, len(texts), prefixes, constraints)
+    steps = []
+    for text, p, ps in zip(texts, pre, phrases, strict=True):
+        src = len(translator.src_tok.encode(text.strip())) if text.strip() else 0
+        if positions is not None:
+            src = min(src, positions - 1)
+        rule = math.floor(cfg.max_len_a * (src + 1) + cfg.max_len_b)  # as decode.beams.length_caps
+        steps.append(0 if src == 0 else min(cap + 1, max(rule, sum(ps) + p + 1, 1)))
+    error = work_error(steps, width, [len(ps) for ps in phrases], limits)
+    if error is not None:
+        raise HTTPException(413, error)
+
+
 def checked_target_texts(translator: "TextTranslator", n: int, prefixes: list[str] | None,
                          constraints: list[list[str]] | None = None,
                          field: str = "prefixes") -> None:
@@ -641,6 +734,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
               response_model_exclude_none=True, summary="Translate sentences (in order)")
     async def translate(req: TranslateRequest,  # type: ignore[valid-type]
                         request: Request) -> TranslateResponse | Response:
+        deadline = Deadline.after(limits.timeout_s)  # its search stops there
         extras = (req.prefixes, req.constraints, req.scores, req.alignments)  # type: ignore[attr-defined]
         conf = ConfidenceRequest.of(req)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
@@ -652,13 +746,18 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
             checked_prefixes(translator, req.prefixes, req.max_length, limits)  # type: ignore[attr-defined]
             checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
                                  req.constraints)  # type: ignore[attr-defined]
+            checked_constraints_fit(translator, req.prefixes, req.constraints,  # type: ignore[attr-defined]
+                                    req.max_length, limits)  # type: ignore[attr-defined]
+            checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
+                         req.prefixes, req.constraints)  # type: ignore[attr-defined]
             work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
                                output_cap(req.max_length, limits), *extras, conf, tgt_lang,  # type: ignore[attr-defined]
-                               req.mbr, req.n_best)  # type: ignore[attr-defined]
+                               req.mbr, req.n_best, deadline=deadline)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)
             return detail if isinstance(detail, Response) else TranslateResponse(**detail)
+        checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits)  # type: ignore[attr-defined]
         job = batcher.submit(req.texts, req.beam, output_cap(req.max_length, limits), tgt_lang,  # type: ignore[attr-defined]
-                             req.mbr)  # type: ignore[attr-defined]
+                             req.mbr, deadline=deadline)  # type: ignore[attr-defined]
         out = await in_time(request, job, limits.timeout_s)
         return out if isinstance(out, Response) else TranslateResponse(translations=out)
 
@@ -673,6 +772,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                                      "the checkpoint (.pt) with --engine torch to see them")
         if not hasattr(bundle.model, "attention_maps"):
             raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
+        deadline = Deadline.after(limits.timeout_s)  # its search stops there
         conf = ConfidenceRequest.of(req)
         chosen_layer_head(conf, translator)
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
@@ -681,10 +781,12 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
             checked_prefixes(translator, [req.prefix], req.max_length, limits,  # type: ignore[attr-defined]
                              field="prefix")
             checked_target_texts(translator, 1, [req.prefix], field="prefix")  # type: ignore[attr-defined]
+        checked_work(translator, [req.text], req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
+                     None if req.prefix is None else [req.prefix])  # type: ignore[attr-defined]
         work = batcher.run(attention_for, bundle, translator,
                            req.text, req.beam, output_cap(req.max_length, limits),  # type: ignore[attr-defined]
                            limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]
-                           req.prefix, conf, tgt_lang, req.mbr)  # type: ignore[attr-defined]
+                           req.prefix, conf, tgt_lang, req.mbr, deadline=deadline)  # type: ignore[attr-defined]
         try:
             result: dict[str, Any] | Response = await in_time(request, work, limits.timeout_s)
             return result
