@@ -508,7 +508,7 @@ def main() -> None:
             reverse_models=a.reverse_model, lang=a.lang,
             r2l_weight=tuned["chosen"].get("r2l_weight"), r2l_models=a.r2l_model))}}
 
-    config = Path(a.config).resolve()
+    config = Path(os.path.abspath(a.config))  # not resolve(): configs/ is a link to the recipes
     shown = config.relative_to(ROOT) if config.is_relative_to(ROOT) else a.config  # no /home/...
     picked = [r["checkpoints"][r["chosen_on_val"]] for r in runs]
     test_bleu = [c["test"]["bleu"] for c in picked]
