@@ -31,7 +31,15 @@ from nmtkit.config import load  # noqa: E402
 from nmtkit.data import recipes  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
 
-from .helpers import ROOT, SHARED_DATA, iwslt_members, make_tgz, sha, tiny_copy_overrides  # noqa: E402
+from .helpers import (  # noqa: E402
+    ROOT,
+    SHARED_DATA,
+    iwslt_members,
+    make_tgz,
+    sentencepiece_copy_checkpoint,
+    sha,
+    tiny_copy_overrides,
+)
 
 LONGEST_FIRST = ("test_benchmark_seeds", "test_cli_e2e", "test_reliability", "test_distributed",
                  "test_copy_task", "test_multilingual", "test_cuda_graphs", "test_rnn",
@@ -83,6 +91,13 @@ def copy_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def copy_bundle(copy_run):
     return load_bundle(copy_run / "last.pt")
+
+
+@pytest.fixture(scope="session")
+def sp_copy_checkpoint(tmp_path_factory) -> Path:
+    """A SentencePiece model that copies German sentences of up to 12 pieces and has no
+    piece for digits, emoji, € or Ø (:func:`helpers.sentencepiece_copy_checkpoint`)."""
+    return sentencepiece_copy_checkpoint(tmp_path_factory.mktemp("sp_copy") / "model.pt")
 
 
 # --- Chromium for the browser tests --------------------------------------------------------------

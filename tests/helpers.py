@@ -28,7 +28,7 @@ from nmtkit.checkpoint import save_checkpoint
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig, load
 from nmtkit.data.batching import pad_mask
 from nmtkit.data.corpora import Parallel
-from nmtkit.data.tokenizers import WhitespaceTokenizer
+from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer
 from nmtkit.data.vocab import BOS, EOS, PAD, Vocab
 from nmtkit.decode.beams import NEVER
 from nmtkit.models import build_model
@@ -383,6 +383,55 @@ def exported_copy_model(tmp: Path, variant: str) -> tuple[Path, Path]:
     tok = WhitespaceTokenizer()
     ckpt = save_tiny_checkpoint(tmp / "model.pt", cfg, tok, tok, COPY_VOCAB, COPY_VOCAB, model)
     return ckpt, export_ctranslate2(ckpt, tmp / "ct2")
+
+
+SENTENCE_WORDS = ("Ein Mann fährt mit dem Fahrrad die Straße entlang Zwei Kinder spielen im Sand "
+                  "Hund läuft über Wiese Der Preis ist für cm Frau sitzt auf einer Bank und "
+                  "liest ein Buch").split()
+"""The words of :func:`sentencepiece_copy_checkpoint`'s text: no digit, no emoji, no € or Ø."""
+
+
+def sentencepiece_copy_checkpoint(path: Path, steps: int = 300, seed: int = 0) -> Path:
+    """A German "copy" model at ``path``: a joint SentencePiece model trained on sentences of
+    :data:`SENTENCE_WORDS` (each word one piece; digits, emoji, € and Ø are not in its
+    vocabulary, and no byte fallback) and a 1-layer Transformer trained to copy random
+    sequences of 1 to 12 of its pieces. Each sentence comes out as it went in; a line of two
+    sentences is longer than anything it was trained on. ``data.src_lang`` de, ``tgt_lang``
+    en (what the sentence rules read). About 20 s on one core."""
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choice(SENTENCE_WORDS) for _ in range(rng.randint(3, 9)))
+             + rng.choice([".", "!", ""]) for _ in range(2000)]
+    tok = SentencePieceTokenizer.train(lines, vocab_size=300)
+    vocab = Vocab(["<pad>", "<unk>", "<s>", "</s>", *[p for p in tok.pieces() if p != "<unk>"]])
+    cfg = Config(name="sp_copy",
+                 data=DataConfig(corpus="parallel", src_lang="de", tgt_lang="en",
+                                 byte_fallback=False),
+                 model=ModelConfig(d_model=64, d_ff=128, heads=2, layers=1, dropout=0.0,
+                                   max_positions=64),
+                 decode=DecodeConfig(beam=2, max_len_a=1.5, max_len_b=5))
+    torch.manual_seed(seed)
+    model = build_model(cfg.model, len(vocab), len(vocab))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(seed)
+    v = len(vocab)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # batches this small run fastest on one thread
+    for _ in range(steps):
+        lens = torch.randint(1, 13, (64,), generator=g).tolist()
+        src = torch.full((64, max(lens) + 1), PAD)
+        tgt_in, tgt_out = src.clone(), src.clone()
+        for i, n in enumerate(lens):
+            sym = torch.randint(4, v, (n,), generator=g)
+            src[i, :n], src[i, n] = sym, EOS
+            tgt_in[i, 0], tgt_in[i, 1:n + 1] = BOS, sym
+            tgt_out[i, :n], tgt_out[i, n] = sym, EOS
+        log_probs = model(src, (src != PAD).unsqueeze(-2), tgt_in)
+        loss = F.nll_loss(log_probs.reshape(-1, v), tgt_out.reshape(-1), ignore_index=PAD)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.set_num_threads(threads)
+    return save_tiny_checkpoint(path, cfg, tok, tok, vocab, vocab, model.eval())
 
 
 def copy_sentences(n: int = 24, seed: int = 0) -> list[str]:

@@ -129,6 +129,22 @@ def add_decode_args(q: argparse.ArgumentParser) -> None:
                    help="MBR over a beam's N best: each candidate weighs its probability "
                    "to the power S (default 0: the same for each; 1: the model's posterior)")
     add_rerank_args(q)
+    add_text_args(q)
+
+
+def add_text_args(q: argparse.ArgumentParser) -> None:
+    """What is done to the text around the search: sentence splitting, protected spans."""
+    q.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
+                   help="cut each line into sentences (pysbd's rules for the model's source "
+                   "language), translate them in one batch and join each line's translations "
+                   "into one output line; with --n-best the k-th joins every sentence's k-th, "
+                   "--scores sum the sentences', --alignments count positions in the line "
+                   "(default: the checkpoint's decode.split_sentences, on)")
+    q.add_argument("--protect-spans", action=argparse.BooleanOptionalAction, default=None,
+                   help="carry characters the vocabulary lacks (emoji, signs, with the "
+                   "numbers beside them), URLs and e-mail addresses over into the output: cut "
+                   "from what the model reads, put back next to the words aligned to them; "
+                   "never write <unk> (default: the checkpoint's decode.protect_spans, on)")
 
 
 def add_n_best_args(q: argparse.ArgumentParser) -> None:
@@ -179,7 +195,8 @@ def decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
             "rerank": given("rerank"), "reverse_weight": given("reverse_weight"),
             "r2l_weight": given("r2l_weight"),
             "alignment_layer": given("alignment_layer"),
-            "alignment_head": given("alignment_head")}
+            "alignment_head": given("alignment_head"),
+            "split_sentences": given("split_sentences"), "protect_spans": given("protect_spans")}
 
 
 def decode_config_from_args(a: argparse.Namespace, base: DecodeConfig) -> DecodeConfig:

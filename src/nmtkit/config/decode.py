@@ -122,6 +122,17 @@ class DecodeConfig:
     with ``data.reverse_target``: their log P(candidate | source) per candidate token, read
     from its end) against the beam's own; used only when such models are given. Choose it
     on val: ``nmtkit tune --r2l-model ... --rerank 20``."""
+    split_sentences: bool = True
+    """Cut each input line into sentences (pysbd's rules for ``data.src_lang``), translate
+    them all in one batch and join each line's translations into one output line
+    (:mod:`nmtkit.decode.lines`): a model trained on one-sentence pairs reads a paragraph as
+    one long sentence and drops parts of it. Off: each line is read whole."""
+    protect_spans: bool = True
+    """Carry over what the vocabulary cannot say: characters without a piece (emoji, signs,
+    letters never seen in training, with the numbers beside them), URLs and e-mail addresses
+    are cut from what the model reads and put back into the output next to the words
+    aligned to them, and no ``<unk>`` is written (:mod:`nmtkit.data.placeholders`). Off: the
+    model reads them as ``<unk>`` and writes what it will."""
     alignment_layer: int = -1
     """Alignments (and the confidence view's coverage) from this decoder layer's source
     attention, counted from 0; -1 = the last layer. Transformer only (the RNN has one)."""

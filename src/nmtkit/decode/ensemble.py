@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data.multilingual import target_tags
+from ..data.sentences import text_languages
 from ..models.seq2seq import Seq2Seq
 from .translator import Translator, decode_options
 
@@ -112,4 +113,4 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
                       first.src_vocab, first.tgt_vocab,
                       decode_options(cfg.decode if decode is None else decode, **decode_overrides),
                       cfg.data.reverse_source, max_positions, target_tags=target_tags(cfg.data),
-                      reverse_target=cfg.data.reverse_target)
+                      reverse_target=cfg.data.reverse_target, languages=text_languages(cfg.data))

@@ -67,10 +67,19 @@ class TranslateOptions:
     passed, or was cancelled, the call stops with
     :class:`~nmtkit.decode.deadline.DeadlineExceeded` within one step (``nmtkit serve``
     gives each request one, from ``--timeout``); ``None``: no limit, no checks."""
+    split_sentences: bool | None = None
+    """Cut each line into sentences and join their translations (``None``:
+    ``decode.split_sentences``; :mod:`nmtkit.decode.lines` says what n-best lists, scores
+    and alignments of a line of several sentences are). Lines with ``prefixes`` or
+    ``constraints`` are read whole."""
+    protect_spans: bool | None = None
+    """Carry over what the vocabulary cannot say, URLs and e-mail addresses (``None``:
+    ``decode.protect_spans``; :mod:`nmtkit.data.placeholders`)."""
 
     def decode_overrides(self) -> dict[str, Any]:
         """The fields that replace the translator's decoding options
         (:func:`~nmtkit.decode.translator.decode_options`)."""
         return {"beam": self.beam, "batch_size": self.batch_size, "n_best": self.n_best,
                 "length_penalty": self.length_penalty, "mbr": self.mbr,
-                "alignment_layer": self.alignment_layer, "alignment_head": self.alignment_head}
+                "alignment_layer": self.alignment_layer, "alignment_head": self.alignment_head,
+                "split_sentences": self.split_sentences, "protect_spans": self.protect_spans}

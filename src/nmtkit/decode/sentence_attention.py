@@ -53,6 +53,9 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     among that many candidates (None: the translator's ``decode.mbr``); ``deadline``: the
     search's (:attr:`~nmtkit.decode.options.TranslateOptions.deadline`).
 
+    The text is read whole and as it is (no sentence splitting, no protected spans,
+    :mod:`nmtkit.decode.lines`): the maps are the model's own, token for token.
+
     A model without ``attention_maps`` falls back to the source attention the search recorded
     (one layer, one head; needs ``need_attention``). Raises ``ValueError`` for a text with no
     tokens, a source longer than ``max_src_tokens``, or a model that exposes no attention.
@@ -70,7 +73,8 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     options = TranslateOptions(beam=beam, max_length=max_length, need_attention=need_attention,
                                token_scores=token_scores,
                                prefixes=None if prefix is None else [prefix], tgt_lang=tgt_lang,
-                               mbr=mbr, deadline=deadline)
+                               mbr=mbr, deadline=deadline,
+                               split_sentences=False, protect_spans=False)  # the model's own reading
     hyp = translator.translate([text], options)[0][0]
     if hasattr(model, "attention_maps"):
         tgt_in = [BOS, *translator.tgt_vocab.encode(hyp.tokens, add_eos=False)]

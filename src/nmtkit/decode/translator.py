@@ -1,4 +1,6 @@
-"""Translator: text in, text out. Sort by length, batch, search, unsort, detokenize.
+"""Translator: text in, text out. Split each line into sentences and protect the spans the
+vocabulary cannot say (:mod:`nmtkit.decode.lines`), sort all sentences by length, batch,
+search, unsort, restore the spans, detokenize and join each line's sentences.
 
 :class:`TextTranslator` holds what every translator does with text, whatever runs the
 search: nmtkit's own :class:`Translator` here, and
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,12 +24,15 @@ from .. import fast
 from ..config import DecodeConfig, ModelConfig, build_section, check_alignment_choice
 from ..data.batching import pad_batch, pad_mask
 from ..data.multilingual import target_tags
+from ..data.placeholders import unknown_spans, vocabulary_characters
+from ..data.sentences import sentence_separator, text_languages
 from ..data.vocab import BOS, EOS, PAD, UNK
 from ..models.seq2seq import Seq2Seq
 from .attention import layer_head, reading_order, teacher_forced_maps
 from .beams import Hypothesis
 from .choice import candidate_options, choose_all
 from .limits import MAX_PHRASES
+from .lines import join_lines, plan_lines, restore_translation
 from .options import TranslateOptions
 from .rerank import require_reverse
 from .search import search
@@ -34,6 +40,7 @@ from .translation import Translation
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
+    from ..data.placeholders import Protected
     from ..data.tokenizers import Tokenizer
     from ..data.vocab import Vocab
     from .rerank import ReverseScorer
@@ -194,10 +201,19 @@ class TextTranslator:
     the rest in length order and returns them in input order, and detokenizes.
     """
 
+    src_vocab: Vocab | None = None
+    """The source vocabulary, where the engine has one: what it lacks is protected
+    (``decode.protect_spans``); ``None``: only URLs and e-mail addresses are."""
+
     def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig,
                  reverse_source: bool = False, max_positions: int | None = None, *,
-                 target_tags: dict[str, str] | None = None) -> None:
+                 target_tags: dict[str, str] | None = None,
+                 languages: tuple[str | None, str | None] = (None, None)) -> None:
         self.src_tok, self.tgt_tok = src_tok, tgt_tok
+        self.languages = languages
+        """(input language, output language), :func:`~nmtkit.data.sentences.text_languages`:
+        whose rules cut lines into sentences (``None``: English's) and how their
+        translations are joined (``None``: the call's ``tgt_lang``, else with a space)."""
         self.decode_cfg = decode
         self.reverse_source = reverse_source
         self.max_positions = max_positions
@@ -319,6 +335,68 @@ class TextTranslator:
         asks for besides the lines, ``None``: the translator's decoding options)."""
         raise NotImplementedError
 
+    def by_sentence(self, lines: Iterable[str], o: TranslateOptions, cfg: DecodeConfig,
+                    engine: Callable[[list[str], TranslateOptions], list[list[Translation]]],
+                    attention: bool = True) -> list[list[Translation]]:
+        """:meth:`translate` with ``cfg.split_sentences`` or ``cfg.protect_spans``: the
+        lines cut into sentences (not lines with prefixes or constraints: they are read
+        whole), their spans protected, all of them translated by ``engine`` (this
+        translator's own search, both switched off; in one call, or two where some
+        sentences have spans to put back: those with the source attention that places them,
+        which costs the search about a tenth more, and the others without), the spans
+        restored and each line's sentences joined (:mod:`nmtkit.decode.lines`).
+        ``attention``: the engine gives the source attention (else spans go back by
+        relative position)."""
+        texts = list(text_lines(lines))
+        split = cfg.split_sentences and o.prefixes is None and o.constraints is None
+        plan = plan_lines(texts, self.languages[0] or "en", split,
+                          self.unsayable if cfg.protect_spans else None)
+        inner = replace(o, split_sentences=False, protect_spans=False)
+        sentences = [p.text for p in plan.sentences]
+        # the attention that puts spans back costs ~10% of a search: asked for where needed
+        looks = [i for i, p in enumerate(plan.sentences) if p.groups] if attention else []
+        if o.need_attention or not looks or o.prefixes is not None or o.constraints is not None:
+            results = engine(sentences, replace(inner, need_attention=o.need_attention
+                                                or bool(looks)))
+        else:
+            results = [[] for _ in sentences]
+            rest = [i for i, p in enumerate(plan.sentences) if not p.groups]
+            for ids, opts in ((looks, replace(inner, need_attention=True)), (rest, inner)):
+                if ids:
+                    part = engine([sentences[i] for i in ids], opts)
+                    for i, r in zip(ids, part, strict=True):
+                        results[i] = r
+        tag = self.target_tag(o.tgt_lang)
+        separator = sentence_separator(o.tgt_lang or self.languages[1] or "en")
+        for i, p in enumerate(plan.sentences):
+            if p.groups:
+                results[i] = [self.restored(t, p, tag, separator) for t in results[i]]
+            if not o.need_attention:
+                results[i] = [replace(t, attention=None) for t in results[i]]
+        return join_lines(results, plan, cfg.n_best, separator)
+
+    def unsayable(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) of the parts of ``text`` the source tokenizer and vocabulary cannot
+        say (:func:`~nmtkit.data.placeholders.unknown_spans`); none without a vocabulary."""
+        if self.src_vocab is None:
+            return []
+        return unknown_spans(text, self.src_tok, self.src_vocab, self.source_characters)
+
+    @cached_property
+    def source_characters(self) -> frozenset[str]:
+        """The characters the source vocabulary can say
+        (:func:`~nmtkit.data.placeholders.vocabulary_characters`)."""
+        return vocabulary_characters(self.src_vocab) if self.src_vocab is not None else frozenset()
+
+    def restored(self, t: Translation, p: Protected, tag: str, separator: str) -> Translation:
+        """``t`` with the protected groups of ``p`` back
+        (:func:`~nmtkit.decode.lines.restore_translation`); the source position of each group
+        counted with the source tokenizer (and the target-language token first)."""
+        head = 1 if tag and t.src_tokens else 0
+        n_before = [head + len(self.src_tok.encode(g.before.strip())) if g.before.strip() else head
+                    for g in p.groups]
+        return restore_translation(t, p, n_before, self.tgt_tok.decode, separator)
+
     def translate_lines(self, lines: list[str], beam: int | None = None,
                         batch_size: int | None = None, *,
                         tgt_lang: str | None = None) -> list[str]:
@@ -333,6 +411,8 @@ class TextTranslator:
 class Translator(TextTranslator):
     """Wraps a model with its tokenizers and vocabularies (everything a checkpoint holds)."""
 
+    src_vocab: Vocab
+
     @classmethod
     def from_bundle(cls, bundle: Bundle, decode: DecodeConfig | None = None,
                     **decode_overrides: Any) -> Translator:
@@ -344,14 +424,16 @@ class Translator(TextTranslator):
         return cls(bundle.model, bundle.src_tok, bundle.tgt_tok, bundle.src_vocab,
                    bundle.tgt_vocab, decode,
                    cfg.data.reverse_source, cfg.model.max_positions,
-                   target_tags=target_tags(cfg.data), reverse_target=cfg.data.reverse_target)
+                   target_tags=target_tags(cfg.data), reverse_target=cfg.data.reverse_target,
+                   languages=text_languages(cfg.data))
 
     def __init__(self, model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, src_vocab: Vocab,
                  tgt_vocab: Vocab, decode: DecodeConfig, reverse_source: bool = False,
                  max_positions: int | None = None, *,
-                 target_tags: dict[str, str] | None = None, reverse_target: bool = False) -> None:
+                 target_tags: dict[str, str] | None = None, reverse_target: bool = False,
+                 languages: tuple[str | None, str | None] = (None, None)) -> None:
         super().__init__(src_tok, tgt_tok, decode, reverse_source, max_positions,
-                         target_tags=target_tags)
+                         target_tags=target_tags, languages=languages)
         self.reverse_target = reverse_target
         """A right-to-left model (``data.reverse_target``): the search writes the output last
         token first; :meth:`_finish` puts tokens, their scores and attention rows back in
@@ -377,6 +459,8 @@ class Translator(TextTranslator):
         :class:`TranslateOptions`)."""
         o = TranslateOptions() if options is None else options
         asked, max_length = self.call_options(o)
+        if asked.split_sentences or asked.protect_spans:  # lines -> sentences -> here again
+            return self.by_sentence(lines, o, asked, self.translate)
         cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
         chosen = (cfg.alignment_layer, cfg.alignment_head)
         attention = o.need_attention or o.alignments

@@ -61,6 +61,7 @@ from .. import __version__
 from ..checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
 from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig, dec_layers, enc_layers
 from ..data.multilingual import target_tags
+from ..data.sentences import text_languages
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK, UNK_TOKEN, Vocab
 from ..decode.attention import reading_order
@@ -530,15 +531,16 @@ def export_attention(meta: dict[str, Any]) -> tuple[int, int]:
     return -1, 0
 
 
-def _target_vocabulary(model_dir: Path) -> list[str]:
-    """The target tokens in id order (nmtkit's ids: :func:`transformer_spec_from_bundle`)."""
-    for name in ("target_vocabulary", "shared_vocabulary"):
+def _target_vocabulary(model_dir: Path, side: str = "target") -> list[str]:
+    """The target (or ``side``'s) tokens in id order (nmtkit's ids:
+    :func:`transformer_spec_from_bundle`)."""
+    for name in (f"{side}_vocabulary", "shared_vocabulary"):
         if (model_dir / f"{name}.json").is_file():
             tokens = json.loads((model_dir / f"{name}.json").read_text(encoding="utf-8"))
             return [str(t) for t in tokens]
         if (model_dir / f"{name}.txt").is_file():  # ctranslate2 < 3
             return (model_dir / f"{name}.txt").read_text(encoding="utf-8").splitlines()
-    raise ExportError(f"{model_dir}: no target vocabulary (target_vocabulary.json or "
+    raise ExportError(f"{model_dir}: no {side} vocabulary ({side}_vocabulary.json or "
                       "shared_vocabulary.json)")
 
 
@@ -592,8 +594,11 @@ class CTranslate2Translator(TextTranslator):
                          bool(meta["reverse_source"]), meta.get("max_positions"),
                          # languages known only from an export that stores its config
                          target_tags=(target_tags(export_config(meta, self.model_dir).data)
-                                      if isinstance(meta.get("config"), dict) else None))
+                                      if isinstance(meta.get("config"), dict) else None),
+                         languages=(text_languages(export_config(meta, self.model_dir).data)
+                                    if isinstance(meta.get("config"), dict) else (None, None)))
         self.tgt_vocab = Vocab(_target_vocabulary(self.model_dir))
+        self.src_vocab = Vocab(_target_vocabulary(self.model_dir, "source"))  # protected spans
         self.device = device
         self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
                                                  compute_type=compute_type,
@@ -694,6 +699,9 @@ class CTranslate2Translator(TextTranslator):
         if refused:
             raise ValueError(f"the ctranslate2 engine cannot do this: {refused}")
         asked, max_length = self.call_options(o)
+        if asked.split_sentences or asked.protect_spans:  # lines -> sentences -> here again
+            return self.by_sentence(lines, o, asked, lambda sentences, inner: self.translate(
+                sentences, inner, exact_caps=exact_caps))
         cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
         self.target_tag(o.tgt_lang)  # a missing or unknown language: an error before any work
         require_reverse(asked, self.reverse)

@@ -60,6 +60,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -361,7 +362,8 @@ def translate_details(translator: "TextTranslator", texts: list[str], beam: int,
                       constraints: list[list[str]] | None, scores: bool, alignments: bool,
                       conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
                       mbr: int | None = None, n_best: int = 1, *,
-                      deadline: Deadline | None = None) -> dict[str, Any]:
+                      deadline: Deadline | None = None,
+                      split_sentences: bool | None = None) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
     scores, alignments, confidence, ``n_best`` above 1): one direct call outside the
     micro-batches (stopped at ``deadline``), the fields it asked for (with constraints:
@@ -372,7 +374,8 @@ def translate_details(translator: "TextTranslator", texts: list[str], beam: int,
         beam=beam, batch_size=max(1, len(texts)), max_length=max_length, prefixes=prefixes,
         constraints=constraints, token_scores=scores or conf.confidence, alignments=alignments,
         need_attention=conf.confidence, alignment_layer=layer, alignment_head=head,
-        tgt_lang=tgt_lang, mbr=mbr, n_best=n_best, deadline=deadline)
+        tgt_lang=tgt_lang, mbr=mbr, n_best=n_best, deadline=deadline,
+        split_sentences=split_sentences)
     lists = translator.translate(texts, options)
     results = [r[0] for r in lists]
     out: dict[str, Any] = {"translations": [r.text for r in results]}
@@ -740,7 +743,9 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
         tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
         checked_mbr(translator, req.mbr)  # type: ignore[attr-defined]
         checked_n_best(translator, req.beam, req.n_best, req.mbr)  # type: ignore[attr-defined]
-        if any(x is not None and x is not False for x in extras) or conf.asked() or req.n_best > 1:  # type: ignore[attr-defined]
+        split = req.split_sentences  # type: ignore[attr-defined]
+        if (any(x is not None and x is not False for x in extras) or conf.asked()
+                or req.n_best > 1 or split is not None):  # type: ignore[attr-defined]
             checked_engine(translator, req.constraints, req.alignments, conf)  # type: ignore[attr-defined]
             chosen_layer_head(conf, translator)
             checked_prefixes(translator, req.prefixes, req.max_length, limits)  # type: ignore[attr-defined]
@@ -750,7 +755,8 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                                     req.max_length, limits)  # type: ignore[attr-defined]
             checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
                          req.prefixes, req.constraints)  # type: ignore[attr-defined]
-            work = batcher.run(translate_details, translator, req.texts, req.beam,  # type: ignore[attr-defined]
+            work = batcher.run(partial(translate_details, split_sentences=split),
+                               translator, req.texts, req.beam,  # type: ignore[attr-defined]
                                output_cap(req.max_length, limits), *extras, conf, tgt_lang,  # type: ignore[attr-defined]
                                req.mbr, req.n_best, deadline=deadline)  # type: ignore[attr-defined]
             detail = await in_time(request, work, limits.timeout_s)

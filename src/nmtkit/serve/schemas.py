@@ -186,6 +186,10 @@ def request_models(limits: ServeLimits, default_beam: int,
             description="per text, target phrases its translation must contain ([] for none)")
         scores: bool = Field(False, description="also return scores and per-token log-probabilities")
         alignments: bool = Field(False, description="also return source-target alignments")
+        split_sentences: bool | None = Field(
+            None, description="cut each text into sentences, translate them in one batch and "
+            "join each text's translations (default: the model's decode.split_sentences, on); "
+            "scores are then sums over the sentences and alignments count positions in the text")
         mbr: Candidates | None = mbr_field()
         n_best: Integer = Field(
             1, ge=1, le=limits.max_beam, description="also return each text's n best "

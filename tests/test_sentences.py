@@ -1,0 +1,173 @@
+"""Sentence splitting (nmtkit.data.sentences) and the translator's line <-> sentence
+bookkeeping (nmtkit.decode.lines): one output line per input line, every sentence kept, and
+what n-best lists, scores and alignments of a line of several sentences are."""
+
+import json
+import logging
+import os
+
+import pytest
+import torch
+
+from nmtkit.checkpoint import load_bundle
+from nmtkit.cli import build_parser
+from nmtkit.cli.decode_options import decode_config_from_args
+from nmtkit.config import DataConfig, DecodeConfig
+from nmtkit.data import sentences
+from nmtkit.data.sentences import sentence_separator, split_sentences, text_languages
+from nmtkit.decode.lines import join_translations
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.translation import Translation
+from nmtkit.decode.translator import Translator
+
+from .helpers import nmtkit
+
+TWO = "Ein Mann fährt mit dem Fahrrad die Straße entlang. Zwei Kinder spielen im Sand."
+FIRST, SECOND = "Ein Mann fährt mit dem Fahrrad die Straße entlang.", "Zwei Kinder spielen im Sand."
+
+
+# --- the splitter ------------------------------------------------------------------------------
+
+def test_two_sentences_are_cut_and_german_abbreviations_and_ordinals_are_not():
+    assert split_sentences(TWO, "de") == [FIRST, SECOND]
+    assert split_sentences("Dr. Müller kam am 3. Mai.", "de") == ["Dr. Müller kam am 3. Mai."]
+    assert split_sentences("Wir sahen z.B. Hunde usw. im Park.", "de") == [
+        "Wir sahen z.B. Hunde usw. im Park."]
+    assert split_sentences("Er kommt! Sie geht? Ja.", "de") == ["Er kommt!", "Sie geht?", "Ja."]
+
+
+def test_blank_and_one_sentence_lines():
+    assert split_sentences("", "de") == []
+    assert split_sentences("   ", "de") == []
+    assert split_sentences("  Ein Hund läuft.  ", "de") == ["Ein Hund läuft."]
+    assert split_sentences("Ein Hund läuft", "de") == ["Ein Hund läuft"]
+
+
+def test_no_sentence_ends_inside_a_span_kept_whole():
+    line = "Siehe https://example.com/a.b?x=1. Danach gehen wir."
+    assert split_sentences(line, "de")[0] == "Siehe https://example.com/a.b?"  # pysbd alone
+    url = line.index("https"), line.index("x=1") + 3
+    assert split_sentences(line, "de", [url]) == ["Siehe https://example.com/a.b?x=1.",
+                                                  "Danach gehen wir."]
+
+
+def test_an_unknown_language_uses_english_rules_with_one_warning(caplog, monkeypatch):
+    monkeypatch.setattr(sentences, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="nmtkit.data.sentences"):
+        assert split_sentences("Hallo Welt. Wie geht es?", "xx") == ["Hallo Welt.", "Wie geht es?"]
+        assert split_sentences("Noch einer. Und noch einer.", "xx_YY") == [
+            "Noch einer.", "Und noch einer."]
+    assert [r.message for r in caplog.records].count(
+        "sentence splitting: pysbd has no rules for language 'xx'; its English rules are used") == 1
+    assert len(caplog.records) == 1
+
+
+def test_separator_and_languages():
+    assert sentence_separator("en") == " "
+    assert sentence_separator("ja") == sentence_separator("zh-Hans") == ""
+    assert text_languages(DataConfig(src_lang="de", tgt_lang="en")) == ("de", "en")
+    assert text_languages(DataConfig(directions=("de-en", "fr-en"))) == (None, "en")
+    assert text_languages(DataConfig(directions=("de-en", "de-fr"))) == ("de", None)
+
+
+def test_joining_sentences_without_spaces():
+    parts = [Translation("一。", ["一", "。"], ["a"], -1.0), Translation("二。", ["二", "。"], ["b"], -2.0)]
+    assert join_translations(parts, sentence_separator("zh")).text == "一。二。"
+    assert join_translations(parts, sentence_separator("de")).text == "一。 二。"
+
+
+# --- on a model that translates sentence by sentence --------------------------------------------
+
+@pytest.fixture(scope="module")
+def copier(sp_copy_checkpoint):
+    return Translator.from_bundle(load_bundle(sp_copy_checkpoint))
+
+
+def test_a_line_of_two_sentences_keeps_both(copier):
+    assert copier.translate_lines([TWO]) == [TWO]
+    # read whole, the line is longer than anything the model learned: a sentence is lost
+    whole = copier.translate([TWO], TranslateOptions(split_sentences=False))[0][0].text
+    assert whole != TWO and "Sand" not in whole
+
+
+def test_one_output_line_per_input_line(copier):
+    lines = [TWO, "", "Ein Hund läuft.", "   ", f"{FIRST} {SECOND} {FIRST}"]
+    out = copier.translate_lines(lines)
+    assert out == [TWO, "", "Ein Hund läuft.", "", f"{FIRST} {SECOND} {FIRST}"]
+    results = copier.translate(lines, TranslateOptions(n_best=2))
+    assert [len(r) for r in results] == [2] * 5
+
+
+def test_n_best_scores_and_alignments_of_a_split_line(copier):
+    o = TranslateOptions(n_best=2, token_scores=True, alignments=True, need_attention=True)
+    line = copier.translate([TWO], o)[0]
+    first, second = copier.translate([FIRST, SECOND], o)
+    for k in range(2):  # the k-th of the line joins the k-th of each sentence
+        h, a, b = line[k], first[k], second[k]
+        assert h.text == f"{a.text} {b.text}"
+        assert h.tokens == a.tokens + b.tokens and h.src_tokens == a.src_tokens + b.src_tokens
+        assert h.score == pytest.approx(a.score + b.score)
+        assert h.log_prob == pytest.approx(a.log_prob + b.log_prob)
+        # every token's log-probability, then the sentences' </s> together: the sum is log_prob
+        assert h.token_log_probs[:-1] == a.token_log_probs[:-1] + b.token_log_probs[:-1]
+        assert h.token_log_probs[-1] == pytest.approx(a.token_log_probs[-1] + b.token_log_probs[-1])
+        assert sum(h.token_log_probs) == pytest.approx(h.log_prob)
+        # alignments in line positions: the second sentence's shifted by the first's tokens
+        shift = [(i + len(a.src_tokens), j + len(a.tokens)) for i, j in b.alignment]
+        assert h.alignment == a.alignment + shift
+        # attention block-diagonal, (tokens + 1, source tokens + 1), each row a distribution
+        assert h.attention.shape == (len(h.tokens) + 1, len(h.src_tokens) + 1)
+        assert torch.allclose(h.attention.sum(dim=1), torch.ones(len(h.tokens) + 1), atol=1e-5)
+        assert h.attention[:len(a.tokens), len(a.src_tokens):-1].sum() == 0
+        assert h.attention[len(a.tokens):-1, :len(a.src_tokens)].sum() == 0
+    assert line[0].score >= line[1].score  # still in the order of the scores
+
+
+def test_prefixes_read_the_line_whole(copier):
+    # a prefix is the whole line's beginning: the line is not cut (its translation starts with it)
+    out = copier.translate([TWO], TranslateOptions(prefixes=["Ein Mann"]))[0][0].text
+    assert out.startswith("Ein Mann")
+    assert copier.translate([TWO], TranslateOptions(prefixes=["Ein Mann"], split_sentences=False)
+                            )[0][0].text == out
+
+
+def test_the_flags_reach_the_decode_config():
+    parser = build_parser()
+    a = parser.parse_args(["translate", "--model", "m.pt", "--no-split-sentences"])
+    cfg = decode_config_from_args(a, DecodeConfig())
+    assert (cfg.split_sentences, cfg.protect_spans) == (False, True)
+    a = parser.parse_args(["evaluate", "--model", "m.pt", "--no-protect-spans"])
+    cfg = decode_config_from_args(a, DecodeConfig(split_sentences=False))
+    assert (cfg.split_sentences, cfg.protect_spans) == (False, False)
+    assert DecodeConfig().split_sentences and DecodeConfig().protect_spans  # on by default
+
+
+def test_translate_and_evaluate_split_lines(sp_copy_checkpoint, tmp_path):
+    src, ref = tmp_path / "in.de", tmp_path / "ref.en"
+    src.write_text(f"{TWO}\nEin Hund läuft.\n", encoding="utf-8")
+    ref.write_text(f"{TWO}\nEin Hund läuft.\n", encoding="utf-8")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = nmtkit("translate", "--model", sp_copy_checkpoint, "-i", src, env=env).stdout
+    assert out == f"{TWO}\nEin Hund läuft.\n"
+    ev = nmtkit("evaluate", "--model", sp_copy_checkpoint, "--src", src, "--ref", ref,
+                env=env).stdout
+    assert json.loads(ev)["bleu"] == pytest.approx(100.0)
+
+
+def test_the_server_splits_unless_asked_not_to(sp_copy_checkpoint):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.serve.app import create_app
+
+    with TestClient(create_app(load_bundle(sp_copy_checkpoint))) as c:
+        r = c.post("/v1/translate", json={"texts": [TWO, ""]})  # what the web page sends
+        assert r.status_code == 200, r.text
+        assert r.json()["translations"] == [TWO, ""]
+        r = c.post("/v1/translate", json={"texts": [TWO], "split_sentences": False})
+        assert r.status_code == 200, r.text
+        assert r.json()["translations"][0] != TWO
+        r = c.post("/v1/translate", json={"texts": [TWO], "split_sentences": True, "scores": True})
+        assert r.json()["translations"] == [TWO] and len(r.json()["tokens"][0]) == 16
+        r = c.post("/v1/translate", json={"texts": [TWO], "split_sentences": "no"})
+        assert r.status_code == 422
