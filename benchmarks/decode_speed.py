@@ -14,7 +14,7 @@ alternate: the median of each ratio is reported, with every round's figures. The
 Reported: sentences per second, ratios, peak RSS of the decoding process.
 With ``--ct2`` the checkpoint is also exported to CTranslate2 (float32 and int8, into a
 temporary directory) and decoded there on the same sentences, ``--threads`` intra-op
-threads, through ``nmtkit.export.ctranslate2.CTranslate2Translator`` (tokenization
+threads, through ``nmtkit.export.ctranslate2_engine.CTranslate2Translator`` (tokenization
 included, as for nmtkit; one call per batch at its largest length cap, and
 ``*_exact_caps_*`` with each sentence's own cap, the default), with the share of outputs
 identical to nmtkit's, and by CTranslate2 alone (pre-tokenized input, the same caps and
@@ -114,7 +114,8 @@ def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, lis
     """Export to CTranslate2 (float32, int8) and time greedy/beam 5 on the same sentences."""
     import tempfile
 
-    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2, length_cap
+    from nmtkit.export.ctranslate2 import export_ctranslate2
+    from nmtkit.export.ctranslate2_engine import CTranslate2Translator, length_cap
 
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -357,7 +357,7 @@ SECTIONS: tuple[Section, ...] = (
              file="decode_speed_cpu_2026-11-26.json"))),
     Section(CPU, "decode_speed*.json", "Decoding through a CTranslate2 export", (
         Text("`nmtkit export --format ctranslate2` of the same checkpoint, decoded through "
-             "`nmtkit.export.ctranslate2.CTranslate2Translator` on the same sentences "
+             "`nmtkit.export.ctranslate2_engine.CTranslate2Translator` on the same sentences "
              "(tokenization included), and by CTranslate2 alone (pre-tokenized, the same caps); "
              "the share of outputs identical to nmtkit's."),
         Table("ctranslate2?", (

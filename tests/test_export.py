@@ -34,10 +34,10 @@ from nmtkit.decode.beams import length_caps  # noqa: E402
 from nmtkit.decode.options import TranslateOptions  # noqa: E402
 from nmtkit.decode.translator import TargetTextError, Translator  # noqa: E402
 from nmtkit.export import ExportError  # noqa: E402
-from nmtkit.export.ctranslate2 import (  # noqa: E402
+from nmtkit.export.ctranslate2 import export_ctranslate2  # noqa: E402
+from nmtkit.export.ctranslate2_engine import (  # noqa: E402
     CTranslate2Translator,
     export_attention,
-    export_ctranslate2,
     length_cap,
 )
 from nmtkit.models import build_model  # noqa: E402

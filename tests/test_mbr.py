@@ -201,7 +201,7 @@ def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
     """The exported engine recovers each candidate's log-probability from its
     length-normalised score (what MBR weighs), and chooses as nmtkit.decode.mbr does."""
     pytest.importorskip("ctranslate2")
-    from nmtkit.export.ctranslate2 import CTranslate2Translator
+    from nmtkit.export.ctranslate2_engine import CTranslate2Translator
 
     ckpt, out = exported_copy_model(tmp_path, "pre-bias-tied")
     bundle = load_bundle(ckpt)

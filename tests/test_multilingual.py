@@ -297,7 +297,8 @@ def test_the_server_takes_tgt_lang(trained):
 
 def test_a_ctranslate2_export_asks_for_the_language_too(trained, tmp_path):
     pytest.importorskip("ctranslate2")
-    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    from nmtkit.export.ctranslate2 import export_ctranslate2
+    from nmtkit.export.ctranslate2_engine import CTranslate2Translator
 
     root, run = trained
     tr = CTranslate2Translator(export_ctranslate2(run / "last.pt", tmp_path / "ct2"))

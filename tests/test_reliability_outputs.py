@@ -373,7 +373,8 @@ def test_a_prefix_past_the_output_cap_is_refused_by_the_cli_the_library_and_the_
         r = c.post("/v1/translate", json={"texts": ["1 2"], "prefixes": ["9 9 9"]})
         assert r.status_code == 422 and "prefixes.0: 3 target tokens" in r.text, r.text
     pytest.importorskip("ctranslate2")
-    from nmtkit.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    from nmtkit.export.ctranslate2 import export_ctranslate2
+    from nmtkit.export.ctranslate2_engine import CTranslate2Translator
 
     ct2 = CTranslate2Translator(export_ctranslate2(copy_run / "last.pt", tmp_path / "ct2"),
                                 intra_threads=1)

@@ -199,7 +199,7 @@ def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
     """The exported engine's n best, scored by the same reverse model, are reranked by the
     same rule (its scores are CTranslate2's own: log P / (len + 1) ** length_penalty)."""
     pytest.importorskip("ctranslate2")
-    from nmtkit.export.ctranslate2 import CTranslate2Translator
+    from nmtkit.export.ctranslate2_engine import CTranslate2Translator
 
     ckpt, out = exported_copy_model(tmp_path, "pre-bias-tied")
     scorer = ReverseScorer([Translator.from_bundle(load_bundle(ckpt))])  # the copy model reads both ways

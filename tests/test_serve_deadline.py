@@ -245,7 +245,8 @@ def test_the_ctranslate2_engine_bounds_its_work_up_front_and_checks_its_deadline
     in proportion to --timeout, and the deadline is checked before each of its calls."""
     pytest.importorskip("ctranslate2")
     from nmtkit.decode.options import TranslateOptions
-    from nmtkit.export.ctranslate2 import export_ctranslate2, load_export_bundle
+    from nmtkit.export.ctranslate2 import export_ctranslate2
+    from nmtkit.export.ctranslate2_engine import load_export_bundle
 
     bundle = load_export_bundle(export_ctranslate2(copy_run / "last.pt", tmp_path / "ct2"),
                                 compute_type="float32", threads=1)

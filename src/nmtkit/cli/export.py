@@ -19,7 +19,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
                      description="ctranslate2: a CTranslate2 model directory (weights, "
                      "vocabularies, tokenizer model, nmtkit.json, README.txt), written "
                      "atomically; serve it with ctranslate2.Translator or "
-                     "nmtkit.export.ctranslate2.CTranslate2Translator.")
+                     "nmtkit.export.ctranslate2_engine.CTranslate2Translator.")
     ex.add_argument("--format", required=True, choices=["ctranslate2"], help="the target engine")
     ex.add_argument("--model", required=True, metavar="CKPT", help="checkpoint (.pt)")
     ex.add_argument("--out", required=True, metavar="DIR", help="output directory")

@@ -122,7 +122,7 @@ def served_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
             raise ValueError("--reverse-model, --r2l-model, --rerank and their weights: the "
                              "server reranks with --engine torch (a checkpoint) only")
         try:  # ctranslate2: an optional dependency
-            from ..export.ctranslate2 import load_export_bundle
+            from ..export.ctranslate2_engine import load_export_bundle
         except ImportError as e:
             raise SystemExit(f"nmtkit: error: --engine ctranslate2 needs the 'export' extra "
                              f"(pip install 'nmtkit[export]'): {e}") from None

@@ -37,7 +37,7 @@ and ``possible_omissions`` (each below ``low_coverage_threshold``, default
 
 With ``nmtkit serve --engine ctranslate2`` every field above is served as well (forced
 prefixes, scores, n-best, alignments and confidence from the attention the export returns:
-:class:`~nmtkit.export.ctranslate2.CTranslate2Translator`), but for what CTranslate2 cannot
+:class:`~nmtkit.export.ctranslate2_engine.CTranslate2Translator`), but for what CTranslate2 cannot
 do, a 501 saying why: constraints (it has no constrained search), another alignment
 layer/head than the one chosen at export, and ``/v1/attention``'s per-layer maps.
 
@@ -106,7 +106,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 class ServedBundle(Protocol):
     """What the app serves, whatever runs the search: a checkpoint
     (:class:`nmtkit.checkpoint.Bundle`, ``nmtkit serve --engine torch``) or an export
-    (:class:`nmtkit.export.ctranslate2.CTranslate2Bundle`, ``--engine ctranslate2``)."""
+    (:class:`nmtkit.export.ctranslate2_engine.CTranslate2Bundle`, ``--engine ctranslate2``)."""
 
     @property
     def cfg(self) -> "Config": ...  # name, languages, architecture, decoding defaults
@@ -124,7 +124,7 @@ class ServedBundle(Protocol):
 @runtime_checkable
 class PartialEngine(Protocol):
     """A translator that cannot do all that nmtkit's own search does (an export's,
-    :class:`nmtkit.export.ctranslate2.CTranslate2Translator`): it says why before any work."""
+    :class:`nmtkit.export.ctranslate2_engine.CTranslate2Translator`): it says why before any work."""
 
     def unsupported(self, options: TranslateOptions) -> str | None: ...
 
@@ -143,7 +143,7 @@ class TargetChecks(Protocol):
 @runtime_checkable
 class EngineBundle(Protocol):
     """A served bundle whose engine brings its own translator (an export:
-    :class:`nmtkit.export.ctranslate2.CTranslate2Bundle`); a checkpoint's is
+    :class:`nmtkit.export.ctranslate2_engine.CTranslate2Bundle`); a checkpoint's is
     :meth:`Translator.from_bundle <nmtkit.decode.translator.Translator.from_bundle>`."""
 
     def translator(self) -> "TextTranslator": ...
@@ -534,7 +534,7 @@ def checked_engine(translator: "TextTranslator", constraints: list[list[str]] | 
                    alignments: bool, conf: ConfidenceRequest) -> None:
     """What the engine cannot do, refused before any work: a 501 with its reason (the
     ctranslate2 engine: constraints, and the source attention of another layer or head than
-    its export's, :meth:`~nmtkit.export.ctranslate2.CTranslate2Translator.unsupported`)."""
+    its export's, :meth:`~nmtkit.export.ctranslate2_engine.CTranslate2Translator.unsupported`)."""
     if isinstance(translator, PartialEngine):
         why = translator.unsupported(TranslateOptions(
             constraints=constraints, alignments=alignments, need_attention=conf.confidence,
@@ -647,7 +647,7 @@ def checked_target_texts(translator: "TextTranslator", n: int, prefixes: list[st
                          field: str = "prefixes") -> None:
     """Forced prefixes and constraint phrases of ``n`` texts, checked before any work as the
     search will take them (:meth:`~nmtkit.decode.translator.Translator.target_ids`, an
-    export's :meth:`~nmtkit.export.ctranslate2.CTranslate2Translator.target_ids`): a
+    export's :meth:`~nmtkit.export.ctranslate2_engine.CTranslate2Translator.target_ids`): a
     token the model's target vocabulary lacks (it would come out as ``<unk>``) is a 422
     naming the field (``field``: "prefix" for the attention request's one prefix)."""
     if not isinstance(translator, TargetChecks):
@@ -699,7 +699,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
                translator: "TextTranslator | None" = None,
                allowed_hosts: list[str] | None = None) -> FastAPI:
     """A FastAPI app serving ``bundle`` (see :func:`nmtkit.checkpoint.load_bundle`, or
-    :func:`nmtkit.export.ctranslate2.load_export_bundle` for the CTranslate2 engine).
+    :func:`nmtkit.export.ctranslate2_engine.load_export_bundle` for the CTranslate2 engine).
 
     ``allowed_hosts``: the ``Host`` names accepted (:mod:`nmtkit.serve.security`); ``None``
     accepts any (the command line passes the bind address and the loopback names).
