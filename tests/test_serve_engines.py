@@ -22,7 +22,8 @@ from nmtkit.cli import main as cli_main  # noqa: E402
 from nmtkit.config import load  # noqa: E402
 from nmtkit.decode.translator import Translator
 from nmtkit.export import ExportError  # noqa: E402
-from nmtkit.export.ctranslate2 import export_ctranslate2, load_export_bundle  # noqa: E402
+from nmtkit.export.ctranslate2 import export_ctranslate2  # noqa: E402
+from nmtkit.export.ctranslate2_engine import load_export_bundle  # noqa: E402
 from nmtkit.serve.app import create_app  # noqa: E402
 from nmtkit.serve.limits import ServeLimits  # noqa: E402
 from nmtkit.train.loop import Trainer  # noqa: E402
