@@ -429,6 +429,23 @@ SECTIONS: tuple[Section, ...] = (
             ("run", "`{@}`"), ("seconds to the training ids", "{seconds_to_ids}"),
             ("seconds for the batches", "{seconds_for_batches}"), ("peak RSS GB", "{peak_rss_gb:.2f}"))),
         Text("Machine: {machine}."))),
+    Section(CPU, "cold_start_cpu_*.json", "One sentence from a cold start: `nmtkit translate`", (
+        Text("Each part in a fresh process, medians of {runs} rounds (the minimum beside the "
+             "command's), translate's `--threads {threads}` (0: PyTorch's default), host load "
+             "{load_average_before[0]:.1f} before and {load_average_after[0]:.1f} after (`{~}`: "
+             "`{command|clean}`). `before` is the tree before the restructuring, with the "
+             "checkpoint its own training wrote:"),
+        Table("trees.*", (
+            ("tree", "`{@}`"), ("best.pt MB", "{checkpoint_sizes_mb[best.pt]?}"),
+            ("last.pt MB", "{checkpoint_sizes_mb[last.pt]?}"),
+            ("import nmtkit.cli s", "{median.import_cli_s}"),
+            ("import torch s", "{median.import_torch_s}"),
+            ("translate's imports s", "{median.import_translate_s}"),
+            ("load s", "{median.load_s}"), ("first sentence s", "{median.first_sentence_s}"),
+            ("command wall s", "{median.command_wall_s}"),
+            ("command wall s, minimum", "{min.command_wall_s}"))),
+        Text("Machine: {machine}; matmul {matmul_gflops.before_rounds} and "
+             "{matmul_gflops.after_rounds} GFLOP/s before and after the rounds."))),
     Section(CPU, "peers_cpu*.json", "Peers re-measured here, training", (
         Text("Each peer in a throwaway virtual environment, the reference in the same run "
              "({reference.train_tgt_tokens_per_s} target tok/s, peak RSS "

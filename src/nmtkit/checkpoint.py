@@ -70,7 +70,7 @@ def weights_digest(state: dict[str, torch.Tensor]) -> str:
     for name in sorted(state):
         t = state[name].detach().cpu().contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.reshape(-1).view(torch.uint8).numpy())  # (the bytes in place, no copy)
     return h.hexdigest()
 
 
@@ -88,11 +88,14 @@ def _check_weights(where: str, state: Any, verify: bool, digest: Any) -> None:
     if not isinstance(state, dict) or not state or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
         raise CheckpointError(f"{where}: the 'model' entry is not a state dict of named tensors")
+    seen: set[tuple[Any, ...]] = set()  # tied weights (one tensor, several names): once
     for name, t in state.items():
         if not t.is_floating_point():
             raise CheckpointError(f"{where}: weight {name} has dtype {t.dtype}, not floating point")
-        if not bool(torch.isfinite(t).all()):
+        view = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+        if view not in seen and not bool(torch.isfinite(t).all()):
             raise CheckpointError(f"{where}: weight {name} holds NaN or infinite values")
+        seen.add(view)
     if verify and digest is not None and weights_digest(state) != digest:
         raise CheckpointError(f"{where}: the weights do not match their stored checksum (the file "
                               "was corrupted or altered); --no-verify loads it anyway")
@@ -181,7 +184,8 @@ def bundle_from_checkpoint(ckpt: dict[str, Any], path: str | Path | None = None,
     except (KeyError, TypeError, ValueError) as e:  # e.g. a corrupted SentencePiece model
         raise CheckpointError(f"{where}: stored tokenizer or vocabulary is unreadable: {e}") from None
     _check_bounds(where, cfg, ckpt["model"], len(src_vocab), len(tgt_vocab))
-    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
+    with _NoInitialisation():  # every weight is loaded below (strictly): no random fills first
+        model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:
@@ -193,14 +197,19 @@ def bundle_from_checkpoint(ckpt: dict[str, Any], path: str | Path | None = None,
                   Path(path) if path is not None else None)
 
 
+_RANDOM_FILLS = frozenset({torch.Tensor.uniform_, torch.Tensor.normal_})
+
+
 class _NoInitialisation(TorchFunctionMode):
-    """``torch.nn.init``'s fills skipped (the tensor returned as it is): a model built on
-    ``meta`` has no values to fill, and its random fills would run as Python reference
-    kernels that import ``torch._dynamo`` (see :func:`nmtkit.models.positions.shapes_only`)."""
+    """``torch.nn.init``'s fills and the random fills of tensors skipped (the tensor returned
+    as it is) while a model is built whose every weight is then loaded (or, on ``meta``,
+    that has no values to fill: its random fills would run as Python reference kernels that
+    import ``torch._dynamo``, see :func:`nmtkit.models.positions.shapes_only`). Tables
+    computed at construction (non-persistent buffers: positions) are built as usual."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if getattr(func, "__module__", None) == "torch.nn.init":
+        if getattr(func, "__module__", None) == "torch.nn.init" or func in _RANDOM_FILLS:
             return args[0] if args else kwargs["tensor"]
         return func(*args, **kwargs)
 

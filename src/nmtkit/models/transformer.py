@@ -238,6 +238,7 @@ class Transformer(Seq2Seq):
         variance, and a tied output layer starts with sensible logits), padding row zero;
         a learned position table the same, without a padding row (fairseq's initialisation).
         """
+        in_attention = self._mha_linears()
         for m in self.modules():
             if isinstance(m, MultiHeadAttention):
                 m.reset_parameters()
@@ -246,7 +247,7 @@ class Transformer(Seq2Seq):
                     nn.init.zeros_(m.bias)
                 if not self.cfg.tie_output:
                     nn.init.xavier_uniform_(m.weight)
-            elif isinstance(m, nn.Linear) and m not in self._mha_linears():
+            elif isinstance(m, nn.Linear) and m not in in_attention:
                 nn.init.xavier_uniform_(m.weight)
                 nn.init.zeros_(m.bias)
             elif isinstance(m, nn.Embedding):
