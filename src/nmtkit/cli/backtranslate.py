@@ -46,6 +46,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def run(a: argparse.Namespace) -> int:
     from ..data.multilingual import evaluation_direction
     from ..train.backtranslate import backtranslate, synthetic_files
+    from .progress import progress_bar
 
     bundle, tr = translator_from_args(a)
     # The direction the model is asked for (a model of data.directions: --tgt-lang, and
@@ -54,7 +55,10 @@ def run(a: argparse.Namespace) -> int:
     refuse_overwriting_inputs(synthetic_files(reverse, a.output),
                               [a.input, *model_files(a)], "-o PREFIX")
     tgt_lang = direction.tgt if bundle.cfg.data.directions else a.tgt_lang
-    result = backtranslate(tr, reverse, read_input(a.input), a.output, tgt_lang=tgt_lang)
+    lines = read_input(a.input)
+    with progress_bar(a.quiet, "backtranslate") as progress:
+        result = backtranslate(tr, reverse, lines, a.output, tgt_lang=tgt_lang,
+                               progress=progress)
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
                       "pairs": result.pairs, "dropped_empty": result.dropped_empty,
                       "empty_translations": result.empty_translations,

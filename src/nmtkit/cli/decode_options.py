@@ -18,6 +18,7 @@ from ..config import MAX_LENGTH_PENALTY, MBR_UTILITIES
 from .options import (
     NO_FAST_HELP,
     THREADS_HELP,
+    add_quiet_arg,
     device,
     finite_float,
     set_threads,
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 
 def add_model_args(q: argparse.ArgumentParser) -> None:
-    """``--model`` (one, or several for an ensemble) and how to load and run it."""
+    """``--model`` (one, or several for an ensemble) and how to load and run it; ``--quiet``
+    (no progress bar)."""
     q.add_argument("--model", required=True, action="append",
                    help="checkpoint (.pt); repeat it for an ensemble, which averages the "
                    "models' probabilities at each step (same vocabularies required)")
@@ -43,6 +45,7 @@ def add_model_args(q: argparse.ArgumentParser) -> None:
                    help="load a checkpoint whose weights do not match their stored checksum")
     q.add_argument("--no-fast", action="store_true", help=NO_FAST_HELP)
     q.add_argument("--threads", type=thread_count, default=0, help=THREADS_HELP)
+    add_quiet_arg(q)
 
 
 def model_files(a: argparse.Namespace) -> list[str]:

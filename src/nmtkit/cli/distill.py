@@ -32,9 +32,12 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def run(a: argparse.Namespace) -> int:
     from ..train.distill import distill
+    from .progress import progress_bar
 
     bundle, tr = translator_from_args(a)
-    result = distill(tr, bundle.cfg.data, a.output, split=a.split, models=model_files(a))
+    with progress_bar(a.quiet, "distill") as progress:
+        result = distill(tr, bundle.cfg.data, a.output, split=a.split, models=model_files(a),
+                         progress=progress)
     print(json.dumps({"src": str(result.src_file), "tgt": str(result.tgt_file),
                       "pairs": result.pairs, "empty_translations": result.empty_translations,
                       "beam": tr.decode_cfg.beam, "models": a.model}))

@@ -45,7 +45,10 @@ def run(a: argparse.Namespace) -> int:
         from ..evaluate import official_reference
 
         official = official_reference(a.split, data.tgt_lang)
-    hyps = tr.translate_lines(src, tgt_lang=tgt_lang)
+    from .progress import progress_bar
+
+    with progress_bar(a.quiet, "evaluate") as progress:
+        hyps = tr.translate_lines(src, tgt_lang=tgt_lang, progress=progress)
     if a.output:
         write_or_keep(a.output, "".join(h + "\n" for h in hyps), "hypotheses")
     result = score(hyps, ref)

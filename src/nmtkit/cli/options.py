@@ -67,6 +67,12 @@ def finite_float(text: str) -> float:
     return value
 
 
+def add_quiet_arg(p: argparse.ArgumentParser) -> None:
+    """``-q``/``--quiet``: no progress bar (:mod:`nmtkit.cli.progress`)."""
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar (one is drawn on stderr only when stderr is a terminal)")
+
+
 def thread_count(text: str) -> int:
     value = int(text)
     if value < 0:

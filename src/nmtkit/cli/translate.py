@@ -23,6 +23,7 @@ from .text import InputError, check_lines, one_line, read_input
 if TYPE_CHECKING:
     from ..decode.translation import Translation
     from ..decode.translator import Translator
+    from .progress import Progress
 
 log = logging.getLogger("nmtkit.cli")
 
@@ -90,7 +91,10 @@ def run(a: argparse.Namespace) -> int:
     lines = read_input(a.input)
     check_lines(a.prefix_file, prefixes, len(lines))
     check_lines(a.constraints_file, constraints, len(lines))
-    results = translate_with_files(a, tr, lines, prefixes, constraints, 1)
+    from .progress import progress_bar
+
+    with progress_bar(a.quiet, "translate") as progress:
+        results = translate_with_files(a, tr, lines, prefixes, constraints, 1, progress)
     n_best = tr.decode_cfg.n_best > 1
     out = "".join(answer(i, hs, a, n_best) for i, hs in enumerate(results))
     if a.output:
@@ -140,15 +144,15 @@ def answer(i: int, hs: list[Translation], a: argparse.Namespace, n_best: bool) -
 
 def translate_with_files(a: argparse.Namespace, tr: Translator, lines: list[str],
                          prefixes: list[str] | None, constraints: list[list[str]] | None,
-                         first: int) -> list[list[Translation]]:
+                         first: int, progress: Progress | None = None) -> list[list[Translation]]:
     """``tr.translate`` of input lines ``first``, ``first + 1``, ... (from 1) with their
-    ``--prefix-file`` / ``--constraints-file`` lines; a prefix or constraint that cannot be
-    used is an error naming its file and line."""
+    ``--prefix-file`` / ``--constraints-file`` lines (``progress``: the bar's callback); a
+    prefix or constraint that cannot be used is an error naming its file and line."""
     from ..decode.options import TranslateOptions
     from ..decode.translator import TargetTextError
 
     options = TranslateOptions(prefixes=prefixes, constraints=constraints, token_scores=a.scores,
-                               alignments=a.alignments, tgt_lang=a.tgt_lang)
+                               alignments=a.alignments, tgt_lang=a.tgt_lang, progress=progress)
     try:
         return tr.translate(lines, options)
     except TargetTextError as e:

@@ -79,6 +79,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def run(a: argparse.Namespace) -> int:
     from ..decode.tune import Trial, at_the_edge, best_trial, grid, tune_search
+    from .progress import progress_bar
 
     def refuse_a_test_split(valid: str, test: str) -> None:
         if a.split and (a.split == test or a.split.startswith("test")):
@@ -106,10 +107,12 @@ def run(a: argparse.Namespace) -> int:
     if any(a.reranks) and not (a.reverse_model or a.r2l_model):
         raise ValueError("--rerank scores candidates with a model of the reverse direction: "
                          "give one (--reverse-model), or a right-to-left model (--r2l-model)")
-    trials = tune_search(tr, src, ref, a.beams, a.length_penalties, tgt_lang=tgt_lang,
-                         on_trial=report, mbr=a.mbrs, rerank=a.reranks,
-                         reverse_weights=a.reverse_weights if a.reverse_model else [0.0],
-                         r2l_weights=a.r2l_weights if a.r2l_model else [0.0])
+    with progress_bar(a.quiet, "tune") as progress:
+        trials = tune_search(tr, src, ref, a.beams, a.length_penalties, tgt_lang=tgt_lang,
+                             on_trial=report, mbr=a.mbrs, rerank=a.reranks,
+                             reverse_weights=a.reverse_weights if a.reverse_model else [0.0],
+                             r2l_weights=a.r2l_weights if a.r2l_model else [0.0],
+                             progress=progress)
     best = best_trial(trials, a.metric)
     edge = at_the_edge(best, a.length_penalties)
     if edge:  # the optimum may lie beyond the grid

@@ -277,13 +277,16 @@ class TextTranslator:
 
     def in_length_order(self, sources: Sequence[Sequence[str]], n_best: int,
                         batches: Callable[[list[int]], Iterable[list[int]]],
-                        run: Callable[[list[int]], list[list[Translation]]]
+                        run: Callable[[list[int]], list[list[Translation]]],
+                        progress: Callable[[int, int], None] | None = None
                         ) -> list[list[Translation]]:
         """One list of ``n_best`` translations per source, in input order.
 
         An empty source gets ``n_best`` empty translations. The others' indices, sorted by
         length (shortest first), go to ``batches``, which cuts them into batches; ``run``
         translates one batch (a list of indices) and returns one list per index.
+        ``progress(done, total)`` (:attr:`TranslateOptions.progress`) hears of the empty
+        sources, then of each batch.
         """
         results: list[list[Translation] | None] = [None] * len(sources)
         todo = []
@@ -292,10 +295,14 @@ class TextTranslator:
                 todo.append(i)
             else:  # nothing to translate: an empty line stays empty
                 results[i] = [Translation("", [], [], 0.0)] * n_best
+        if progress is not None and len(todo) < len(sources):
+            progress(len(sources) - len(todo), len(sources))
         todo.sort(key=lambda i: len(sources[i]))
         for batch in batches(todo):
             for i, translations in zip(batch, run(batch), strict=True):
                 results[i] = translations
+            if progress is not None:
+                progress(len(batch), len(sources))
         return results  # type: ignore[return-value]
 
     def translation(self, tokens: list[str], src_tokens: list[str], score: float,
@@ -398,13 +405,14 @@ class TextTranslator:
         return restore_translation(t, p, n_before, self.tgt_tok.decode, separator)
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
-                        batch_size: int | None = None, *,
-                        tgt_lang: str | None = None) -> list[str]:
+                        batch_size: int | None = None, *, tgt_lang: str | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> list[str]:
         """The best translation of each line, in order (into ``tgt_lang``, see
         :meth:`target_tag`). ``lines``: a list (any iterable) of str; a bare str or bytes is
         a ``TypeError`` (:func:`text_lines`), as are a ``beam`` or ``batch_size`` that is not
-        an int (:func:`decode_options`)."""
-        options = TranslateOptions(beam=beam, batch_size=batch_size, tgt_lang=tgt_lang)
+        an int (:func:`decode_options`). ``progress``: :attr:`TranslateOptions.progress`."""
+        options = TranslateOptions(beam=beam, batch_size=batch_size, tgt_lang=tgt_lang,
+                                   progress=progress)
         return [r[0].text for r in self.translate(lines, options)]
 
 
@@ -490,7 +498,8 @@ class Translator(TextTranslator):
                      for h in hs] for i, hs in zip(batch, hyps, strict=True)]
 
         return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
-                                               batches, run), texts, asked, self.reverse)
+                                               batches, run, o.progress),
+                          texts, asked, self.reverse)
 
     def target_ids(self, prefixes: Sequence[str] | None,
                    constraints: Sequence[Sequence[str]] | None, n_lines: int,

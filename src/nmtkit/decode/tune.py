@@ -118,15 +118,17 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 on_trial: Callable[[Trial], None] | None = None,
                 mbr: Sequence[int] = (0,), rerank: Sequence[int] = (0,),
                 reverse_weights: Sequence[float] = (1.0,),
-                r2l_weights: Sequence[float] | None = None) -> list[Trial]:
+                r2l_weights: Sequence[float] | None = None,
+                progress: Callable[[int, int], None] | None = None) -> list[Trial]:
     """Translate ``sources`` with every setting of :func:`grid` and score each against
     ``references`` (sacreBLEU, :func:`nmtkit.evaluate.score`). A reranking size is searched
     and scored by the reverse model (``translator.reverse``) once per beam and penalty, then
     chosen from with each of ``reverse_weights`` (and, where the reranking has right-to-left
     models, each of ``r2l_weights`` with each: default ``TUNE_R2L_WEIGHTS``), alone and with
     each MBR size below it (one trial each, sharing the search's seconds).
-    ``on_trial`` is called with each trial as soon as it is scored. The translator's own
-    options are restored after."""
+    ``on_trial`` is called with each trial as soon as it is scored; ``progress(done, total)``
+    with the sentences translated, of those of every search (:func:`searches` of them). The
+    translator's own options are restored after."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources vs {len(references)} references")
     if not sources:
@@ -145,6 +147,16 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
         r2l_options = list(weights)
     base = translator.decode_cfg
     trials = []
+    n_searches = searches(settings)
+
+    def searched_sentences(done: int, total: int) -> None:  # total: one search's
+        assert progress is not None
+        progress(done, total * n_searches)
+
+    told = None if progress is None else searched_sentences
+    # (translate_lines is told only where there is a bar: a translator of an older signature
+    # keeps working without one)
+    lines_progress: dict[str, Any] = {} if told is None else {"progress": told}
 
     def scored(hyps: list[str], seconds: float, beam: int, penalty: float | None, mbr: int,
                rerank: int = 0, reverse_weight: float | None = None,
@@ -168,12 +180,12 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                 translator.decode_cfg = reranking_search(translator.decode_cfg)
             start = time.perf_counter()
             if not reranked:
-                hyps = translator.translate_lines(sources, tgt_lang=tgt_lang)
+                hyps = translator.translate_lines(sources, tgt_lang=tgt_lang, **lines_progress)
                 scored(hyps, time.perf_counter() - start, beam, penalty, candidates)
                 continue
             if searched is None or searched[0] != (beam, penalty, reranked):
                 results = translator.translate(  # all, reverse-scored
-                    sources, TranslateOptions(tgt_lang=tgt_lang))
+                    sources, TranslateOptions(tgt_lang=tgt_lang, progress=told))
                 searched = ((beam, penalty, reranked), results, time.perf_counter() - start)
             _, results, seconds = searched
             for w in dict.fromkeys(reverse_weights):
@@ -185,6 +197,19 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     finally:
         translator.decode_cfg = base
     return trials
+
+
+def searches(settings: Sequence[tuple[int, float | None, int, int]]) -> int:
+    """How many searches :func:`tune_search` runs for the ``settings`` of :func:`grid`: one
+    per setting without reranking, one per run of settings that rerank the same beam,
+    penalty and candidates (their weights and MBR sizes choose among one search's)."""
+    n, last = 0, None
+    for beam, penalty, _, reranked in settings:
+        if not reranked:
+            n += 1
+        elif last != (beam, penalty, reranked):
+            n, last = n + 1, (beam, penalty, reranked)
+    return n
 
 
 def at_the_edge(best: Trial, penalties: Sequence[float]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,31 @@ import torch
 from ..checkpoint import CheckpointError, load_checkpoint, release_payload, save_checkpoint
 
 
-def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict[str, Any]:
+def add_weights(total: dict[str, torch.Tensor], ck: dict[str, Any], ref: dict[str, Any],
+                path: str | Path, first: str | Path) -> None:
+    """``total += ck``'s weights (in float64), once ``ck`` is known to share the first
+    checkpoint's (``ref``, read from ``first``) architecture, vocabulary and weight names
+    and shapes."""
+    if ck["config"]["model"] != ref["config"]["model"] or ck["vocab"] != ref["vocab"]:
+        raise CheckpointError(f"{path}: architecture or vocabulary differs from {first}")
+    if set(ck["model"]) != set(total):
+        raise CheckpointError(f"{path}: parameter names differ from {first}")
+    for k, v in ck["model"].items():
+        if v.shape != total[k].shape:
+            raise CheckpointError(f"{path}: {k} has shape {tuple(v.shape)}, "
+                                  f"{tuple(total[k].shape)} in {first}")
+        if v.is_floating_point():
+            total[k] += v.double()
+
+
+def average_checkpoints(paths: list[str | Path], out: str | Path,
+                        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Element-wise mean of the weights of ``paths``; config, tokenizers and vocab of the
     first. Reads the weights only: ``step_*.pt`` and ``best.pt`` (release checkpoints) and
     ``last.pt`` alike. The average is a release checkpoint (no optimizer state: it is for
     inference or fine-tuning with ``--init-from``), with ``averaged_from`` naming its parts.
-    All checkpoints must share architecture and vocabulary.
+    All checkpoints must share architecture and vocabulary. ``progress(1, len(paths))``
+    after each checkpoint read (``nmtkit average``'s bar).
     """
     if not paths:
         raise ValueError("average: no checkpoints given")
@@ -27,18 +47,11 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict[str, A
             ref = ck
             total = {k: v.detach().double().clone() if v.is_floating_point() else v.clone()
                      for k, v in ck["model"].items()}
-            continue
-        assert total is not None  # set with ref, on the first checkpoint
-        if ck["config"]["model"] != ref["config"]["model"] or ck["vocab"] != ref["vocab"]:
-            raise CheckpointError(f"{path}: architecture or vocabulary differs from {paths[0]}")
-        if set(ck["model"]) != set(total):
-            raise CheckpointError(f"{path}: parameter names differ from {paths[0]}")
-        for k, v in ck["model"].items():
-            if v.shape != total[k].shape:
-                raise CheckpointError(f"{path}: {k} has shape {tuple(v.shape)}, "
-                                      f"{tuple(total[k].shape)} in {paths[0]}")
-            if v.is_floating_point():
-                total[k] += v.double()
+        else:
+            assert total is not None  # set with ref, on the first checkpoint
+            add_weights(total, ck, ref, path, paths[0])
+        if progress is not None:
+            progress(1, len(paths))
     assert ref is not None and total is not None
     avg = {k: (v / len(paths)).to(ref["model"][k].dtype) if v.is_floating_point() else v
            for k, v in total.items()}

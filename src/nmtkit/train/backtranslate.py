@@ -17,6 +17,7 @@ modules below it never load a model.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,12 +50,15 @@ def synthetic_files(reverse: DataConfig, prefix: str | Path) -> tuple[Path, Path
 
 
 def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[str],
-                  prefix: str | Path, tgt_lang: str | None = None) -> BackTranslation:
+                  prefix: str | Path, tgt_lang: str | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> BackTranslation:
     """Translate the monolingual ``lines`` (target language of the forward direction, the
     source language of the ``reverse`` model) and write the synthetic pairs, line-aligned,
     both files or neither. Blank lines are dropped; surrounding whitespace is stripped.
     ``tgt_lang``: the language a model of ``data.directions`` translates into (``reverse``
-    then reads that one direction: :func:`nmtkit.data.multilingual.evaluation_direction`)."""
+    then reads that one direction: :func:`nmtkit.data.multilingual.evaluation_direction`).
+    ``progress``: told of the sentences translated
+    (:attr:`~nmtkit.decode.options.TranslateOptions.progress`)."""
     check_file_prefix(prefix, "output prefix")
     mono = [line.strip() for line in lines]
     kept = [line for line in mono if line]
@@ -66,7 +70,8 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
     if src_file == tgt_file:  # before any work, too
         raise ValueError(f"the reverse model translates {reverse.src_lang} into itself: "
                          "back-translation needs two languages")
-    hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang)]
+    hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang,
+                                                                    progress=progress)]
     write_all_or_keep([(src_file, "".join(h + "\n" for h in hyps), "back-translations"),
                        (tgt_file, "".join(line + "\n" for line in kept), "monolingual lines")])
     result = BackTranslation(src_file, tgt_file, len(kept), len(mono) - len(kept),

@@ -18,7 +18,7 @@ model.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,13 +44,15 @@ class Distillation:
 
 
 def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
-            split: str | None = None, models: Iterable[str | Path] = ()) -> Distillation:
+            split: str | None = None, models: Iterable[str | Path] = (),
+            progress: Callable[[int, int], None] | None = None) -> Distillation:
     """Translate the sources of ``split`` (default: the teacher's training split,
     ``data.train``) of the teacher's corpus and write the distilled pairs, line-aligned,
     both files or neither. Refused before any work: output files that are the split's own
     files (``-o`` equal to the split's prefix would replace its references with the
     teacher's translations), or the teacher's checkpoints ``models`` (``-o runs/t/best`` of
-    a teacher into Portuguese would write ``best.pt``)."""
+    a teacher into Portuguese would write ``best.pt``). ``progress``: told of the sentences
+    translated (:attr:`~nmtkit.decode.options.TranslateOptions.progress`)."""
     if data.directions:
         raise ValueError("distill translates one direction: a model of data.directions is "
                          "not supported as a teacher (distil each direction's data with a "
@@ -65,7 +67,7 @@ def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
     refuse_overwriting_inputs([src_file, tgt_file], [*(read[:2] if read else ()), *models],
                               "output prefix")
     sources = load_parallel(data, split).src
-    hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(sources)]
+    hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(sources, progress=progress)]
     write_all_or_keep([(src_file, "".join(s + "\n" for s in sources), "training sources"),
                        (tgt_file, "".join(h + "\n" for h in hyps), "teacher's translations")])
     result = Distillation(src_file, tgt_file, len(sources), sum(1 for h in hyps if not h.strip()))
