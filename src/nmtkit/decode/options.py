@@ -67,11 +67,6 @@ class TranslateOptions:
     passed, or was cancelled, the call stops with
     :class:`~nmtkit.decode.deadline.DeadlineExceeded` within one step (``nmtkit serve``
     gives each request one, from ``--timeout``); ``None``: no limit, no checks."""
-    progress: Callable[[int, int], None] | None = None
-    """Called as ``progress(done, total)`` while the call works: ``done`` more sentences
-    translated (a batch, or the empty lines at once), of ``total`` sentences in the call
-    (after sentence splitting: the sentences, not the lines). ``nmtkit translate`` and the
-    other commands draw their progress bar with it (:mod:`nmtkit.cli.progress`)."""
     split_sentences: bool | None = None
     """Cut each line into sentences and join their translations (``None``:
     ``decode.split_sentences``; :mod:`nmtkit.decode.lines` says what n-best lists, scores
@@ -80,6 +75,11 @@ class TranslateOptions:
     protect_spans: bool | None = None
     """Carry over what the vocabulary cannot say, URLs and e-mail addresses (``None``:
     ``decode.protect_spans``; :mod:`nmtkit.data.placeholders`)."""
+    progress: Callable[[int, int], None] | None = None
+    """Called as ``progress(done, total)`` while the call works: ``done`` more sentences
+    translated (a batch, or the empty lines at once), of ``total`` sentences in the call
+    (after sentence splitting: the sentences, not the lines). ``nmtkit translate`` and the
+    other commands draw their progress bar with it (:mod:`nmtkit.cli.progress`)."""
 
     def decode_overrides(self) -> dict[str, Any]:
         """The fields that replace the translator's decoding options
