@@ -70,7 +70,7 @@ def weights_digest(state: dict[str, torch.Tensor]) -> str:
     for name in sorted(state):
         t = state[name].detach().cpu().contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy())  # (the bytes in place, no copy)
+        h.update(t.reshape(-1).view(torch.uint8).numpy().data)  # (the bytes in place, no copy)
     return h.hexdigest()
 
 

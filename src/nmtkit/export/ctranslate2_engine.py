@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -440,8 +440,10 @@ class CTranslate2Translator(TextTranslator):
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
                         batch_size: int | None = None, exact_caps: bool = True, *,
-                        tgt_lang: str | None = None) -> list[str]:
-        options = TranslateOptions(beam=beam, batch_size=batch_size, tgt_lang=tgt_lang)
+                        tgt_lang: str | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> list[str]:
+        options = TranslateOptions(beam=beam, batch_size=batch_size, tgt_lang=tgt_lang,
+                                   progress=progress)
         return [r[0].text for r in self.translate(lines, options, exact_caps=exact_caps)]
 
     def score(self, sources: list[str], targets: list[str]) -> list[list[float]]:
