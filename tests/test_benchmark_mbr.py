@@ -79,9 +79,16 @@ def test_reranked_settings_share_one_search_and_r2l_models_score_too(model_path,
     searched = []
     real = Translator.translate
 
-    def counting(self, lines, *args, **kwargs):
-        searched.append(self.decode_cfg)
-        return real(self, lines, *args, **kwargs)
+    depth = [0]
+
+    def counting(self, lines, *args, **kwargs):  # a search: the outermost call (a line's
+        if depth[0] == 0:                        # sentences are translated by a call within)
+            searched.append(self.decode_cfg)
+        depth[0] += 1
+        try:
+            return real(self, lines, *args, **kwargs)
+        finally:
+            depth[0] -= 1
 
     monkeypatch.setattr(Translator, "translate", counting)
     settings = ["beam=2", "beam=2,rerank=4,reverse_weight=0", "beam=2,rerank=4,reverse_weight=3",
