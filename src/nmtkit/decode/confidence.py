@@ -74,8 +74,8 @@ def confidence(token_log_probs: Sequence[float], attention: torch.Tensor, n_src:
     """The :class:`Confidence` of a translation of ``n_tgt`` tokens of a source of ``n_src``.
 
     token_log_probs: log P of each output token and of ``</s>`` (``n_tgt + 1`` values, as
-    :attr:`nmtkit.decode.translator.Translation.token_log_probs`); attention: as in
-    :func:`coverage` (:attr:`~nmtkit.decode.translator.Translation.attention`).
+    :attr:`nmtkit.decode.translation.Translation.token_log_probs`); attention: as in
+    :func:`coverage` (:attr:`~nmtkit.decode.translation.Translation.attention`).
     """
     if len(token_log_probs) != n_tgt + 1:
         raise ValueError(f"{len(token_log_probs)} token log-probabilities for {n_tgt} tokens: "
@@ -91,7 +91,7 @@ def confidence(token_log_probs: Sequence[float], attention: torch.Tensor, n_src:
 
 def translation_confidence(t: Translation, low_probability: float = LOW_PROBABILITY,
                            low_coverage: float = LOW_COVERAGE) -> Confidence:
-    """:func:`confidence` of a :class:`~nmtkit.decode.translator.Translation` decoded with
+    """:func:`confidence` of a :class:`~nmtkit.decode.translation.Translation` decoded with
     ``token_scores`` and ``need_attention``; an empty one (an empty source line) has empty
     lists."""
     if not t.src_tokens:

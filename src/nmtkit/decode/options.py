@@ -1,6 +1,6 @@
 """What one translation call asks for besides its lines: :class:`TranslateOptions`, taken by
 every translator (:meth:`nmtkit.decode.translator.Translator.translate`,
-:meth:`nmtkit.export.ctranslate2.CTranslate2Translator.translate`)."""
+:meth:`nmtkit.export.ctranslate2_engine.CTranslate2Translator.translate`)."""
 
 from __future__ import annotations
 

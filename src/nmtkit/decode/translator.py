@@ -4,7 +4,7 @@ search, unsort, restore the spans, detokenize and join each line's sentences.
 
 :class:`TextTranslator` holds what every translator does with text, whatever runs the
 search: nmtkit's own :class:`Translator` here, and
-:class:`nmtkit.export.ctranslate2.CTranslate2Translator`. A call takes the lines and one
+:class:`nmtkit.export.ctranslate2_engine.CTranslate2Translator`. A call takes the lines and one
 :class:`TranslateOptions`. :func:`decode_options` is the one way optional decoding arguments
 (command line, server, Python API) become a :class:`~nmtkit.config.DecodeConfig`.
 """

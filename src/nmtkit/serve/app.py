@@ -439,7 +439,7 @@ def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam:
     """Translate ``text`` (into ``tgt_lang``; starting with ``prefix`` if given; its search
     stopped at ``deadline``), then return
     the attention maps of ``bundle.model`` for that translation
-    (:func:`nmtkit.decode.attention.sentence_attention`; chosen by MBR among ``mbr``
+    (:func:`nmtkit.decode.sentence_attention.sentence_attention`; chosen by MBR among ``mbr``
     candidates where given, as ``/v1/translate`` chooses) as JSON; with ``conf.confidence``
     also its confidence view (coverage from the maps' decoder source attention of the chosen
     layer/head) and ``prefix_texts``."""
