@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -205,3 +206,14 @@ def nmtkit_translate(tr, lines, **options):
     except ImportError:  # a tree before issue 63
         return tr.translate(lines, **options)
     return tr.translate(lines, TranslateOptions(**options))
+
+
+def run_nmtkit(*args: str) -> str:
+    """Run ``python -m nmtkit.cli ARGS`` from the repository root with this interpreter and
+    environment; its stdout (the log goes to stderr). A failure stops the script with the
+    command and the end of its stderr."""
+    out = subprocess.run([sys.executable, "-m", "nmtkit.cli", *args], capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parents[1], env=os.environ)
+    if out.returncode != 0:
+        raise SystemExit(f"nmtkit {' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return out.stdout

@@ -13,13 +13,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _common import machine  # benchmarks/ is the script's directory
+from _common import machine, run_nmtkit  # benchmarks/ is the script's directory
 
 from nmtkit.io import atomic_write_text
 
@@ -28,25 +26,17 @@ RECIPES = {"transformer": "configs/multi30k_transformer_small.yaml",
            "rnn": "configs/multi30k_rnn_attention.yaml"}
 
 
-def nmtkit(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "nmtkit.cli", *args], capture_output=True,
-                         text=True, cwd=ROOT, env=os.environ)
-    if out.returncode != 0:
-        raise SystemExit(f"nmtkit {' '.join(args)} failed:\n{out.stderr[-3000:]}")
-    return out.stdout
-
-
 def one(arch: str, minutes: float, runs: Path, valid_every: int, beam: int) -> dict:
     run = runs / f"{arch}_{minutes:g}min"
-    nmtkit("train", RECIPES[arch], "--run-dir", str(run), "--overwrite",
-           "--set", f"train.max_minutes={minutes}", "--set", f"train.valid_every={valid_every}",
-           "--set", "train.patience=0")
+    run_nmtkit("train", RECIPES[arch], "--run-dir", str(run), "--overwrite",
+               "--set", f"train.max_minutes={minutes}", "--set", f"train.valid_every={valid_every}",
+               "--set", "train.patience=0")
     with open(run / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     last = rows[-1]
     t0 = time.perf_counter()
-    ev = json.loads(nmtkit("evaluate", "--model", str(run / "best.pt"), "--split",
-                           "test_2016_flickr", "--beam", str(beam)))
+    ev = json.loads(run_nmtkit("evaluate", "--model", str(run / "best.pt"), "--split",
+                               "test_2016_flickr", "--beam", str(beam)))
     decode_s = time.perf_counter() - t0
     from _common import nmtkit_checkpoint_module
 

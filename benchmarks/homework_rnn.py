@@ -22,13 +22,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-from _common import emit, machine  # benchmarks/ is the script's directory
+from _common import emit, machine, run_nmtkit  # benchmarks/ is the script's directory
 
 from nmtkit.config import load
 
@@ -40,20 +37,11 @@ SPLITS = ("val", "test_2016_flickr")
 KEYS = ("bleu", "bleu_lc_tok", "bleu_official_tok", "chrf", "length_ratio")
 
 
-def nmtkit(*args: str) -> str:
-    """Run ``nmtkit ARGS`` from the repository root; its stdout (the log goes to stderr)."""
-    out = subprocess.run([sys.executable, "-m", "nmtkit.cli", *args], capture_output=True,
-                         text=True, cwd=ROOT, env=os.environ)
-    if out.returncode != 0:
-        raise SystemExit(f"nmtkit {' '.join(args)} failed:\n{out.stderr[-3000:]}")
-    return out.stdout
-
-
 def train(name: str, run: Path, minutes: float, retrain: bool) -> dict:
     """Train one recipe for ``minutes`` (or keep a finished run) and return its last JSON line."""
     cmd = ["train", RECIPES[name], "--run-dir", str(run), "--set", f"train.max_minutes={minutes:g}"]
     if retrain or not (run / "best.pt").is_file():
-        out = nmtkit(*cmd, *(["--overwrite"] if run.exists() else []))
+        out = run_nmtkit(*cmd, *(["--overwrite"] if run.exists() else []))
         return {"command": "nmtkit " + " ".join(cmd), **json.loads(out.strip().splitlines()[-1])}
     return {"command": "nmtkit " + " ".join(cmd), "kept": str(run)}
 
@@ -62,8 +50,8 @@ def scores(run: Path, beam: int) -> dict:
     """BLEU and friends of ``run/best.pt`` on each split with beam ``beam`` (1 = greedy)."""
     out = {}
     for split in SPLITS:
-        ev = json.loads(nmtkit("evaluate", "--model", str(run / "best.pt"), "--split", split,
-                               "--beam", str(beam)))
+        ev = json.loads(run_nmtkit("evaluate", "--model", str(run / "best.pt"), "--split", split,
+                                   "--beam", str(beam)))
         out[split] = {k: ev[k] for k in KEYS if k in ev}
     return out
 
@@ -96,9 +84,9 @@ def main() -> None:
         for file in ("metrics.csv", "losses.csv", "samples.txt"):
             if (run / file).is_file():
                 shutil.copy2(run / file, keep / file)
-        nmtkit("plot", "curves", "--run", str(keep), "-o", str(out / f"curves_{name}.png"))
-    nmtkit("plot", "compare", *[x for n in RECIPES for x in ("--run", str(out / n))],
-           *[x for n in RECIPES for x in ("--label", LABELS[n])], "-o", str(out / "compare.png"))
+        run_nmtkit("plot", "curves", "--run", str(keep), "-o", str(out / f"curves_{name}.png"))
+    run_nmtkit("plot", "compare", *[x for n in RECIPES for x in ("--run", str(out / n))],
+               *[x for n in RECIPES for x in ("--label", LABELS[n])], "-o", str(out / "compare.png"))
     emit(result, str(out / "summary.json"))
 
 

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from nmtkit.checkpoint import save_checkpoint
+from nmtkit.cli import main as cli_main
+from nmtkit.compat.annotated import from_reference
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig, load
 from nmtkit.data.batching import pad_mask
 from nmtkit.data.corpora import Parallel
@@ -39,6 +41,10 @@ from nmtkit.train.loop import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+ANNOTATED_REFERENCE = ROOT.parent / "shared" / "reference" / "annotated_reference.py"
+PARITY_SRC_V, PARITY_TGT_V, PARITY_N, PARITY_D, PARITY_D_FF, PARITY_H = 13, 11, 2, 32, 64, 4
+"""The parity model's sizes: vocabularies, layers, d_model, d_ff, heads."""
+REF_PAD = 2  # the reference's <blank>
 
 
 # --- tiny configurations and corpora -------------------------------------------------------------
@@ -327,14 +333,15 @@ def save_tiny_checkpoint(path: Path, cfg: Config, src_tok, tgt_tok, src_vocab: V
     return path
 
 
-def train_copy(model: torch.nn.Module, steps: int, seed: int = 1) -> None:
-    """A few Adam steps on the copy task (symbols -> the same symbols), no dropout."""
+def train_copy(model: torch.nn.Module, steps: int, seed: int = 1, max_len: int = 10) -> None:
+    """A few Adam steps on the copy task (symbols -> the same symbols, 1 to ``max_len`` of
+    them), no dropout."""
     torch.manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(seed)
     v = model.tgt_vocab_size
     for _ in range(steps):
-        lens = torch.randint(1, 11, (64,), generator=g).tolist()
+        lens = torch.randint(1, max_len + 1, (64,), generator=g).tolist()
         src = torch.full((64, max(lens) + 1), PAD)
         tgt_in, tgt_out = src.clone(), src.clone()
         for i, n in enumerate(lens):
@@ -411,25 +418,9 @@ def sentencepiece_copy_checkpoint(path: Path, steps: int = 300, seed: int = 0) -
                  decode=DecodeConfig(beam=2, max_len_a=1.5, max_len_b=5))
     torch.manual_seed(seed)
     model = build_model(cfg.model, len(vocab), len(vocab))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    g = torch.Generator().manual_seed(seed)
-    v = len(vocab)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # batches this small run fastest on one thread
-    for _ in range(steps):
-        lens = torch.randint(1, 13, (64,), generator=g).tolist()
-        src = torch.full((64, max(lens) + 1), PAD)
-        tgt_in, tgt_out = src.clone(), src.clone()
-        for i, n in enumerate(lens):
-            sym = torch.randint(4, v, (n,), generator=g)
-            src[i, :n], src[i, n] = sym, EOS
-            tgt_in[i, 0], tgt_in[i, 1:n + 1] = BOS, sym
-            tgt_out[i, :n], tgt_out[i, n] = sym, EOS
-        log_probs = model(src, (src != PAD).unsqueeze(-2), tgt_in)
-        loss = F.nll_loss(log_probs.reshape(-1, v), tgt_out.reshape(-1), ignore_index=PAD)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_copy(model, steps, seed, max_len=12)
     torch.set_num_threads(threads)
     return save_tiny_checkpoint(path, cfg, tok, tok, vocab, vocab, model.eval())
 
@@ -548,3 +539,44 @@ def assert_png(path: Path) -> None:
 def severe_browser_errors(driver) -> list[dict]:
     """The browser log's SEVERE entries (JavaScript errors, failed loads)."""
     return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def parity_models(ref: types.ModuleType) -> tuple[torch.nn.Module, Transformer]:
+    """The annotated post's ``make_model`` at the parity sizes (seed 0) with every parameter
+    (norms and biases too) moved off its init, and nmtkit's copy of its weights
+    (:func:`nmtkit.compat.annotated.from_reference`). ``ref``: the reference module."""
+    torch.manual_seed(0)
+    reference = ref.make_model(PARITY_SRC_V, PARITY_TGT_V, N=PARITY_N, d_model=PARITY_D,
+                               d_ff=PARITY_D_FF, h=PARITY_H).eval()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    ours = from_reference(reference.state_dict(), PARITY_SRC_V, PARITY_TGT_V, N=PARITY_N,
+                          d_model=PARITY_D, d_ff=PARITY_D_FF, h=PARITY_H)
+    return reference, ours
+
+
+def parity_batch(ref: types.ModuleType) -> tuple[torch.Tensor, torch.Tensor, object]:
+    """(src (3, 7), tgt_in (3, 6), the reference's ``Batch`` of them): random ids (seed 1),
+    padded with the reference's <blank> at different lengths, targets starting with <s>."""
+    torch.manual_seed(1)
+    src = torch.randint(3, PARITY_SRC_V, (3, 7))
+    src[1, 5:] = REF_PAD
+    src[2, 3:] = REF_PAD
+    tgt = torch.randint(3, PARITY_TGT_V, (3, 6))
+    tgt[:, 0] = 0  # <s>
+    tgt[0, 4:] = REF_PAD
+    batch = ref.Batch(src, torch.cat([tgt, torch.full((3, 1), REF_PAD)], 1), pad=REF_PAD)
+    return src, tgt, batch
+
+
+def refused(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> str:
+    """``nmtkit ARGV`` exits 2 (argparse's SystemExit or main's return) naming ``said``;
+    returns its stderr."""
+    try:
+        code = cli_main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err, err
+    return err

@@ -11,7 +11,7 @@ from nmtkit.config import ConfigError, DataConfig, check_trainable, load
 from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
-from .helpers import make_cfg
+from .helpers import make_cfg, refused
 
 
 @pytest.fixture(scope="module")
@@ -19,17 +19,6 @@ def run(tmp_path_factory):
     run = tmp_path_factory.mktemp("hostile")
     Trainer(make_cfg(20), run).run()  # step_10, step_20, last, best
     return run
-
-
-def refused(capsys, argv, said):
-    """``nmtkit ARGV`` exits 2 (argparse's SystemExit or main's return) naming ``said``."""
-    try:
-        code = cli_main(argv)
-    except SystemExit as e:
-        code = e.code
-    err = capsys.readouterr().err
-    assert code == 2 and said in err and "Traceback" not in err, err
-    return err
 
 
 def test_an_output_that_is_an_input_is_refused_and_the_input_kept(run, tmp_path, capsys):

@@ -1,22 +1,26 @@
 """Parity with The Annotated Transformer (the transcribed reference in shared/reference)."""
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
 from nmtkit.compat.annotated import from_reference
 
+from .helpers import ANNOTATED_REFERENCE, parity_batch, parity_models
+from .helpers import PARITY_D as D
+from .helpers import PARITY_D_FF as D_FF
+from .helpers import PARITY_H as H
+from .helpers import PARITY_N as N
+from .helpers import PARITY_SRC_V as SRC_V
+from .helpers import PARITY_TGT_V as TGT_V
+
 pytestmark = pytest.mark.numerics
 
-REF_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / \
-    "annotated_reference.py"
+REF_PATH = ANNOTATED_REFERENCE
 if not REF_PATH.exists():
     pytest.skip(f"reference implementation not found at {REF_PATH}", allow_module_level=True)
 
-SRC_V, TGT_V, N, D, D_FF, H = 13, 11, 2, 32, 64, 4
-REF_PAD = 2  # the reference's <blank>
 
 
 @pytest.fixture(scope="module")
@@ -37,25 +41,12 @@ def ref():
 
 @pytest.fixture(scope="module")
 def models(ref):
-    torch.manual_seed(0)
-    reference = ref.make_model(SRC_V, TGT_V, N=N, d_model=D, d_ff=D_FF, h=H).eval()
-    with torch.no_grad():  # move every parameter (norms and biases too) off its init
-        for p in reference.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    ours = from_reference(reference.state_dict(), SRC_V, TGT_V, N=N, d_model=D, d_ff=D_FF, h=H)
-    return reference, ours
+    return parity_models(ref)
 
 
 def test_teacher_forced_log_probs_match(ref, models):
     reference, ours = models
-    torch.manual_seed(1)
-    src = torch.randint(3, SRC_V, (3, 7))
-    src[1, 5:] = REF_PAD
-    src[2, 3:] = REF_PAD
-    tgt = torch.randint(3, TGT_V, (3, 6))
-    tgt[:, 0] = 0  # <s>
-    tgt[0, 4:] = REF_PAD
-    batch = ref.Batch(src, torch.cat([tgt, torch.full((3, 1), REF_PAD)], 1), pad=REF_PAD)
+    src, tgt, batch = parity_batch(ref)
     assert torch.equal(batch.tgt, tgt)
     with torch.no_grad():
         expected = reference.generator(

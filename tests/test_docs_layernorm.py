@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 import torch
 
-from nmtkit.compat.annotated import from_reference
+from .helpers import ANNOTATED_REFERENCE, ROOT, parity_batch, parity_models
+from .helpers import PARITY_D as D
+from .helpers import PARITY_SRC_V as SRC_V
 
 pytestmark = pytest.mark.numerics
 
-ROOT = Path(__file__).resolve().parents[1]
-REF_PATH = ROOT.parent / "shared" / "reference" / "annotated_reference.py"
+REF_PATH = ANNOTATED_REFERENCE
 if not REF_PATH.exists():
     pytest.skip(f"reference implementation not found at {REF_PATH}", allow_module_level=True)
 
-SRC_V, TGT_V, N, D, D_FF, H = 13, 11, 2, 32, 64, 4  # the parity model's sizes
-REF_PAD = 2  # the reference's <blank>
 CLAIM = re.compile(r"differ by at most (?P<value>[0-9.]+) in log-probability")
 GREEDY_CLAIM = re.compile(r"the same tokens for (?P<same>\d+) of (?P<n>\d+) random sources")
 SOURCES = 30
@@ -41,20 +39,8 @@ def measure() -> tuple[float, int]:
     spec = importlib.util.spec_from_file_location("annotated_reference_as_written", REF_PATH)
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)  # its own LayerNorm, as the post writes it
-    torch.manual_seed(0)
-    reference = ref.make_model(SRC_V, TGT_V, N=N, d_model=D, d_ff=D_FF, h=H).eval()
-    with torch.no_grad():  # the parity test's weights: every parameter moved off its init
-        for p in reference.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    ours = from_reference(reference.state_dict(), SRC_V, TGT_V, N=N, d_model=D, d_ff=D_FF, h=H)
-    torch.manual_seed(1)
-    src = torch.randint(3, SRC_V, (3, 7))
-    src[1, 5:] = REF_PAD
-    src[2, 3:] = REF_PAD
-    tgt = torch.randint(3, TGT_V, (3, 6))
-    tgt[:, 0] = 0  # <s>
-    tgt[0, 4:] = REF_PAD
-    batch = ref.Batch(src, torch.cat([tgt, torch.full((3, 1), REF_PAD)], 1), pad=REF_PAD)
+    reference, ours = parity_models(ref)  # the parity test's weights
+    src, tgt, batch = parity_batch(ref)
     with torch.no_grad():
         post = reference.generator(reference.decode(
             reference.encode(src, batch.src_mask), batch.src_mask, tgt, batch.tgt_mask))

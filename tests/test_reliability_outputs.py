@@ -19,19 +19,7 @@ import yaml
 
 from nmtkit.cli import main as cli_main
 
-from .helpers import ROOT, tiny_copy_overrides
-
-
-def refused(capsys, argv, said):
-    """``nmtkit ARGV`` exits 2 (argparse's SystemExit or main's return) naming ``said``."""
-    try:
-        code = cli_main(argv)
-    except SystemExit as e:
-        code = e.code
-    err = capsys.readouterr().err
-    assert code == 2 and said in err and "Traceback" not in err, err
-    return err
-
+from .helpers import ROOT, refused, tiny_copy_overrides
 
 # --- 1. an output through a missing directory (or a link) that is an input -------------------
 
