@@ -10,8 +10,8 @@ processes:
   command's own imports (``nmtkit.checkpoint``, ``nmtkit.decode.ensemble`` and with it the
   translator), loading the checkpoint (``load_bundle``), and the first sentence (the
   translator built, the sentence translated);
-- ``nmtkit translate --model M`` with the sentence on stdin, timed from outside from start
-  to exit (the number a user sees).
+- ``python -m nmtkit translate --model M`` (the console script's entry point) with the
+  sentence on stdin, timed from outside from start to exit (the number a user sees).
 
 Each figure is given in wall seconds and in CPU seconds of the process (all its threads):
 on a shared host the wall time of PyTorch's two threads grows with the other jobs' load
@@ -110,12 +110,11 @@ def worker(model: str, sentence: str, threads: int) -> dict[str, float]:
     return times
 
 
-def nmtkit_command() -> str:
-    """The ``nmtkit`` console script beside this interpreter (as a user runs it)."""
-    script = Path(sys.executable).parent / "nmtkit"
-    if not script.exists():
-        raise SystemExit(f"{script}: no nmtkit console script (pip install -e . first)")
-    return str(script)
+def nmtkit_command() -> list[str]:
+    """``python -m nmtkit`` with this interpreter: the command of the tree that ``PYTHONPATH``
+    puts first, each tree's own entry point (the console script of this environment names the
+    entry point of the tree installed in it, which an older tree may lack)."""
+    return [sys.executable, "-m", "nmtkit"]
 
 
 def train_checkpoint(env: dict[str, str], tree: Path, recipe: str, run_dir: Path) -> Path:
@@ -123,7 +122,7 @@ def train_checkpoint(env: dict[str, str], tree: Path, recipe: str, run_dir: Path
     tree whose ``src`` ``env`` puts first (its own recipe and code); the copy task at the
     small model's size (:data:`COPY_SMALL`). Returns its ``best.pt``."""
     sets = [*(COPY_SMALL if Path(recipe).name == "copy_task.yaml" else []), *SHORT_RUN]
-    args = [nmtkit_command(), "train", str(tree / recipe), "--run-dir", str(run_dir)]
+    args = [*nmtkit_command(), "train", str(tree / recipe), "--run-dir", str(run_dir)]
     for s in sets:
         args += ["--set", s]
     done = subprocess.run(args, env=env, capture_output=True, text=True)
@@ -152,7 +151,7 @@ def time_command(env: dict[str, str], model: Path, sentence: str, threads: int
     """Wall and CPU seconds (user + system, all threads) of ``nmtkit translate --model M``
     of one sentence, start to exit."""
     before, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    done = subprocess.run([nmtkit_command(), "translate", "--model", str(model), "--threads",
+    done = subprocess.run([*nmtkit_command(), "translate", "--model", str(model), "--threads",
                            str(threads)], env=env, input=sentence + "\n", capture_output=True,
                           text=True)
     wall, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)

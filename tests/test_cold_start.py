@@ -36,3 +36,44 @@ def test_one_round_on_a_given_checkpoint(copy_run, tmp_path):
     assert median["command_wall_s"] > median["load_s"] and median["command_cpu_s"] > 0
     assert result["threads"] == 1 and result["matmul_gflops"]["before_rounds"] > 0
     assert "machine" in result and len(after["rounds"]) == 1
+
+
+# What a one-sentence translate pays for: the layers it uses, not the training step, the
+# exporters or the figures (benchmarks/cold_start.py measures the seconds).
+NOT_FOR_TRANSLATE = ("nmtkit.train", "nmtkit.train.step", "nmtkit.train.loop", "nmtkit.export",
+                     "nmtkit.export.ctranslate2", "nmtkit.viz", "nmtkit.serve.app")
+
+
+def imported_modules(importtime_stderr: str) -> set[str]:
+    """The modules named by ``python -X importtime`` (``import time: self | cum | name``)."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}
+
+
+@pytest.mark.slow
+def test_piped_translate_imports_only_what_it_uses(copy_run):
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "nmtkit", "translate",
+                           "--model", str(copy_run / "best.pt")], input="3 4 5\n",
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(done.stdout.splitlines()) == 1
+    modules = imported_modules(done.stderr)
+    assert {"torch", "nmtkit.checkpoint", "nmtkit.decode.translator"} <= modules
+    assert not modules & set(NOT_FOR_TRANSLATE), sorted(modules & set(NOT_FOR_TRANSLATE))
+
+
+def test_console_script_exits_with_mains_status_and_all_its_output(copy_run, tmp_path):
+    """``console`` freezes the collector before the shutdown: the status of ``main`` still
+    comes out, the output file is whole, and an error still says what it is."""
+    out = tmp_path / "out.txt"
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"{i} {i + 1} {i + 2}\n" for i in range(3, 40)))
+    ok = subprocess.run([sys.executable, "-m", "nmtkit", "translate", "--model",
+                         str(copy_run / "best.pt"), "-i", str(src), "-o", str(out)],
+                        capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert len(out.read_text().splitlines()) == 37
+    bad = subprocess.run([sys.executable, "-m", "nmtkit.cli", "translate", "--model",
+                          str(tmp_path / "missing.pt")], input="3 4\n", capture_output=True,
+                         text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "missing.pt" in bad.stderr and "Traceback" not in bad.stderr

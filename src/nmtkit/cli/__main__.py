@@ -1,8 +1,6 @@
 """``python -m nmtkit.cli ...`` (and ``torchrun -m nmtkit.cli train ...``): the ``nmtkit``
 command."""
 
-import sys
+from nmtkit.cli import console
 
-from nmtkit.cli import main
-
-sys.exit(main())
+console()
