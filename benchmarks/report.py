@@ -192,6 +192,29 @@ SECTIONS: tuple[Section, ...] = (
             ("test chrF", "{test_2016_flickr.chrf:.2f}"),
             ("test BLEU vs official lc.norm.tok", "{test_2016_flickr.bleu_official_tok:.2f}"))),
         Code(("commands.*",)), Text("Machine: {machine} (`{~}`). {note|clean}"))),
+    Section(QUALITY, "homework_rnn_vs_transformer_*/summary.json",
+            "The homework's recipe against the Transformer, same CPU budget", (
+                Text("`configs/multi30k_homework_rnn.yaml` (the seq2seq homework's model, "
+                     "optimiser, schedule, lowercased word tokens, early stopping, greedy "
+                     "decoding) and `configs/multi30k_transformer_hour.yaml`, de->en, "
+                     "{minutes:g} minutes each, one after the other, {machine} (`{~}`: "
+                     "`NMTKIT_DATA=MIRROR {command|clean}`). `bleu_lc_tok` is the homework's "
+                     "BLEU (lowercased WordPunct tokens): the homework's model writes "
+                     "lowercase, so its cased `bleu` is low by construction."),
+                Table("runs.*", (
+                    ("recipe", "`{@}`"), ("updates", "{train.step:,}"), ("epochs", "{train.epoch}"),
+                    ("stopped by", "{train.stop_reason|clean}"),
+                    ("best val BLEU (greedy)", "{best_valid_bleu:.2f}"),
+                    ("test bleu_lc_tok, greedy", "**{greedy.test_2016_flickr.bleu_lc_tok:.2f}**"),
+                    ("test sacreBLEU, greedy", "{greedy.test_2016_flickr.bleu:.2f}"),
+                    ("test chrF, greedy", "{greedy.test_2016_flickr.chrf:.2f}"),
+                    ("recipe's beam", "{recipe_beam}"),
+                    ("test bleu_lc_tok, recipe's decoding",
+                     "{recipe_decoding.test_2016_flickr.bleu_lc_tok:.2f}"),
+                    ("test sacreBLEU, recipe's decoding",
+                     "{recipe_decoding.test_2016_flickr.bleu:.2f}"))),
+                Text("Curves: `compare.png` and `curves_<recipe>.png` beside the JSON; each run's "
+                     "`metrics.csv`, `losses.csv` and `samples.txt` in its folder."))),
     Section(QUALITY, "multi30k_small_*_eval_*.json", "An evaluation: `{result.model|clean}`", (
         Text("test_2016_flickr, beam {result.beam}: sacreBLEU {result.bleu:.2f}, chrF "
              "{result.chrf:.2f}, bleu_lc_tok {result.bleu_lc_tok:.2f}, BLEU vs official "
