@@ -14,7 +14,8 @@ WordPunct tokens), ``bleu_official_tok`` against Multi30k's official tokenized r
 
 ``--out DIR`` receives ``summary.json``, ``curves_<name>.png``, ``compare.png`` and a folder
 per run with its csv files. A run directory that already holds a finished run (``--runs``)
-is evaluated, not trained again, unless ``--retrain``.
+is evaluated, not trained again, unless ``--retrain`` (one trained for another ``--minutes``
+stops the script).
 """
 
 from __future__ import annotations
@@ -37,9 +38,23 @@ SPLITS = ("val", "test_2016_flickr")
 KEYS = ("bleu", "bleu_lc_tok", "bleu_official_tok", "chrf", "length_ratio")
 
 
+def kept_budget(run: Path) -> float:
+    """The ``train.max_minutes`` that the finished run in ``run`` was trained with (its
+    ``best.pt`` stores the config)."""
+    import torch
+
+    ckpt = torch.load(run / "best.pt", map_location="cpu", weights_only=True)
+    return float(ckpt["config"]["train"]["max_minutes"])
+
+
 def train(name: str, run: Path, minutes: float, retrain: bool) -> dict:
-    """Train one recipe for ``minutes`` (or keep a finished run) and return its last JSON line."""
+    """Train one recipe for ``minutes`` (or keep a finished run of the same budget) and return
+    its last JSON line. A finished run of another budget stops the script: reported beside a
+    run of ``minutes``, it would compare unequal budgets."""
     cmd = ["train", RECIPES[name], "--run-dir", str(run), "--set", f"train.max_minutes={minutes:g}"]
+    if not retrain and (run / "best.pt").is_file() and kept_budget(run) != minutes:
+        raise SystemExit(f"{run}: holds a finished run of {kept_budget(run):g} minutes, not "
+                         f"{minutes:g}: --retrain to train it again, or another --runs")
     if retrain or not (run / "best.pt").is_file():
         out = run_nmtkit(*cmd, *(["--overwrite"] if run.exists() else []))
         return {"command": "nmtkit " + " ".join(cmd), **json.loads(out.strip().splitlines()[-1])}
