@@ -52,13 +52,14 @@ def train(name: str, run: Path, minutes: float, retrain: bool) -> dict:
     its last JSON line. A finished run of another budget stops the script: reported beside a
     run of ``minutes``, it would compare unequal budgets."""
     cmd = ["train", RECIPES[name], "--run-dir", str(run), "--set", f"train.max_minutes={minutes:g}"]
-    if not retrain and (run / "best.pt").is_file() and kept_budget(run) != minutes:
-        raise SystemExit(f"{run}: holds a finished run of {kept_budget(run):g} minutes, not "
-                         f"{minutes:g}: --retrain to train it again, or another --runs")
-    if retrain or not (run / "best.pt").is_file():
-        out = run_nmtkit(*cmd, *(["--overwrite"] if run.exists() else []))
-        return {"command": "nmtkit " + " ".join(cmd), **json.loads(out.strip().splitlines()[-1])}
-    return {"command": "nmtkit " + " ".join(cmd), "kept": str(run)}
+    if not retrain and (run / "best.pt").is_file():
+        kept = kept_budget(run)  # (one read of the checkpoint)
+        if kept != minutes:
+            raise SystemExit(f"{run}: holds a finished run of {kept:g} minutes, not "
+                             f"{minutes:g}: --retrain to train it again, or another --runs")
+        return {"command": "nmtkit " + " ".join(cmd), "kept": str(run)}
+    out = run_nmtkit(*cmd, *(["--overwrite"] if run.exists() else []))
+    return {"command": "nmtkit " + " ".join(cmd), **json.loads(out.strip().splitlines()[-1])}
 
 
 def scores(run: Path, beam: int) -> dict:
