@@ -1,17 +1,25 @@
 """Cold start of one-sentence ``nmtkit translate``: where the seconds go, in fresh processes.
 
 A user who translates one sentence pays for the whole start: the interpreter, nmtkit's
-imports, PyTorch's import (a floor nmtkit cannot lower), reading the checkpoint, building the
-translator and the first sentence's search. Each round runs, for each tree, two fresh
-processes:
+imports, reading the checkpoint, building the translator and the first sentence's search,
+and with PyTorch its import (1.4 to 2 s on a 2-core CPU, more than all the rest). Each round
+runs, for each variant, two fresh processes:
 
 - a worker that times the parts in turn: ``import nmtkit.cli`` (what every command pays),
-  ``import torch`` (the floor; 0 where nmtkit.cli had already imported it), the translate
-  command's own imports (``nmtkit.checkpoint``, ``nmtkit.decode.ensemble`` and with it the
-  translator), loading the checkpoint (``load_bundle``), and the first sentence (the
-  translator built, the sentence translated);
+  ``import torch`` (0 where the variant does not import it, or nmtkit.cli had already), the
+  translate command's own imports, loading the model, and the first sentence (the
+  translator built, the sentence translated); ``torch_imported`` (numpy and CTranslate2): 1
+  where PyTorch came in all the same (the source attention that puts protected spans back,
+  for a sentence with what the vocabulary cannot say);
 - ``python -m nmtkit translate --model M`` (the console script's entry point) with the
   sentence on stdin, timed from outside from start to exit (the number a user sees).
+
+The variants: ``after``, this tree with ``--engine torch`` (nmtkit's PyTorch translator:
+``nmtkit.checkpoint.load_bundle``, ``nmtkit.decode.ensemble``); ``after_numpy``, this tree
+as a user runs it (no ``--engine``: a few lines go to the checkpoint's Transformer in numpy,
+:mod:`nmtkit.lite`, which imports no PyTorch); with ``--ctranslate2``, ``after_ctranslate2``:
+this tree's ``translate --engine ctranslate2`` on an ``nmtkit export`` of the checkpoint;
+with ``--baseline-src``, ``before`` (see below).
 
 Each figure is given in wall seconds and in CPU seconds of the process (all its threads):
 on a shared host the wall time of PyTorch's two threads grows with the other jobs' load
@@ -39,6 +47,8 @@ its weights' values) and translates a German sentence.
 
     .venv/bin/python benchmarks/cold_start.py --runs 7 --baseline-src /work/before \
         --out benchmarks/results/cold_start_cpu_X.json
+    NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/cold_start.py \
+        --recipe configs/multi30k_transformer_small.yaml --ctranslate2
     NMTKIT_DATA=../shared/data .venv/bin/python benchmarks/cold_start.py \
         --recipe configs/multi30k_transformer_small.yaml --baseline-src /work/before
 """
@@ -78,11 +88,13 @@ def cpu_key(part: str) -> str:
     return part.removesuffix("_s") + "_cpu_s"
 
 
-def worker(model: str, sentence: str, threads: int) -> dict[str, float]:
+def worker(model: str, sentence: str, threads: int, engine: str = "torch") -> dict[str, float]:
     """In a fresh process: the parts of a cold start, in the order the command meets them,
     each in wall seconds (``PART_s``) and in this process's CPU seconds (``PART_cpu_s``, all
     threads). (Nothing of nmtkit or torch may be imported before this runs: this module's top
-    imports the standard library only.)"""
+    imports the standard library only.) ``engine`` ctranslate2: ``model`` is an export,
+    ``import_torch_s`` is 0 (the engine imports no PyTorch) and the translate imports are
+    the engine's."""
     times: dict[str, float] = {}
     t, cpu = time.perf_counter(), time.process_time()
 
@@ -94,6 +106,10 @@ def worker(model: str, sentence: str, threads: int) -> dict[str, float]:
 
     import nmtkit.cli  # noqa: F401
     lap("import_cli_s")
+    if engine == "ctranslate2":
+        return ctranslate2_worker(model, sentence, threads, times, lap)
+    if engine == "numpy":
+        return numpy_worker(model, sentence, times, lap)
     import torch
 
     if threads:  # as the command's --threads
@@ -108,6 +124,54 @@ def worker(model: str, sentence: str, threads: int) -> dict[str, float]:
     lap("first_sentence_s")
     assert len(out) == 1
     return times
+
+
+def ctranslate2_worker(model: str, sentence: str, threads: int, times: dict[str, float],
+                       lap: Callable[[str], None]) -> dict[str, float]:
+    """:func:`worker`'s parts after ``import nmtkit.cli`` for a CTranslate2 export."""
+    lap("import_torch_s")  # none
+    from nmtkit.export.ctranslate2_engine import load_export_bundle
+    lap("import_translate_s")
+    bundle = load_export_bundle(model, threads=threads)
+    lap("load_s")
+    out = bundle.translator().translate_lines([sentence])
+    lap("first_sentence_s")
+    assert len(out) == 1
+    # 1: PyTorch was imported after all (the attention that puts protected spans back, for a
+    # sentence with words or characters the vocabulary lacks)
+    times["torch_imported"] = float("torch" in sys.modules)
+    return times
+
+
+def numpy_worker(model: str, sentence: str, times: dict[str, float],
+                 lap: Callable[[str], None]) -> dict[str, float]:
+    """:func:`worker`'s parts after ``import nmtkit.cli`` for the checkpoint's Transformer in
+    numpy (:mod:`nmtkit.lite`)."""
+    lap("import_torch_s")  # none
+    from nmtkit.decode.lite_translator import LiteTranslator
+    from nmtkit.lite.checkpoint import load_lite_bundle
+    lap("import_translate_s")
+    bundle = load_lite_bundle(model)
+    lap("load_s")
+
+    def no_torch() -> LiteTranslator:
+        raise SystemExit("the numpy translator asked for PyTorch's")
+
+    out = LiteTranslator(bundle, bundle.cfg.decode, no_torch).translate_lines([sentence])
+    lap("first_sentence_s")
+    assert len(out) == 1
+    times["torch_imported"] = float("torch" in sys.modules)
+    return times
+
+
+def export_checkpoint(env: dict[str, str], model: Path, out: Path) -> Path:
+    """``nmtkit export --format ctranslate2`` of ``model`` (float32 weights; translate's
+    default compute type, int8 on a CPU, converts them as it loads)."""
+    done = subprocess.run([*nmtkit_command(), "export", "--format", "ctranslate2", "--model",
+                           str(model), "--out", str(out)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"nmtkit export failed ({done.returncode}): {done.stderr[-2000:]}")
+    return out
 
 
 def nmtkit_command() -> list[str]:
@@ -135,10 +199,11 @@ def sizes_mb(run_dir: Path) -> dict[str, float]:
     return {p.name: round(p.stat().st_size / 1e6, 2) for p in sorted(run_dir.glob("*.pt"))}
 
 
-def time_worker(env: dict[str, str], model: Path, sentence: str, threads: int
-                ) -> dict[str, float]:
+def time_worker(env: dict[str, str], model: Path, sentence: str, threads: int,
+                engine: str = "torch") -> dict[str, float]:
     out = subprocess.run([sys.executable, __file__, "--worker", str(model), "--sentence",
-                          sentence, "--threads", str(threads)], env=env, check=True,
+                          sentence, "--threads", str(threads), "--engine", engine], env=env,
+                         check=True,
                          capture_output=True, text=True).stdout
     r: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     r["in_process_total_s"] = sum(r[k] for k in PARTS)
@@ -146,13 +211,14 @@ def time_worker(env: dict[str, str], model: Path, sentence: str, threads: int
     return r
 
 
-def time_command(env: dict[str, str], model: Path, sentence: str, threads: int
-                 ) -> dict[str, float]:
+def time_command(env: dict[str, str], model: Path, sentence: str, threads: int,
+                 engine: str | None = None) -> dict[str, float]:
     """Wall and CPU seconds (user + system, all threads) of ``nmtkit translate --model M``
-    of one sentence, start to exit."""
+    (with ``--engine ENGINE`` where given) of one sentence, start to exit."""
+    engine_args = ["--engine", engine] if engine is not None else []
     before, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    done = subprocess.run([*nmtkit_command(), "translate", "--model", str(model), "--threads",
-                           str(threads)], env=env, input=sentence + "\n", capture_output=True,
+    done = subprocess.run([*nmtkit_command(), "translate", *engine_args, "--model", str(model),
+                           "--threads", str(threads)], env=env, input=sentence + "\n", capture_output=True,
                           text=True)
     wall, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or len(done.stdout.splitlines()) != 1:
@@ -184,12 +250,16 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0,
                    help="translate's --threads (0: PyTorch's default, one per core, as a user "
                    "gets it; 1 keeps a busy host's other jobs from stalling the timed threads)")
+    p.add_argument("--ctranslate2", action="store_true",
+                   help="also time this tree's `translate --engine ctranslate2` on an export "
+                   "of its checkpoint (tree 'after_ctranslate2'), in every round")
+    p.add_argument("--engine", default="torch", help=argparse.SUPPRESS)  # the worker's
     p.add_argument("--out", help="also write the JSON here")
     a = p.parse_args()
     copy = Path(a.recipe).name == "copy_task.yaml"
     sentence = a.sentence or (COPY_SENTENCE if copy and not a.model else GERMAN_SENTENCE)
     if a.worker:
-        print(json.dumps(worker(a.worker, sentence, a.threads)))
+        print(json.dumps(worker(a.worker, sentence, a.threads, a.engine)))
         return
     # benchmarks/ is the script's directory; imported here, not at the top: a worker (this
     # same file) must import nothing of nmtkit before it times nmtkit's import.
@@ -219,25 +289,49 @@ def main() -> None:
             entry["model_mb"] = round(Path(model).stat().st_size / 1e6, 2)
             models[name] = Path(model)
             result["trees"][name] = entry
-        for name in trees:  # untimed: fills the bytecode cache
-            time_worker(trees[name][0], models[name], sentence, a.threads)
-        rounds: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        # (env, model, the worker's engine, translate's --engine: None = none given)
+        variants = {name: (env, models[name], "torch", None if name == "before" else "torch")
+                    for name, (env, _, _) in trees.items()}
+        result["trees"]["after"]["engine"] = "torch (--engine torch)"
+        env = trees["after"][0]
+        variants["after_numpy"] = (env, models["after"], "numpy", None)
+        result["trees"]["after_numpy"] = {
+            "src": "this tree", "engine": "numpy (no --engine: translate's default for a few lines)",
+            "model": "the 'after' checkpoint"}
+        if a.ctranslate2:
+            ct2 = export_checkpoint(env, models["after"], Path(tmp) / "ct2")
+            variants["after_ctranslate2"] = (env, ct2, "ctranslate2", "ctranslate2")
+            result["trees"]["after_ctranslate2"] = {
+                "src": "this tree", "engine": "ctranslate2 (translate's default compute type)",
+                "model": "an export of the 'after' checkpoint (float32 weights)",
+                "model_mb": round((ct2 / "model.bin").stat().st_size / 1e6, 2)}
+        for env, model, engine, _ in variants.values():  # untimed: fills the bytecode cache
+            time_worker(env, model, sentence, a.threads, engine)
+        rounds: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
         for i in range(a.runs):
-            order = list(trees) if i % 2 == 0 else list(trees)[::-1]  # alternate who goes first
+            order = list(variants) if i % 2 == 0 else list(variants)[::-1]  # alternate who goes first
             for name in order:
-                env = trees[name][0]
-                r = time_worker(env, models[name], sentence, a.threads)
-                rounds[name].append({**r, **time_command(env, models[name], sentence, a.threads)})
-    for name in trees:
+                env, model, engine, flag = variants[name]
+                r = time_worker(env, model, sentence, a.threads, engine)
+                rounds[name].append({**r, **time_command(env, model, sentence, a.threads, flag)})
+    for name in variants:
         result["trees"][name]["median"] = summary(rounds[name], statistics.median)
         result["trees"][name]["min"] = summary(rounds[name], min)
         result["trees"][name]["rounds"] = [{k: round(v, 3) for k, v in r.items()}
                                            for r in rounds[name]]
+
+    def median_wall(name: str) -> float:
+        wall: float = result["trees"][name]["median"]["command_wall_s"]
+        return wall
+
     if "before" in trees:
-        after, before = (result["trees"][n]["median"]["command_wall_s"] for n in ("after", "before"))
-        result["command_wall_speedup"] = round(before / after, 2)
+        result["command_wall_speedup"] = round(median_wall("before") / median_wall("after"), 2)
         after, before = (result["trees"][n]["min"]["command_wall_s"] for n in ("after", "before"))
         result["command_wall_speedup_of_min"] = round(before / after, 2)
+    result["numpy_command_wall_speedup"] = round(median_wall("after") / median_wall("after_numpy"), 2)
+    if "after_ctranslate2" in variants:
+        result["ctranslate2_command_wall_speedup"] = round(
+            median_wall("after") / median_wall("after_ctranslate2"), 2)
     result["load_average_after"] = os.getloadavg()
     result["matmul_gflops"] = {"before_rounds": peak_before,
                                "after_rounds": round(matmul_peak_gflops(matmul_threads), 1),

@@ -68,7 +68,7 @@ def run_split(tr: Any, base: DecodeConfig, setting: dict[str, Any], sources: lis
     from dataclasses import replace
 
     from nmtkit.decode.choice import choose, reranking_search
-    from nmtkit.decode.translator import decode_options
+    from nmtkit.decode.text_translator import decode_options
 
     cfg = decode_options(base, **setting)
     if cfg.rerank and searches is not None:
@@ -124,7 +124,7 @@ def load_translator(models: list[str], batch_size: int | None = None, src_lang: 
     section and direction it is evaluated in, and the target language to ask a model of
     several directions for (``None`` for a model of one)."""
     from nmtkit.checkpoint import load_bundle
-    from nmtkit.data.multilingual import evaluation_direction
+    from nmtkit.data.directions import evaluation_direction
     from nmtkit.decode.ensemble import ensemble_translator
 
     bundles = [load_bundle(m) for m in models]

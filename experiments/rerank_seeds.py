@@ -115,7 +115,7 @@ def study(models: list[str], reverse_models: list[str], r2l_models: list[str], m
     directions is then asked for ``src_lang``."""
     from nmtkit.checkpoint import load_bundle
     from nmtkit.decode.reverse_models import reverse_scorer
-    from nmtkit.decode.translator import decode_options
+    from nmtkit.decode.text_translator import decode_options
 
     if metric not in METRICS:
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}")

@@ -72,7 +72,7 @@ from nmtkit.config import (
     ConfigError,
     load,
 )
-from nmtkit.data.multilingual import Direction, directions, evaluation_direction
+from nmtkit.data.directions import Direction, directions, evaluation_direction
 from nmtkit.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -580,3 +580,9 @@ def refused(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> s
     err = capsys.readouterr().err
     assert code == 2 and said in err and "Traceback" not in err, err
     return err
+
+
+def imported_modules(importtime_stderr: str) -> set[str]:
+    """The modules named by ``python -X importtime`` (``import time: self | cum | name``)."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}

@@ -101,7 +101,7 @@ def test_reranked_settings_share_one_search_and_r2l_models_score_too(model_path,
     # a setting chosen from the shared search scores as the same setting decoded on its own
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
-    from nmtkit.data.multilingual import Direction
+    from nmtkit.data.directions import Direction
     from nmtkit.decode.reverse_models import reverse_scorer
 
     bundle = load_bundle(model_path)

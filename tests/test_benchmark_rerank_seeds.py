@@ -81,7 +81,7 @@ def test_an_arms_choice_scores_as_the_translator_reranking_with_those_models(run
     mean) score on val as ``nmtkit evaluate`` would decode the chosen setting."""
     from nmtkit.checkpoint import load_bundle
     from nmtkit.data.corpora import load_parallel
-    from nmtkit.data.multilingual import Direction
+    from nmtkit.data.directions import Direction
     from nmtkit.decode.reverse_models import reverse_scorer
 
     r = seeds_bench.study([runs["fwd"]], [runs["rev"]], [runs["r2l5"], runs["r2l6"]], "bleu",
@@ -113,7 +113,7 @@ def test_a_model_of_both_directions_is_studied_in_the_direction_asked_for(tmp_pa
     is the reference; without a target language the study is refused, as nmtkit evaluate
     refuses."""
     from nmtkit.checkpoint import load_bundle
-    from nmtkit.data.multilingual import Direction
+    from nmtkit.data.directions import Direction
     from nmtkit.decode.reverse_models import reverse_scorer
 
     root = write_corpus(tmp_path)

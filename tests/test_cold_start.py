@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from .helpers import ROOT, load_benchmark
+from .helpers import ROOT, imported_modules, load_benchmark
 
 
 def test_cpu_keys_name_the_part():
@@ -22,11 +22,18 @@ def test_one_round_on_a_given_checkpoint(copy_run, tmp_path):
     out = tmp_path / "cold.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cold_start.py"), "--model",
                            str(copy_run / "best.pt"), "--runs", "1", "--threads", "1", "--out",
-                           str(out)], capture_output=True, text=True, cwd=ROOT)
+                           str(out), "--ctranslate2", "--sentence", "3 4 5 6"],
+                          capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
     after = result["trees"]["after"]
-    assert set(result["trees"]) == {"after"} and after["model"] == str(copy_run / "best.pt")
+    assert set(result["trees"]) == {"after", "after_numpy", "after_ctranslate2"}
+    assert after["model"] == str(copy_run / "best.pt")
+    for name in ("after_numpy", "after_ctranslate2"):  # neither imports PyTorch
+        other = result["trees"][name]["median"]
+        assert other["import_torch_s"] < 0.01 and other["torch_imported"] == 0, name
+        assert other["load_s"] > 0 and other["command_wall_s"] > 0
+    assert result["numpy_command_wall_speedup"] > 0 and result["ctranslate2_command_wall_speedup"] > 0
     median = after["median"]
     parts = ["import_cli", "import_torch", "import_translate", "load", "first_sentence"]
     for part in parts:
@@ -38,22 +45,19 @@ def test_one_round_on_a_given_checkpoint(copy_run, tmp_path):
     assert "machine" in result and len(after["rounds"]) == 1
 
 
-# What a one-sentence translate pays for: the layers it uses, not the training step, the
-# exporters or the figures (benchmarks/cold_start.py measures the seconds).
-NOT_FOR_TRANSLATE = ("nmtkit.train", "nmtkit.train.step", "nmtkit.train.loop", "nmtkit.export",
-                     "nmtkit.export.ctranslate2", "nmtkit.viz", "nmtkit.serve.app")
-
-
-def imported_modules(importtime_stderr: str) -> set[str]:
-    """The modules named by ``python -X importtime`` (``import time: self | cum | name``)."""
-    return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
-            if line.startswith("import time:") and line.count("|") == 2}
+# What a one-sentence translate with PyTorch pays for: the layers it uses, not the training
+# step, the exporters or the figures (benchmarks/cold_start.py measures the seconds; without
+# --engine a short one imports no PyTorch at all: tests/test_lite.py).
+NOT_FOR_TRANSLATE = ("nmtkit.train", "nmtkit.train.step", "nmtkit.train.loop",
+                     "nmtkit.export.ctranslate2", "nmtkit.export.ctranslate2_engine", "nmtkit.viz",
+                     "nmtkit.serve.app")
 
 
 @pytest.mark.slow
 def test_piped_translate_imports_only_what_it_uses(copy_run):
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "nmtkit", "translate",
-                           "--model", str(copy_run / "best.pt")], input="3 4 5\n",
+                           "--engine", "torch", "--model", str(copy_run / "best.pt")],
+                          input="3 4 5\n",
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(done.stdout.splitlines()) == 1

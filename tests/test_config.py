@@ -372,6 +372,7 @@ def test_the_tokenizers_accept_every_kind_and_spm_model_type():
 
 
 def test_the_corpora_module_reads_every_corpus(tmp_path, monkeypatch):
+    from nmtkit.config import PREPARED_CORPORA
     from nmtkit.data.corpora import CorpusError, load_parallel, split_files
     from nmtkit.data.recipes import RECIPES
 
@@ -379,6 +380,7 @@ def test_the_corpora_module_reads_every_corpus(tmp_path, monkeypatch):
     (tmp_path / "p.en").write_text("c\nd\n")
     (tmp_path / "t.tsv").write_text("a\tc\nb\td\n")
     assert set(RECIPES) <= set(CORPORA)
+    assert sorted(RECIPES) == sorted(PREPARED_CORPORA)  # what `nmtkit prepare` offers
     for corpus in CORPORA:
         cfg = DataConfig(corpus=corpus, train=str(tmp_path / "p"), copy_train_size=3)
         if corpus in RECIPES:

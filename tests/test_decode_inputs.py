@@ -15,14 +15,15 @@ from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
 from nmtkit.cli.translate import answer
 from nmtkit.config import Config, ConfigError, DecodeConfig
-from nmtkit.data.multilingual import evaluation_direction
+from nmtkit.data.directions import evaluation_direction
 from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import SPECIALS, Vocab
 from nmtkit.decode.limits import MAX_PHRASES
 from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.search import search
+from nmtkit.decode.text_translator import TargetTextError
 from nmtkit.decode.translation import Translation
-from nmtkit.decode.translator import TargetTextError, Translator
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import contains, make_cfg, mixed_batch, tiny_model

@@ -32,7 +32,8 @@ from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  
 from nmtkit.data.vocab import BOS, Vocab  # noqa: E402
 from nmtkit.decode.beams import length_caps  # noqa: E402
 from nmtkit.decode.options import TranslateOptions  # noqa: E402
-from nmtkit.decode.translator import TargetTextError, Translator  # noqa: E402
+from nmtkit.decode.text_translator import TargetTextError  # noqa: E402
+from nmtkit.decode.translator import Translator  # noqa: E402
 from nmtkit.export import ExportError  # noqa: E402
 from nmtkit.export.ctranslate2 import export_ctranslate2  # noqa: E402
 from nmtkit.export.ctranslate2_engine import (  # noqa: E402

@@ -13,8 +13,9 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import Config, ConfigError, DecodeConfig
 from nmtkit.decode import mbr
 from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.text_translator import decode_options
 from nmtkit.decode.translation import Translation
-from nmtkit.decode.translator import Translator, decode_options
+from nmtkit.decode.translator import Translator
 from nmtkit.evaluate import word_punct_tokens
 from nmtkit.train.loop import Trainer
 

@@ -16,11 +16,11 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import Config, ConfigError, load
 from nmtkit.data import corpora
 from nmtkit.data.corpora import MULTI30K_SHA256, MULTI30K_SPLITS, _check_multi30k_name
+from nmtkit.data.directions import evaluation_direction
 from nmtkit.data.fetch import CorpusError
 from nmtkit.data.multilingual import (
     SampledIds,
     epoch_indices,
-    evaluation_direction,
     join,
     load_directed,
     temperature_counts,
@@ -28,7 +28,8 @@ from nmtkit.data.multilingual import (
 from nmtkit.data.prepare import build_vocabularies, encode_training, load_training, pairs_of
 from nmtkit.data.tokenizers import WhitespaceTokenizer
 from nmtkit.decode.options import TranslateOptions
-from nmtkit.decode.translator import TextTranslator, Translator
+from nmtkit.decode.text_translator import TextTranslator
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, load_benchmark, severe_browser_errors, step_by_step
@@ -324,7 +325,7 @@ def both_ways(tmp_path_factory):
 
 def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trained, tmp_path,
                                                                  capsys):
-    from nmtkit.data.multilingual import Direction
+    from nmtkit.data.directions import Direction
     from nmtkit.decode.reverse_models import reverse_scorer
 
     root, run = both_ways

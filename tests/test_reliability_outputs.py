@@ -341,7 +341,8 @@ def test_a_prefix_past_the_output_cap_is_refused_by_the_cli_the_library_and_the_
     from fastapi.testclient import TestClient
 
     from nmtkit.decode.options import TranslateOptions
-    from nmtkit.decode.translator import TargetTextError, Translator
+    from nmtkit.decode.text_translator import TargetTextError
+    from nmtkit.decode.translator import Translator
     from nmtkit.serve.app import create_app
     from nmtkit.serve.limits import ServeLimits
 
@@ -500,10 +501,10 @@ def test_a_long_line_at_a_beam_without_early_stopping_is_warned_of(copy_bundle, 
     import dataclasses
     import logging
 
-    from nmtkit.decode import translator as translator_module
+    from nmtkit.decode import text_translator
     from nmtkit.decode.translator import Translator
 
-    monkeypatch.setattr(translator_module, "LONG_SEARCH", 20)
+    monkeypatch.setattr(text_translator, "LONG_SEARCH", 20)
     line = " ".join(["1", "2", "3"] * 10)  # 30 tokens: an output cap of 1.0 * 31 + 2 = 33
 
     # the line read whole, its digits as the model's own symbols (where these switches exist)

@@ -9,13 +9,13 @@ import pytest
 from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
-from nmtkit.data.multilingual import Direction
+from nmtkit.data.directions import Direction
 from nmtkit.decode import rerank
 from nmtkit.decode.options import TranslateOptions
-from nmtkit.decode.rerank import ReverseScorer
-from nmtkit.decode.reverse_models import reverse_scorer
+from nmtkit.decode.reverse_models import ReverseScorer, reverse_scorer
+from nmtkit.decode.text_translator import decode_options
 from nmtkit.decode.translation import Translation
-from nmtkit.decode.translator import Translator, decode_options
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import copy_sentences as sentences

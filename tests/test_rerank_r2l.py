@@ -10,13 +10,12 @@ import torch
 from nmtkit.checkpoint import load_bundle
 from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
-from nmtkit.data.multilingual import Direction
+from nmtkit.data.directions import Direction
 from nmtkit.data.prepare import build_vocabularies, encode_pairs, pairs_of
 from nmtkit.decode import rerank
 from nmtkit.decode.ensemble import ensemble_translator
 from nmtkit.decode.options import TranslateOptions
-from nmtkit.decode.rerank import ReverseScorer
-from nmtkit.decode.reverse_models import reverse_scorer
+from nmtkit.decode.reverse_models import ReverseScorer, reverse_scorer
 from nmtkit.decode.sentence_attention import sentence_attention
 from nmtkit.decode.translation import Translation
 from nmtkit.decode.translator import Translator

@@ -160,7 +160,7 @@ def test_translate_returns_the_n_best_as_translate_n_best_does(client, copy_bund
 def test_n_best_is_bounded_as_the_command_lines(client, copy_bundle):
     """At most the beam (or MBR's candidates), the rule of ``nmtkit translate --n-best``
     (:func:`decode_options`), and at most --max-beam, the beam's own limit."""
-    from nmtkit.decode.translator import decode_options
+    from nmtkit.decode.text_translator import decode_options
 
     r = client.post("/v1/translate", json={"texts": ["1 2"], "beam": 2, "n_best": 3})
     assert r.status_code == 422

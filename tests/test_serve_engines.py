@@ -259,7 +259,7 @@ def test_cli_serve_picks_the_engine_by_flag(copy_export, served_app):
     (["--engine", "ctranslate2", "--model", "{ckpt}"], "last.pt: not a directory"),
     (["--engine", "ctranslate2", "--model", "{tmp}"], "nmtkit.json: not found; is"),
     (["--engine", "ctranslate2", "--model", "{ct2}", "--no-fast"], "apply to --engine torch"),
-    (["--model", "{ct2}"], "a CTranslate2 export directory; serve it with --engine ctranslate2"),
+    (["--model", "{ct2}"], "a CTranslate2 export directory; run it with --engine ctranslate2"),
     (["--model", "{ckpt}", "--compute-type", "int8"], "--compute-type applies to --engine "
                                                       "ctranslate2 only"),
 ])

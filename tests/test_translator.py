@@ -9,7 +9,8 @@ from nmtkit.checkpoint import load_bundle
 from nmtkit.config import DecodeConfig
 from nmtkit.data.vocab import UNK
 from nmtkit.decode.options import TranslateOptions
-from nmtkit.decode.translator import Translator, decode_options, pharaoh
+from nmtkit.decode.text_translator import decode_options, pharaoh
+from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import make_cfg

@@ -6,7 +6,7 @@ import pytest
 
 from nmtkit.cli import main
 from nmtkit.config import TUNE_METRICS, DecodeConfig
-from nmtkit.decode.translator import TextTranslator
+from nmtkit.decode.text_translator import TextTranslator
 from nmtkit.decode.tune import Trial, at_the_edge, best_trial, grid, tune_search
 from nmtkit.train.loop import Trainer
 

@@ -30,13 +30,12 @@ from .data.prepare import vocab_from_state
 from .data.tokenizers import Tokenizer
 from .data.vocab import Vocab
 from .io import atomic_save
+from .lite.checkpoint import FORMAT, VERSION
 from .models import build_model
 from .models.seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
 
-FORMAT = "nmtkit-checkpoint"
-VERSION = 1
 
 
 class CheckpointError(RuntimeError):

@@ -44,7 +44,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from ..data.multilingual import evaluation_direction
+    from ..data.directions import evaluation_direction
     from ..train.backtranslate import backtranslate, synthetic_files
     from .progress import progress_bar
 

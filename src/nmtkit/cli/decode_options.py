@@ -6,12 +6,13 @@ tune its model flags (it searches the others: its grids have their own destinati
 its ``--no-fast`` and reranking flags. :func:`decode_config_from_args` reads whichever of
 them the command declared; a flag not given (``None``) keeps the checkpoint's value, and the
 options are resolved as the server's and the Python API's are
-(:func:`nmtkit.decode.translator.decode_options`).
+(:func:`nmtkit.decode.text_translator.decode_options`).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import MAX_LENGTH_PENALTY, MBR_UTILITIES
@@ -28,8 +29,16 @@ from .options import (
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
     from ..config import DecodeConfig
-    from ..data.multilingual import Direction
+    from ..data.directions import Direction
+    from ..decode.lite_translator import LiteTranslator
     from ..decode.translator import Translator
+    from ..export.ctranslate2_engine import CTranslate2Bundle
+    from ..lite.checkpoint import LiteBundle
+
+ENGINES = ("torch", "ctranslate2")
+COMPUTE_TYPES = ("default", "auto", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                 "int16", "float16", "bfloat16", "float32")
+"""CTranslate2's compute types (``--compute-type``)."""
 
 
 def add_model_args(q: argparse.ArgumentParser) -> None:
@@ -46,6 +55,100 @@ def add_model_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--no-fast", action="store_true", help=NO_FAST_HELP)
     q.add_argument("--threads", type=thread_count, default=0, help=THREADS_HELP)
     add_quiet_arg(q)
+
+
+def add_engine_args(q: argparse.ArgumentParser, numpy: bool = False) -> None:
+    """``--engine`` (what runs the search) and ``--compute-type`` (CTranslate2's).
+    ``numpy``: also the checkpoint's Transformer in numpy (``nmtkit translate``), and no
+    default: numpy for a few lines where it can, else PyTorch (:mod:`nmtkit.lite`)."""
+    engines = ("torch", "numpy", "ctranslate2") if numpy else ENGINES
+    q.add_argument("--engine", choices=engines, default=None if numpy else "torch",
+                   help="what runs the search: torch (nmtkit's own, on a checkpoint; attention "
+                   "maps, every option)"
+                   + (", numpy (the checkpoint's Transformer without importing PyTorch: a "
+                      "one-sentence translate starts in a fraction of a second; what it does "
+                      "not do goes to torch; the default for up to 16 lines where it can, "
+                      "else torch; --no-fast turns it off)" if numpy else "")
+                   + " or ctranslate2 (--model is a directory written by `nmtkit export "
+                   "--format ctranslate2`: faster, starts without importing PyTorch, no "
+                   "lexical constraints; needs [export])")
+    q.add_argument("--compute-type", default=None, choices=COMPUTE_TYPES,
+                   help="--engine ctranslate2: CTranslate2's compute type (default: int8 on "
+                   "cpu, float16 on cuda; 'default': the type the export stores)")
+
+
+def check_engine_args(a: argparse.Namespace, models: list[str]) -> None:
+    """``ValueError`` for flags that do not go with ``--engine`` (before anything loads):
+    with ctranslate2 one export directory and none of the checkpoint's flags (--no-fast,
+    --no-verify) or reranking's (CTranslate2 runs no reverse model); with numpy one
+    checkpoint on the CPU, fast paths on, no reranking; with torch (or none given) no
+    ``--compute-type`` and no export directory as a model (it names the engine to use)."""
+    if a.engine in ("ctranslate2", "numpy"):
+        if len(models) > 1:
+            raise ValueError(f"--engine {a.engine} runs one model: an ensemble of checkpoints "
+                             "is for --engine torch")
+        if a.engine == "ctranslate2" and (a.no_fast or a.no_verify):
+            raise ValueError("--no-fast and --no-verify apply to --engine torch (a checkpoint) only")
+        if a.engine == "numpy" and (a.no_fast or a.device != "cpu"):
+            raise ValueError("--engine numpy runs on the CPU and is one of nmtkit's fast paths: "
+                             "drop --no-fast and --device, or use --engine torch")
+        if reranks(a):
+            raise ValueError("--reverse-model, --r2l-model, --rerank and their weights: "
+                             "reranking runs with --engine torch (a checkpoint) only")
+        if a.engine == "ctranslate2":
+            return
+    if a.compute_type is not None:
+        raise ValueError("--compute-type applies to --engine ctranslate2 only")
+    from ..export.ctranslate2_format import META_FILE
+
+    for m in models:
+        if (Path(m) / META_FILE).is_file():
+            raise ValueError(f"{m}: a CTranslate2 export directory; run it with --engine "
+                             "ctranslate2 (or give the checkpoint it was exported from)")
+
+
+def reranks(a: argparse.Namespace) -> bool:
+    """Whether the flags of ``a`` ask for reranking (models or options)."""
+    return bool(getattr(a, "reverse_model", None) or getattr(a, "r2l_model", None)
+                or getattr(a, "rerank", None) or getattr(a, "reverse_weight", None) is not None
+                or getattr(a, "r2l_weight", None) is not None)
+
+
+def export_from_args(a: argparse.Namespace, model: str) -> CTranslate2Bundle:
+    """The CTranslate2 export ``model`` loaded as ``--device``, ``--compute-type`` and
+    ``--threads`` say (``SystemExit`` naming the extra when CTranslate2 is not installed)."""
+    try:  # ctranslate2: an optional dependency
+        from ..export.ctranslate2_engine import load_export_bundle
+    except ImportError as e:
+        raise SystemExit(f"nmtkit: error: --engine ctranslate2 needs the 'export' extra "
+                         f"(pip install 'nmtkit[export]'): {e}") from None
+    return load_export_bundle(model, a.device, a.compute_type, a.threads)
+
+
+def lite_from_args(a: argparse.Namespace) -> tuple[LiteBundle, LiteTranslator] | None:
+    """The ``--model`` checkpoint's Transformer in numpy with the flags' decoding options,
+    where it can be (:mod:`nmtkit.lite`): ``--engine numpy``, or no ``--engine`` for one
+    checkpoint on the CPU with fast paths on and no reranking. ``None``: PyTorch's (the
+    checkpoint is not one numpy runs, or the flags ask for PyTorch); said in the log."""
+    import logging
+
+    if a.engine == "torch" or (a.engine is None and (len(a.model) > 1 or a.device != "cpu"
+                                                     or a.no_fast or reranks(a))):
+        return None
+    from ..decode.lite_translator import LITE_MAX_LINES, LiteTranslator
+    from ..lite.checkpoint import LiteUnsupported, load_lite_bundle
+
+    decode_overrides(a)  # flags that do not go together: said before loading anything
+    try:
+        bundle = load_lite_bundle(a.model[0], verify=not a.no_verify)
+    except LiteUnsupported as e:
+        log = logging.getLogger("nmtkit.cli")
+        (log.warning if a.engine == "numpy" else log.debug)(
+            "%s: translating with PyTorch, not numpy: %s", a.model[0], e)
+        return None
+    decode = decode_config_from_args(a, bundle.cfg.decode)
+    return bundle, LiteTranslator(bundle, decode, lambda: translator_from_args(a)[1],
+                                  max_lines=None if a.engine == "numpy" else LITE_MAX_LINES)
 
 
 def model_files(a: argparse.Namespace) -> list[str]:
@@ -205,8 +308,8 @@ def decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
 def decode_config_from_args(a: argparse.Namespace, base: DecodeConfig) -> DecodeConfig:
     """``base`` (a checkpoint's ``decode`` section) with the decoding flags of ``a`` applied:
     the one place a command's flags become decoding options
-    (:func:`nmtkit.decode.translator.decode_options` resolves and checks them)."""
-    from ..decode.translator import decode_options
+    (:func:`nmtkit.decode.text_translator.decode_options` resolves and checks them)."""
+    from ..decode.text_translator import decode_options
 
     return decode_options(base, **decode_overrides(a))
 
@@ -226,7 +329,7 @@ def translator_from_args(a: argparse.Namespace, *, tuning: bool = False
     decode = decode_config_from_args(a, bundles[0].cfg.decode)
     tr = ensemble_translator(bundles, a.model, decode=decode)
     if getattr(a, "reverse_model", None) or getattr(a, "r2l_model", None):
-        from ..data.multilingual import evaluation_direction
+        from ..data.directions import evaluation_direction
 
         _, forward = evaluation_direction(bundles[0].cfg.data, getattr(a, "src_lang", None),
                                           getattr(a, "tgt_lang", None))

@@ -83,7 +83,9 @@ def thread_count(text: str) -> int:
 def device(text: str) -> str:
     """A torch device this machine has (refused at the command line, not as a traceback
     from deep inside the first tensor moved there: :func:`nmtkit.checkpoint.check_device`)."""
-    from ..checkpoint import check_device  # torch: imported when a device is named
+    if text == "cpu":  # every machine has one: no need to import torch to say so
+        return text
+    from ..checkpoint import check_device  # torch: imported when another device is named
 
     try:
         check_device(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..data.recipes import RECIPES
+from ..config import PREPARED_CORPORA
 from .options import Subparsers, add_command
 
 EXAMPLES = "  nmtkit prepare iwslt14\n  nmtkit prepare wmt14 train valid"
@@ -17,7 +17,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
                      "first use",
                      description="Downloads (sha256-checked, or from the NMTKIT_DATA mirror) and "
                      "prepares the named splits once into $NMTKIT_CACHE; prints the pair counts.")
-    pr.add_argument("corpus", choices=sorted(RECIPES), help="the corpus recipe")
+    pr.add_argument("corpus", choices=sorted(PREPARED_CORPORA), help="the corpus recipe")
     pr.add_argument("splits", nargs="*", help="splits to prepare (default: all)")
 
 

@@ -6,15 +6,22 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..serve.limits import ServeLimits as L
-from .decode_options import add_rerank_args, attach_reverse, decode_config_from_args, decode_overrides
+from .decode_options import (
+    add_engine_args,
+    add_rerank_args,
+    attach_reverse,
+    check_engine_args,
+    decode_config_from_args,
+    decode_overrides,
+    export_from_args,
+)
 from .options import NO_FAST_HELP, Subparsers, add_command, device, port, set_threads, thread_count
 
 if TYPE_CHECKING:
-    from ..decode.translator import TextTranslator
+    from ..decode.text_translator import TextTranslator
     from ..serve.app import ServedBundle
 
 EXAMPLES = ("  nmtkit serve --model runs/NAME/best.pt --port 8000\n"
@@ -30,15 +37,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
                      "(needs [serve])")
     sv.add_argument("--model", required=True,
                     help="checkpoint (.pt); with --engine ctranslate2 an export directory")
-    sv.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
-                    help="what runs the search: torch (nmtkit's model; attention maps on the "
-                    "page) or ctranslate2 (a directory written by `nmtkit export "
-                    "--format ctranslate2`; faster, no attention maps; needs [export])")
-    sv.add_argument("--compute-type", default=None,
-                    choices=["default", "auto", "int8", "int8_float32", "int8_float16",
-                             "int8_bfloat16", "int16", "float16", "bfloat16", "float32"],
-                    help="--engine ctranslate2: CTranslate2's compute type (default: int8 on "
-                    "cpu, float16 on cuda; 'default': the type the export stores)")
+    add_engine_args(sv)
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     sv.add_argument("--port", type=port, default=8000, help="TCP port (0 = any free port)")
     sv.add_argument("--device", type=device, default="cpu", help="torch device: cpu, cuda ...")
@@ -114,24 +113,9 @@ def served_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
     """What ``nmtkit serve`` serves: a checkpoint run by PyTorch (``--engine torch``), or an
     ``nmtkit export --format ctranslate2`` directory run by CTranslate2 (``--engine
     ctranslate2``); and the translator, where the flags ask for other than the default one."""
+    check_engine_args(a, [a.model])
     if a.engine == "ctranslate2":
-        if a.no_fast or a.no_verify:
-            raise ValueError("--no-fast and --no-verify apply to --engine torch (a checkpoint) only")
-        if (a.reverse_model or a.r2l_model or a.rerank or a.reverse_weight is not None
-                or a.r2l_weight is not None):
-            raise ValueError("--reverse-model, --r2l-model, --rerank and their weights: the "
-                             "server reranks with --engine torch (a checkpoint) only")
-        try:  # ctranslate2: an optional dependency
-            from ..export.ctranslate2_engine import load_export_bundle
-        except ImportError as e:
-            raise SystemExit(f"nmtkit: error: --engine ctranslate2 needs the 'export' extra "
-                             f"(pip install 'nmtkit[export]'): {e}") from None
-        return load_export_bundle(a.model, a.device, a.compute_type, a.threads), None
-    if a.compute_type is not None:
-        raise ValueError("--compute-type applies to --engine ctranslate2 only")
-    if (Path(a.model) / "nmtkit.json").is_file():
-        raise ValueError(f"{a.model}: a CTranslate2 export directory; serve it with "
-                         "--engine ctranslate2 (or serve the checkpoint it was exported from)")
+        return export_from_args(a, a.model), None
     from ..checkpoint import load_bundle
     from ..decode.translator import Translator
 
@@ -151,7 +135,7 @@ def served_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
             raise ValueError(f"{a.model} translates {', '.join(data.directions)}: the server "
                              "reranks a model of one direction (each request's tgt_lang would "
                              "need reverse models of its own)")
-        from ..data.multilingual import Direction
+        from ..data.directions import Direction
 
         attach_reverse(a, tr, Direction(data.src_lang, data.tgt_lang))
     return bundle, tr

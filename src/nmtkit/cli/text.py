@@ -79,7 +79,7 @@ def scored_text(a: argparse.Namespace, bundle: Bundle, command: str
     language to ask for) of ``--split NAME`` (a corpus split, one direction of a multilingual
     model) or of ``--src FILE --ref FILE``."""
     from ..data.corpora import load_parallel, read_lines
-    from ..data.multilingual import evaluation_direction
+    from ..data.directions import evaluation_direction
 
     data = bundle.cfg.data
     if a.split and (a.src or a.ref):

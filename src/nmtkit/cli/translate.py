@@ -13,7 +13,12 @@ from ..io import refuse_overwriting_inputs, write_or_keep
 from .decode_options import (
     add_alignment_choice_args,
     add_decode_args,
+    add_engine_args,
     add_n_best_args,
+    check_engine_args,
+    decode_overrides,
+    export_from_args,
+    lite_from_args,
     model_files,
     translator_from_args,
 )
@@ -21,14 +26,18 @@ from .options import Subparsers, add_command
 from .text import InputError, check_lines, one_line, read_input
 
 if TYPE_CHECKING:
+    from ..checkpoint import Bundle
+    from ..decode.text_translator import TextTranslator
     from ..decode.translation import Translation
-    from ..decode.translator import Translator
+    from ..export.ctranslate2_engine import CTranslate2Bundle
+    from ..lite.checkpoint import LiteBundle
     from .progress import Progress
 
 log = logging.getLogger("nmtkit.cli")
 
 EXAMPLES = ('  echo "Ein Hund läuft." | nmtkit translate --model runs/NAME/best.pt\n'
             "  nmtkit translate --model runs/NAME/best.pt --beam 5 -i in.de -o out.en\n"
+            "  nmtkit translate --engine ctranslate2 --model ct2 -i in.de -o out.en\n"
             "  nmtkit translate --model runs/DE_EN_DE/best.pt --tgt-lang de -i in.en -o out.de\n"
             "  nmtkit translate --model runs/EN_DE/best.pt --rerank 20 "
             "--reverse-model runs/DE_EN/best.pt -i in.en -o out.de")
@@ -38,6 +47,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     tr = add_command(sub, "translate", run, examples=EXAMPLES,
                      help="translate lines (stdin/stdout by default)")
     add_decode_args(tr)
+    add_engine_args(tr, numpy=True)
     tr.add_argument("-i", "--input", help="input file (default stdin)")
     tr.add_argument("-o", "--output", help="output file (default stdout)")
     tr.add_argument("--tgt-lang", metavar="LANG",
@@ -77,10 +87,10 @@ def run(a: argparse.Namespace) -> int:
                          "--alignments reads: add --alignments")
     refuse_overwriting_inputs([a.output], [a.input, a.prefix_file, a.constraints_file,
                                            *model_files(a)], "-o")
-    bundle, tr = translator_from_args(a)
+    bundle, tr = engine_translator(a)
     tr.target_tag(a.tgt_lang)  # a multilingual model needs --tgt-lang: say so before reading input
     if a.src_lang:  # read for reranking only, but a language the model does not know is a mistake
-        from ..data.multilingual import evaluation_direction
+        from ..data.directions import evaluation_direction
 
         evaluation_direction(bundle.cfg.data, a.src_lang, a.tgt_lang)
     prefixes, constraints = per_line_files(a)
@@ -104,9 +114,24 @@ def run(a: argparse.Namespace) -> int:
     return 0
 
 
+def engine_translator(a: argparse.Namespace
+                      ) -> tuple[Bundle | LiteBundle | CTranslate2Bundle, TextTranslator]:
+    """(the model's bundle, its translator with the flags' decoding options): nmtkit's own
+    search on the ``--model`` checkpoint(s), in numpy where it can (no PyTorch to import:
+    :func:`~nmtkit.cli.decode_options.lite_from_args`) and PyTorch for the rest, or
+    CTranslate2's on an export directory (``--engine ctranslate2``, no PyTorch either)."""
+    check_engine_args(a, a.model)
+    if a.engine != "ctranslate2":
+        lite = lite_from_args(a)
+        return lite if lite is not None else translator_from_args(a)
+    overrides = decode_overrides(a)  # flags that do not go together: said before loading
+    bundle = export_from_args(a, a.model[0])
+    return bundle, bundle.translator(**overrides)
+
+
 def output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments: bool) -> str:
     """One output line: ``[i<TAB>][score<TAB>][token log-probs<TAB>]text[<TAB>alignment]``."""
-    from ..decode.translator import pharaoh
+    from ..decode.text_translator import pharaoh
 
     cols = [str(i)] if n_best else []
     if n_best or scores:
@@ -142,14 +167,14 @@ def answer(i: int, hs: list[Translation], a: argparse.Namespace, n_best: bool) -
     return "".join(output_line(i, h, n_best, a.scores, a.alignments) for h in shown)
 
 
-def translate_with_files(a: argparse.Namespace, tr: Translator, lines: list[str],
+def translate_with_files(a: argparse.Namespace, tr: TextTranslator, lines: list[str],
                          prefixes: list[str] | None, constraints: list[list[str]] | None,
                          first: int, progress: Progress | None = None) -> list[list[Translation]]:
     """``tr.translate`` of input lines ``first``, ``first + 1``, ... (from 1) with their
     ``--prefix-file`` / ``--constraints-file`` lines (``progress``: the bar's callback); a
     prefix or constraint that cannot be used is an error naming its file and line."""
     from ..decode.options import TranslateOptions
-    from ..decode.translator import TargetTextError
+    from ..decode.text_translator import TargetTextError
 
     options = TranslateOptions(prefixes=prefixes, constraints=constraints, token_scores=a.scores,
                                alignments=a.alignments, tgt_lang=a.tgt_lang, progress=progress)
@@ -160,7 +185,7 @@ def translate_with_files(a: argparse.Namespace, tr: Translator, lines: list[str]
         raise InputError(f"{path}:{first + e.index}: {e.problem}") from None
 
 
-def stream(a: argparse.Namespace, tr: Translator, prefixes: list[str] | None,
+def stream(a: argparse.Namespace, tr: TextTranslator, prefixes: list[str] | None,
            constraints: list[list[str]] | None) -> int:
     """``translate --stream``: answer each stdin line as soon as it has arrived (one line per
     model call), flushing stdout after each, until the end of the input."""

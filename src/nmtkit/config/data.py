@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from .checks import Checks
 
 CORPORA = ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy")
+PREPARED_CORPORA = ("iwslt14", "wmt14")
+"""The corpora ``nmtkit prepare`` downloads and builds (one recipe each,
+:data:`nmtkit.data.recipes.RECIPES`): named here so that the command line lists them without
+importing the downloaders."""
 TOKENIZERS = ("sentencepiece", "word", "whitespace")
 SPM_MODEL_TYPES = ("bpe", "unigram")
 TSV_COLUMNS = ("src", "tgt", "-")

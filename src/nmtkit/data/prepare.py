@@ -15,7 +15,8 @@ from tqdm import tqdm
 from ..config import ConfigError, DataConfig, ExtraCorpus
 from .batching import ParallelIds
 from .corpora import Parallel, load_parallel
-from .multilingual import SampledIds, direction_tags, directions, join, load_directed, temperature_counts
+from .directions import direction_tags, directions
+from .multilingual import SampledIds, join, load_directed, temperature_counts
 from .tokenizers import SentencePieceTokenizer, Tokenizer, tokenizer_from_state, train_tokenizers
 from .vocab import Vocab
 

@@ -20,7 +20,7 @@ from . import mbr, rerank
 
 if TYPE_CHECKING:
     from ..config import DecodeConfig
-    from .rerank import ReverseScorer
+    from .rerank import Reranker
     from .translation import Translation
 
 
@@ -59,7 +59,7 @@ def choose(candidates: list[Translation], cfg: DecodeConfig) -> list[Translation
 
 
 def choose_all(results: list[list[Translation]], sources: Sequence[str], cfg: DecodeConfig,
-               reverse: ReverseScorer | None = None) -> list[list[Translation]]:
+               reverse: Reranker | None = None) -> list[list[Translation]]:
     """Each line's candidates (``results``, one list per line of ``sources``) scored by the
     reverse model when reranking, then :func:`choose`; ``results`` as they are when MBR and
     reranking are both off. ``reverse``: the reverse model(s) reranking needs

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from ..data.multilingual import target_tags
+from ..data.directions import target_tags
 from ..data.sentences import text_languages
 from ..models.seq2seq import Seq2Seq
-from .translator import Translator, decode_options
+from .text_translator import decode_options
+from .translator import Translator
 
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
@@ -78,7 +79,7 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
     """A :class:`~nmtkit.decode.translator.Translator` over the ensemble of ``bundles``'
     models, with the first one's tokenizers and ``decode`` (default: the first one's
     decoding options; ``decode_overrides`` replace some, see
-    :func:`~nmtkit.decode.translator.decode_options`).
+    :func:`~nmtkit.decode.text_translator.decode_options`).
 
     ``ValueError`` naming the files (``names``, default the bundles' paths) if the
     vocabularies or the source direction differ. One bundle gives a plain translator.

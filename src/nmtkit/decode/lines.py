@@ -5,7 +5,7 @@ Per line (``decode.split_sentences``): cut it into sentences (:mod:`nmtkit.data.
 per sentence (``decode.protect_spans``): find the spans the model should not handle and
 leave out those it cannot say (:mod:`nmtkit.data.placeholders`). The sentences of all lines
 then go to the search together (sorted by length, batched, unsorted by the translator,
-:meth:`~nmtkit.decode.translator.TextTranslator.by_sentence`), each output gets its
+:meth:`~nmtkit.decode.text_translator.TextTranslator.by_sentence`), each output gets its
 protected spans back and no ``<unk>`` (:func:`restore_translation`), and each line's
 sentences are joined into one translation (:func:`join_translations`): one output line per
 input line, always.
@@ -41,13 +41,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..data.placeholders import Protected, assemble, find_spans, protect, restore, source_anchor
 from ..data.sentences import split_sentences
 from ..data.vocab import UNK_TOKEN
 from .translation import Translation
+
+if TYPE_CHECKING:
+    import torch
 
 KEEP_WHOLE = ("url", "email", "number")
 """Protected kinds inside which no sentence ends (a URL's "?", a decimal point)."""
@@ -91,9 +93,13 @@ def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
     if not p.groups and UNK_TOKEN not in tokens:
         return t
     if not tokens and not n_src:  # nothing but groups: nothing searched, </s> for certain
+        import torch  # (here and below only where there is attention: text needs no torch)
+
         t = replace(t, token_log_probs=[0.0], attention=torch.ones(1, 1))
     anchors = [source_anchor(n, n_src) for n in n_before]
     attn = t.attention  # (T + 1, S + 1)
+    if attn is not None:
+        import torch
 
     def wordy(tok: str) -> bool:
         return any(c.isalnum() for c in tok)
@@ -169,6 +175,8 @@ def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
 def _widen(row: torch.Tensor, columns: Sequence[int], width: int) -> torch.Tensor:
     """A (S + 1,) attention row over the model's source (``</s>`` last; padding beyond it
     dropped) spread over ``width`` columns: model column i goes to ``columns[i]``."""
+    import torch
+
     out = torch.zeros(width, dtype=row.dtype)
     out[torch.tensor(columns)] = row[:len(columns)]
     return out
@@ -219,6 +227,8 @@ def _block_attention(parts: Sequence[Translation], n_tgt: int, n_src: int) -> to
     """(n_tgt + 1, n_src + 1): the sentences' attention block-diagonal (module docstring)."""
     if any(p.attention is None for p in parts):
         return None
+    import torch
+
     first = parts[0].attention
     assert first is not None
     out = torch.zeros(n_tgt + 1, n_src + 1, dtype=first.dtype)

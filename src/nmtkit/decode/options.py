@@ -16,7 +16,7 @@ class TranslateOptions:
     """What one ``translate`` call asks for besides its lines. A ``None`` keeps the
     translator's own decoding option (its ``decode_cfg``: ``decode.beam``,
     ``decode.batch_size``, ...; resolved and checked by
-    :func:`~nmtkit.decode.translator.decode_options`, so a wrong type or value is a
+    :func:`~nmtkit.decode.text_translator.decode_options`, so a wrong type or value is a
     ``ValueError`` naming it)."""
 
     beam: int | None = None
@@ -36,7 +36,7 @@ class TranslateOptions:
     2017): its ``<2xx>`` token goes first in every source (the source tokens of each
     translation start with it). ``None`` for a model with one target language; a
     ``ValueError`` naming the languages when it has several or for another one
-    (:meth:`~nmtkit.decode.translator.TextTranslator.target_tag`)."""
+    (:meth:`~nmtkit.decode.text_translator.TextTranslator.target_tag`)."""
     prefixes: Sequence[str] | None = None
     """One target text per line (``""``: none) that its translation must start with; it is
     tokenized with the target tokenizer, kept as it is, and the search continues after it
@@ -83,7 +83,7 @@ class TranslateOptions:
 
     def decode_overrides(self) -> dict[str, Any]:
         """The fields that replace the translator's decoding options
-        (:func:`~nmtkit.decode.translator.decode_options`)."""
+        (:func:`~nmtkit.decode.text_translator.decode_options`)."""
         return {"beam": self.beam, "batch_size": self.batch_size, "n_best": self.n_best,
                 "length_penalty": self.length_penalty, "mbr": self.mbr,
                 "alignment_layer": self.alignment_layer, "alignment_head": self.alignment_head,

@@ -33,8 +33,8 @@ from ..config import (
 from ..evaluate import score
 from .choice import choose, reranking_search
 from .options import TranslateOptions
+from .text_translator import TextTranslator, decode_options
 from .translation import Translation
-from .translator import TextTranslator, decode_options
 
 
 @dataclass(frozen=True)

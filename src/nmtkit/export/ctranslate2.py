@@ -59,11 +59,12 @@ from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 from .. import __version__
 from ..checkpoint import Bundle, bundle_from_checkpoint, load_checkpoint
 from ..config import Config, ModelConfig, dec_layers, enc_layers
-from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
+from ..data.vocab import BOS_TOKEN, EOS_TOKEN, UNK_TOKEN
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
 from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
 from ..models.transformer import PositionalEncoding
 from . import ExportError
+from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION
 
 if TYPE_CHECKING:
     from ..models.attention import MultiHeadAttention
@@ -71,11 +72,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-META_FILE = "nmtkit.json"
-META_FORMAT = "nmtkit-ctranslate2"
-META_VERSION = 1
-_NEVER = (PAD_TOKEN, BOS_TOKEN)  # tokens nmtkit's search never produces
-_NEVER_SET = frozenset(_NEVER)
 QUANTIZATIONS = ACCEPTED_MODEL_TYPES
 """int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16, float32."""
 

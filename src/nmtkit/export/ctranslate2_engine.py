@@ -2,7 +2,7 @@
 engine ``nmtkit serve --engine ctranslate2`` (:class:`CTranslate2Translator`,
 :func:`load_export_bundle`). Writing the export is :mod:`nmtkit.export.ctranslate2`.
 
-The engine shares nmtkit's text pipeline (:class:`~nmtkit.decode.translator.TextTranslator`:
+The engine shares nmtkit's text pipeline (:class:`~nmtkit.decode.text_translator.TextTranslator`:
 tokenizers, sentence splitting, protected spans, forced prefixes) and replaces only the
 search by CTranslate2's; what CTranslate2 cannot do (lexically constrained search) is refused
 with the reason.
@@ -19,31 +19,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import ctranslate2
-import torch
 
 from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig
-from ..data.multilingual import target_tags
+from ..data.directions import target_tags
 from ..data.sentences import text_languages
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK, Vocab
-from ..decode.attention import reading_order
 from ..decode.choice import candidate_options, choose_all
 from ..decode.options import TranslateOptions
 from ..decode.rerank import require_reverse
-from ..decode.translation import Translation
-from ..decode.translator import (
+from ..decode.text_translator import (
     TargetTextError,
     TextTranslator,
     alignment_from_attention,
     decode_options,
     text_lines,
 )
+from ..decode.translation import Translation
 from . import ExportError
+from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION, NEVER, NEVER_SET
 
 if TYPE_CHECKING:
-    pass
+    import torch
 
-from .ctranslate2 import _NEVER, _NEVER_SET, META_FILE, META_FORMAT, META_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +117,8 @@ def _with_eos_column(rows: list[list[float]]) -> torch.Tensor:
     """CTranslate2's source attention rows (source tokens only: it leaves out the ``</s>`` it
     appended) with the ``</s>`` column put back: each row is a softmax over the tokens and
     ``</s>``, so ``</s>`` has what the tokens leave. (rows, S) -> (rows, S + 1)."""
+    import torch  # (the engine itself needs none: only a translation's attention is a tensor)
+
     att = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), -1)  # (rows, S)
     eos = (1.0 - att.sum(dim=1, keepdim=True)).clamp_min(0.0)  # (rows, 1)
     return torch.cat([att, eos], dim=1)
@@ -127,7 +127,7 @@ def _with_eos_column(rows: list[list[float]]) -> torch.Tensor:
 class CTranslate2Translator(TextTranslator):
     """Text in, text out with an exported model, as :class:`nmtkit.decode.translator.Translator`.
 
-    The text side is nmtkit's own (:class:`~nmtkit.decode.translator.TextTranslator`: the
+    The text side is nmtkit's own (:class:`~nmtkit.decode.text_translator.TextTranslator`: the
     checkpoint's tokenizer, truncation to the position table, ``reverse_source``, options,
     empty lines, length order, detokenizing). It gives CTranslate2 the same length cap per
     sentence (CTranslate2's ``max_decoding_length`` is per call: see :meth:`translate`) and
@@ -212,7 +212,7 @@ class CTranslate2Translator(TextTranslator):
                    max_length: int | None = None) -> tuple[list[list[int]] | None, None]:
         """(each line's forced prefix as target ids, ``None``), checked as
         :meth:`Translator.target_ids <nmtkit.decode.translator.Translator.target_ids>` checks
-        them: one per line, text, a :class:`~nmtkit.decode.translator.TargetTextError` naming
+        them: one per line, text, a :class:`~nmtkit.decode.text_translator.TargetTextError` naming
         the line for a token the target vocabulary lacks (CTranslate2 would force ``<unk>``);
         constraints: a ``ValueError`` (:data:`NO_CONSTRAINTS`)."""
         if constraints is not None:
@@ -309,14 +309,14 @@ class CTranslate2Translator(TextTranslator):
                    for r in self.translator.translate_batch(sources, starts,
                                                             max_decoding_length=n_steps,
                                                             **ct2_options)]
-            redo = [j for j, hyps in enumerate(out) if any(not _NEVER_SET.isdisjoint(h) for h, _ in hyps)]
+            redo = [j for j, hyps in enumerate(out) if any(not NEVER_SET.isdisjoint(h) for h, _ in hyps)]
             if redo:
                 if o.deadline is not None:
                     o.deadline.check()
                 again = self.translator.translate_batch(
                     [sources[j] for j in redo], [starts[j] for j in redo] if starts else None,
                     max_decoding_length=n_steps, **ct2_options,
-                    suppress_sequences=[[t] for t in _NEVER])
+                    suppress_sequences=[[t] for t in NEVER])
                 for j, r in zip(redo, again, strict=True):
                     out[j] = list(zip(r.hypotheses, r.scores, strict=True))
             return out
@@ -351,7 +351,8 @@ class CTranslate2Translator(TextTranslator):
             return self._extras(idx, out, encoded, steps, prefix, o, cfg)
 
         return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
-                                               batches, run), texts, asked, self.reverse)
+                                               batches, run, o.progress),
+                          texts, asked, self.reverse)
 
     def _extras(self, idx: list[int], out: list[list[tuple[list[str], float]]],
                 encoded: list[tuple[list[str], list[str]]], steps: list[int],
@@ -365,7 +366,7 @@ class CTranslate2Translator(TextTranslator):
           ``token_log_probs`` (the tokens, then ``</s>``); a prefixed sentence's score and
           ``log_prob`` are recomputed from them (and its list reordered by them);
         - the source attention (``need_attention``, ``alignments``): :meth:`_source_attention`;
-          alignments from it as nmtkit's (:func:`~nmtkit.decode.translator.alignment_from_attention`).
+          alignments from it as nmtkit's (:func:`~nmtkit.decode.text_translator.alignment_from_attention`).
         """
         flat = [(i, toks) for i, hyps in zip(idx, out, strict=True) for toks, _ in hyps]
         prefixed = {i for i in idx if prefix and prefix[i]}
@@ -393,6 +394,8 @@ class CTranslate2Translator(TextTranslator):
                 if attention:
                     att = attention[k]  # (len(toks) + 1, len(src_tokens) + 1), model order
                     if self.reverse_source:
+                        from ..decode.attention import reading_order
+
                         att = reading_order(att, len(src_tokens), dims=[1])
                     if o.alignments:
                         align = alignment_from_attention(att, len(src_tokens), len(toks))
@@ -504,7 +507,7 @@ class CTranslate2Bundle:
 
     def translator(self, **decode_overrides: Any) -> CTranslate2Translator:
         """The loaded translator; with ``decode_overrides`` (see
-        :func:`nmtkit.decode.translator.decode_options`) a copy that shares its model."""
+        :func:`nmtkit.decode.text_translator.decode_options`) a copy that shares its model."""
         if not any(v is not None for v in decode_overrides.values()):
             return self.engine_translator
         tr = copy.copy(self.engine_translator)

@@ -78,13 +78,9 @@ from ..decode.confidence import LOW_COVERAGE, LOW_PROBABILITY, confidence, trans
 from ..decode.deadline import Deadline
 from ..decode.options import TranslateOptions
 from ..decode.sentence_attention import SentenceAttention, sentence_attention
+from ..decode.text_translator import decode_options, pharaoh
 from ..decode.translation import Translation
-from ..decode.translator import (
-    Translator,
-    check_model_alignment_choice,
-    decode_options,
-    pharaoh,
-)
+from ..decode.translator import Translator, check_model_alignment_choice
 from .batcher import MicroBatcher, QueueFull
 from .limits import ServeLimits
 from .schemas import ErrorResponse, TranslateResponse, request_models
@@ -92,7 +88,7 @@ from .security import HostAllowList
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..decode.translator import TextTranslator
+    from ..decode.text_translator import TextTranslator
     from ..models.seq2seq import Seq2Seq
 from .checks import (
     checked_constraints_fit,

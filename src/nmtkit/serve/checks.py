@@ -13,21 +13,18 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from fastapi import HTTPException
 
 from ..decode.choice import candidate_options
-from ..decode.translator import (
-    TargetTextError,
-    decode_options,
-)
+from ..decode.text_translator import TargetTextError, decode_options
 from .limits import ServeLimits, work_error
 
 if TYPE_CHECKING:
-    from ..decode.translator import TextTranslator
+    from ..decode.text_translator import TextTranslator
 
 
 @runtime_checkable
 class TargetChecks(Protocol):
     """A translator that checks forced prefixes and constraint phrases against its target
     vocabulary before the search (``target_ids``: a
-    :class:`~nmtkit.decode.translator.TargetTextError` naming the text)."""
+    :class:`~nmtkit.decode.text_translator.TargetTextError` naming the text)."""
 
     def target_ids(self, prefixes: Sequence[str] | None,
                    constraints: Sequence[Sequence[str]] | None, n_lines: int,
@@ -62,7 +59,7 @@ def checked_prefixes(translator: TextTranslator, prefixes: list[str] | None, max
 
 def checked_n_best(translator: TextTranslator, beam: int, n_best: int, mbr: int | None) -> None:
     """A request's ``n_best``, checked before any work as ``nmtkit translate --n-best`` is
-    (:func:`~nmtkit.decode.translator.decode_options`: at most the beam, or MBR's or the
+    (:func:`~nmtkit.decode.text_translator.decode_options`: at most the beam, or MBR's or the
     server's reranking candidates): a 422 saying why."""
     try:
         decode_options(translator.decode_cfg, beam=beam, n_best=n_best, mbr=mbr)
@@ -101,7 +98,7 @@ def model_cap(translator: TextTranslator, asked: int | None, limits: ServeLimits
 def target_lengths(translator: TextTranslator, n: int, prefixes: list[str] | None,
                    constraints: list[list[str]] | None) -> tuple[list[int], list[list[int]]]:
     """(each text's forced prefix, each text's constraint phrases) in target tokens, as the
-    search takes them (:meth:`~nmtkit.decode.translator.TextTranslator.prefix_tokens`); 0 and
+    search takes them (:meth:`~nmtkit.decode.text_translator.TextTranslator.prefix_tokens`); 0 and
     [] where none."""
     pre = [len(translator.prefix_tokens(p, None)) for p in prefixes] if prefixes else [0] * n
     phrases = ([[len(translator.prefix_tokens(p, None)) for p in cs if p.strip()] for cs in constraints]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import DataConfig
-from ..decode.translator import TextTranslator
+from ..decode.text_translator import TextTranslator
 from ..io import check_file_prefix, write_all_or_keep
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
     source language of the ``reverse`` model) and write the synthetic pairs, line-aligned,
     both files or neither. Blank lines are dropped; surrounding whitespace is stripped.
     ``tgt_lang``: the language a model of ``data.directions`` translates into (``reverse``
-    then reads that one direction: :func:`nmtkit.data.multilingual.evaluation_direction`).
+    then reads that one direction: :func:`nmtkit.data.directions.evaluation_direction`).
     ``progress``: told of the sentences translated
     (:attr:`~nmtkit.decode.options.TranslateOptions.progress`)."""
     check_file_prefix(prefix, "output prefix")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..config import DataConfig
 from ..data.corpora import load_parallel, split_files
-from ..decode.translator import TextTranslator
+from ..decode.text_translator import TextTranslator
 from ..io import check_file_prefix, refuse_overwriting_inputs, write_all_or_keep
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,173 @@
+"""Greedy and beam search over one sentence, in numpy: the algorithm of
+:mod:`nmtkit.decode.search` for a batch of one (the same caps, ranking and ends), over a
+:class:`~nmtkit.lite.transformer.NumpyTransformer`.
+
+- The output is capped at ``floor(max_len_a * S + max_len_b)`` tokens, ``</s>`` included
+  (``S``: the source's tokens and its ``</s>``; at least 1; at most ``max_length + 1``), and
+  ``</s>`` is forced at the cap. ``<pad>`` and ``<s>`` are never produced.
+- Beam search keeps ``beam`` hypotheses ranked by the GNMT length-normalised score
+  ``log P(y) / ((5 + |y|) / 6) ** length_penalty`` (Wu et al. 2016, Sec. 7); a finished
+  hypothesis keeps its score and competes with the live extensions for the slots (it
+  continues with ``</s>`` at no cost); each step ranks each live hypothesis's ``beam`` best
+  tokens. The search ends when no hypothesis can change, or with ``early_stop`` when the
+  ``n_best`` best-ranked slots have all ended.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import DecodeConfig
+from ..data.vocab import BOS, EOS, PAD
+from .transformer import NumpyTransformer
+
+NEVER = [PAD, BOS]  # ids a hypothesis may never produce
+
+
+@dataclass
+class Hypothesis:
+    """One output: ``tokens`` (no ``</s>``), the ranking ``score``, ``log_prob`` (``</s>``
+    included), and on request the log-probability of each token and of ``</s>``."""
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+    token_log_probs: list[float] | None = None
+
+
+def length_cap(src_len: int, cfg: DecodeConfig, max_length: int | None = None) -> int:
+    """The most output tokens (``</s>`` included) for a source of ``src_len`` ids
+    (``</s>`` included), as :func:`nmtkit.decode.beams.length_caps`."""
+    cap = max(1, math.floor(cfg.max_len_a * src_len + cfg.max_len_b))
+    return cap if max_length is None else min(cap, max_length + 1)
+
+
+def length_penalty(lengths: np.ndarray, alpha: float) -> np.ndarray:
+    """((5 + |y|) / 6) ** alpha (Wu et al. 2016, Sec. 7)."""
+    out: np.ndarray = ((5.0 + lengths.astype(np.float32)) / 6.0) ** np.float32(alpha)
+    return out
+
+
+def _only_eos(log_probs: np.ndarray) -> np.ndarray:
+    """Every row's log-probabilities with all but ``</s>`` at -inf (a hypothesis at its cap)."""
+    out = np.full_like(log_probs, -np.inf)
+    out[:, EOS] = log_probs[:, EOS]
+    return out
+
+
+def greedy_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
+                  max_length: int | None = None, token_scores: bool = False,
+                  check: Callable[[], None] | None = None) -> Hypothesis:
+    """The most probable token at every step until ``</s>`` or the cap. ``check`` is called
+    before each step (a deadline)."""
+    cap = length_cap(len(src_ids), cfg, max_length)
+    state = model.start(model.encode(src_ids))
+    prev = np.array([BOS])
+    tokens: list[int] = []
+    lps: list[float] = []
+    for t in range(cap):
+        if check is not None:
+            check()
+        log_probs, _ = model.step(state, prev)  # (1, V)
+        log_probs[:, NEVER] = -np.inf
+        if t + 1 >= cap:
+            log_probs = _only_eos(log_probs)
+        tok = int(log_probs[0].argmax())
+        lps.append(float(log_probs[0, tok]))
+        if tok == EOS:
+            break
+        tokens.append(tok)
+        prev = np.array([tok])
+    total = float(np.float32(sum(np.float32(v) for v in lps)))
+    return Hypothesis(tokens, total, total, lps if token_scores else None)
+
+
+def _top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest of each row, largest first: (values, indices), both (rows, k)."""
+    idx = np.argpartition(-values, k - 1, axis=1)[:, :k] if k < values.shape[1] else \
+        np.tile(np.arange(values.shape[1]), (values.shape[0], 1))
+    part = np.take_along_axis(values, idx, axis=1)
+    order = np.argsort(-part, axis=1, kind="stable")
+    return np.take_along_axis(part, order, axis=1), np.take_along_axis(idx, order, axis=1)
+
+
+def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
+                max_length: int | None = None, token_scores: bool = False,
+                check: Callable[[], None] | None = None) -> list[Hypothesis]:
+    """The ``cfg.n_best`` best hypotheses of a beam of ``cfg.beam``, best first.
+
+    The model's state holds one row per live hypothesis (the first step one row, the
+    empty prefix every slot starts from)."""
+    k = cfg.beam
+    cap = length_cap(len(src_ids), cfg, max_length)
+    state = model.start(model.encode(src_ids))
+    scores = np.full(k, -np.inf, dtype=np.float32)
+    scores[0] = 0.0  # one live hypothesis at the start
+    lengths = np.zeros(k, dtype=np.int64)  # tokens incl. </s>
+    finished = np.zeros(k, dtype=bool)
+    tokens = np.zeros((k, 0), dtype=np.int64)
+    lp_hist = np.zeros((k, 0), dtype=np.float32)
+    live = np.arange(k)  # the slots whose rows the state holds (after the first step)
+    prev = np.array([BOS])
+    for t in range(cap):
+        if check is not None:
+            check()
+        first = t == 0
+        log_probs, _ = model.step(state, prev)  # (rows, V)
+        if first:
+            log_probs = np.repeat(log_probs, k, axis=0)  # (1, V) -> (k, V)
+        log_probs[:, NEVER] = -np.inf
+        kk = min(k, log_probs.shape[1])
+        live_lp, live_tok = _top(log_probs, kk)  # (live, kk)
+        if t + 1 >= cap:  # at the cap a hypothesis may only end
+            live_lp = np.full_like(live_lp, -np.inf)
+            live_lp[:, 0] = log_probs[:, EOS]
+            live_tok[:, 0] = EOS
+        # every slot's candidates: a live one's top tokens, an ended one </s> at no cost
+        top_lp = np.full((k, kk), -np.inf, dtype=np.float32)
+        top_tok = np.full((k, kk), EOS, dtype=np.int64)
+        top_lp[finished, 0] = 0.0
+        top_lp[live], top_tok[live] = live_lp, live_tok
+        cand = scores[:, None] + top_lp  # (k, kk) raw scores
+        cand_len = np.where(finished, lengths, lengths + 1)  # (k,)
+        norm = cand / length_penalty(cand_len, cfg.length_penalty)[:, None]
+        pick = _top(norm.reshape(1, -1), k)[1][0]  # (k,) the best extensions
+        rows = pick // kk  # the slot each new hypothesis extends
+        scores = cand.reshape(-1)[pick]
+        tok = top_tok.reshape(-1)[pick]
+        was_finished = finished[rows]
+        lengths = np.where(was_finished, lengths[rows], lengths[rows] + 1)
+        tok = np.where(was_finished, PAD, tok)
+        finished = was_finished | (tok == EOS)
+        tokens = np.concatenate([tokens[rows], tok[:, None]], axis=1)
+        lp_hist = np.concatenate([lp_hist[rows], top_lp.reshape(-1)[pick][:, None]], axis=1)
+        # the state row of each slot computed this step (the first step: the one row)
+        state_row = np.full(k, -1)
+        state_row[live] = 0 if first else np.arange(live.size)
+        can_change = ~finished & ~np.isneginf(scores)
+        settled = not can_change.any()
+        if cfg.early_stop:  # slots are sorted by normalised score: the first n_best lead
+            settled = settled or bool(finished[:cfg.n_best].all())
+        if settled:
+            break
+        live = np.flatnonzero(can_change)
+        state = model.reorder(state, state_row[rows[live]])
+        prev = tok[live]
+    return _best(scores, lengths, finished, tokens, lp_hist, cfg, token_scores)
+
+
+def _best(scores: np.ndarray, lengths: np.ndarray, finished: np.ndarray, tokens: np.ndarray,
+          lp_hist: np.ndarray, cfg: DecodeConfig, token_scores: bool) -> list[Hypothesis]:
+    """The ``cfg.n_best`` ended hypotheses of the beam, by length-normalised score."""
+    final = np.where(finished, scores / length_penalty(lengths, cfg.length_penalty), -np.inf)
+    order = np.argsort(-final, kind="stable")[:cfg.n_best]
+    out = []
+    for j in order:
+        n = int(lengths[j]) - 1  # without </s>
+        out.append(Hypothesis([int(x) for x in tokens[j, :n]], float(final[j]), float(scores[j]),
+                              [float(x) for x in lp_hist[j, :n + 1]] if token_scores else None))
+    return out

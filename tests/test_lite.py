@@ -1,0 +1,286 @@
+"""nmtkit.lite and the LiteTranslator: a checkpoint read and translated in numpy, without
+PyTorch, agrees with PyTorch's reading, model, search and translator; what it does not do
+goes to PyTorch; ``nmtkit translate`` uses it for a few lines and imports no PyTorch then."""
+
+import subprocess
+import sys
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+import torch
+
+from nmtkit.checkpoint import load_bundle, weights_digest
+from nmtkit.cli import main as cli_main
+from nmtkit.config import DecodeConfig
+from nmtkit.data.tokenizers import WhitespaceTokenizer
+from nmtkit.decode.lite_translator import LiteTranslator
+from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.search import search
+from nmtkit.decode.translator import Translator
+from nmtkit.lite import checkpoint as lite_checkpoint
+from nmtkit.lite.checkpoint import LiteUnsupported, load_lite_bundle
+from nmtkit.lite.search import beam_search, greedy_search
+from nmtkit.lite.torch_file import UnsupportedFile, read_torch_file
+from nmtkit.lite.transformer import NumpyTransformer, UnsupportedModel
+from nmtkit.models import build_model
+
+from .helpers import (
+    COPY_VARIANTS,
+    COPY_VOCAB,
+    ROOT,
+    copy_config,
+    copy_sentences,
+    imported_modules,
+    save_tiny_checkpoint,
+    sentencepiece_copy_checkpoint,
+    train_copy,
+)
+
+pytestmark = pytest.mark.numerics
+
+
+def copy_checkpoint(path, variant="pre-bias-tied", steps=60):
+    cfg = copy_config(*COPY_VARIANTS[variant])
+    torch.manual_seed(0)
+    model = build_model(cfg.model, len(COPY_VOCAB), len(COPY_VOCAB))
+    train_copy(model, steps=steps)
+    tok = WhitespaceTokenizer()
+    return save_tiny_checkpoint(path, cfg, tok, tok, COPY_VOCAB, COPY_VOCAB, model.eval())
+
+
+@pytest.fixture(scope="module")
+def copy_ckpt(tmp_path_factory):
+    return copy_checkpoint(tmp_path_factory.mktemp("lite") / "copy.pt")
+
+
+@pytest.fixture(scope="module")
+def sp_ckpt(tmp_path_factory):
+    return sentencepiece_copy_checkpoint(tmp_path_factory.mktemp("lite_sp") / "sp.pt")
+
+
+# --- reading torch.save files ----------------------------------------------------------------
+
+
+def test_the_reader_reads_what_torch_saves(tmp_path):
+    w = torch.randn(3, 4)
+    payload = {"format": "x", "n": 3, "f": 0.5, "none": None, "flag": True, "text": "ä",
+               "blob": bytes(range(256)), "nested": [1, (2, "3"), {"k": [4.0]}],
+               "od": OrderedDict(a=w, b=w, t=w.t(), row=w[1], ints=torch.arange(5),
+                                 mask=torch.tensor([True, False]), bytes=torch.tensor([1, 255],
+                                                                                      dtype=torch.uint8),
+                                 empty=torch.zeros(0, 3), half=torch.ones(2, dtype=torch.float16))}
+    torch.save(payload, tmp_path / "p.pt")
+    got = read_torch_file(tmp_path / "p.pt")
+    assert {k: v for k, v in got.items() if k != "od"} == {k: v for k, v in payload.items() if k != "od"}
+    assert isinstance(got["od"], OrderedDict) and list(got["od"]) == list(payload["od"])
+    for name, t in payload["od"].items():
+        a = got["od"][name]
+        assert a.shape == tuple(t.shape) and np.array_equal(a, t.numpy()), name
+        assert a.dtype == t.numpy().dtype and not a.flags.writeable
+    assert np.shares_memory(got["od"]["a"], got["od"]["b"])  # tied weights: one buffer
+
+
+@pytest.mark.parametrize("payload, why", [
+    ({"x": torch.ones(2, dtype=torch.bfloat16)}, "BFloat16Storage"),
+    ({"x": __import__("datetime").date(2026, 1, 1)}, "datetime.date"),
+    ({"x": torch.nn.Linear(2, 2)}, "torch.nn"),
+])
+def test_the_reader_refuses_what_a_plain_checkpoint_does_not_hold(tmp_path, payload, why):
+    torch.save(payload, tmp_path / "p.pt")
+    with pytest.raises(UnsupportedFile, match=why.replace(".", r"\.")):
+        read_torch_file(tmp_path / "p.pt")
+
+
+def test_the_reader_refuses_damaged_files(tmp_path, copy_ckpt):
+    (tmp_path / "text.pt").write_text("not a zip")
+    data = copy_ckpt.read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[:len(data) // 2])
+    for name in ("text.pt", "cut.pt"):
+        with pytest.raises(UnsupportedFile):
+            read_torch_file(tmp_path / name)
+
+
+def test_the_weights_digest_is_the_checkpoints():
+    model = build_model(copy_config(*COPY_VARIANTS["post-bias-untied"]).model, 24, 24)
+    state = model.state_dict()
+    assert lite_checkpoint.weights_digest({k: v.numpy() for k, v in state.items()}) == weights_digest(state)
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", [v for v in COPY_VARIANTS if "rope" not in v])
+def test_the_numpy_model_computes_what_the_torch_model_does(variant):
+    cfg = copy_config(*COPY_VARIANTS[variant])
+    torch.manual_seed(1)
+    model = build_model(cfg.model, len(COPY_VOCAB), len(COPY_VOCAB)).eval()
+    ours = NumpyTransformer(cfg.model, {k: v.numpy() for k, v in model.state_dict().items()},
+                            len(COPY_VOCAB), len(COPY_VOCAB))
+    src = torch.tensor([[5, 9, 4, 17, 8, 3]])
+    with torch.no_grad():
+        memory = model.encode(src, src != 0)
+        np.testing.assert_allclose(ours.encode(src[0].numpy()), memory.numpy(), atol=2e-5)
+        state = model.start(memory.expand(3, -1, -1), (src != 0).unsqueeze(1).expand(3, -1, -1),
+                            need_attention=True)
+        lite = ours.start(ours.encode(src[0].numpy()))
+        prev = torch.tensor([2, 2, 2])
+        for rows in ([0, 1, 2], [2, 2, 0], [1, 0, 0]):
+            want, state, attn = model.step(state, prev)
+            got, got_attn = ours.step(lite, prev.numpy(), need_attention=True)
+            np.testing.assert_allclose(got, want.numpy(), atol=5e-5)
+            np.testing.assert_allclose(got_attn, attn.numpy(), atol=2e-5)
+            order = torch.tensor(rows)
+            state = model.reorder(state, order, same_source=True)
+            lite = ours.reorder(lite, np.array(rows))
+            prev = want.argmax(-1)[order]
+
+
+def test_what_the_numpy_model_does_not_run():
+    rope = copy_config(*COPY_VARIANTS["post-untied-rope"]).model
+    state = {k: v.numpy() for k, v in build_model(rope, 24, 24).state_dict().items()}
+    with pytest.raises(UnsupportedModel, match="positional 'rope'"):
+        NumpyTransformer(rope, state, 24, 24)
+    plain = copy_config(*COPY_VARIANTS["pre-bias-tied"]).model
+    state = {k: v.numpy() for k, v in build_model(plain, 24, 24).state_dict().items()}
+    with pytest.raises(UnsupportedModel, match="weights other than the config's"):
+        NumpyTransformer(plain, state, 24, 25)
+    state["generator.bias"] = state["generator.bias"].astype(np.float64)
+    with pytest.raises(UnsupportedModel, match="not float32"):
+        NumpyTransformer(plain, state, 24, 24)
+
+
+# --- the search ---------------------------------------------------------------------------------
+
+
+SEARCHES = [DecodeConfig(beam=1, max_len_a=1.0, max_len_b=5),
+            DecodeConfig(beam=4, n_best=3, length_penalty=0.6, max_len_a=1.2, max_len_b=4),
+            DecodeConfig(beam=3, n_best=2, length_penalty=0.0, max_len_a=0.5, max_len_b=1),
+            DecodeConfig(beam=5, n_best=2, length_penalty=1.0, early_stop=True, max_len_a=1.0,
+                         max_len_b=6)]
+
+
+@pytest.mark.parametrize("cfg", SEARCHES, ids=["greedy", "beam-lp", "beam-short-caps", "early-stop"])
+def test_the_numpy_search_finds_what_the_torch_search_does(copy_ckpt, cfg):
+    bundle = load_bundle(copy_ckpt)
+    lite = load_lite_bundle(copy_ckpt).model
+    for i, line in enumerate(copy_sentences(16, seed=4)):
+        ids = np.asarray(bundle.src_vocab.encode(line.split(), add_eos=True))
+        src = torch.as_tensor(ids)[None]
+        max_length = 3 if i % 5 == 4 else None
+        want = search(bundle.model, src, (src != 0).unsqueeze(1), cfg, max_length=max_length,
+                      token_scores=True)[0]
+        run = greedy_search if cfg.beam == 1 else beam_search
+        got = run(lite, ids, cfg, max_length=max_length, token_scores=True)
+        got = [got] if cfg.beam == 1 else got
+        assert [h.tokens for h in got] == [h.tokens for h in want], line
+        for g, w in zip(got, want, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-4)
+            assert g.log_prob == pytest.approx(w.log_prob, abs=1e-4)
+            np.testing.assert_allclose(g.token_log_probs, w.token_log_probs, atol=1e-4)
+
+
+# --- the translator -----------------------------------------------------------------------------
+
+
+def lite_translator(path, **decode):
+    bundle = load_lite_bundle(path)
+    cfg = bundle.cfg.decode if not decode else DecodeConfig(**{**bundle.cfg.decode.__dict__, **decode})
+    calls = []
+
+    def full():
+        calls.append(1)
+        return Translator.from_bundle(load_bundle(path), cfg)
+
+    return LiteTranslator(bundle, cfg, full), Translator.from_bundle(load_bundle(path), cfg), calls
+
+
+LINES = ["Ein Mann fährt mit dem Fahrrad die Straße entlang. Zwei Kinder spielen im Sand.",
+         "", "Ein Hund läuft über die Wiese", "Der Mann liest ein Buch! Die Frau sitzt."]
+
+
+def test_the_lite_translator_translates_as_the_torch_translator(sp_ckpt):
+    lite, torch_tr, calls = lite_translator(sp_ckpt)
+    for options in (None, TranslateOptions(beam=1), TranslateOptions(n_best=2, token_scores=True),
+                    TranslateOptions(max_length=4), TranslateOptions(split_sentences=False)):
+        got, want = lite.translate(LINES, options), torch_tr.translate(LINES, options)
+        assert [[t.text for t in ts] for ts in got] == [[t.text for t in ts] for ts in want]
+        for g, w in zip([t for ts in got for t in ts], [t for ts in want for t in ts], strict=True):
+            assert (g.tokens, g.src_tokens) == (w.tokens, w.src_tokens)
+            assert g.score == pytest.approx(w.score, abs=1e-4)
+            assert (g.token_log_probs is None) == (w.token_log_probs is None)
+    assert "Zwei Kinder spielen im Sand" in lite.translate_lines(LINES[:1])[0]  # both sentences
+    assert not calls  # all of it in numpy
+
+
+def test_what_numpy_does_not_do_goes_to_torch(sp_ckpt):
+    lite, torch_tr, calls = lite_translator(sp_ckpt)
+    spans = ["Der Preis ist 5 € für 3 cm.", "Ein Hund 🐕 läuft."]  # digits, €, 🐕: not in its vocabulary
+    assert lite.translate_lines(spans) == torch_tr.translate_lines(spans)
+    assert "€" in lite.translate_lines(spans)[0] and len(calls) == 1  # spans: the attention puts them back
+    for options in (TranslateOptions(alignments=True), TranslateOptions(prefixes=["Ein", "", "", ""]),
+                    TranslateOptions(mbr=3)):
+        got, want = lite.translate(LINES, options), torch_tr.translate(LINES, options)
+        assert [[t.text for t in ts] for ts in got] == [[t.text for t in ts] for ts in want]
+    many = ["Ein Mann."] * 17  # more than LITE_MAX_LINES: PyTorch's batched search
+    assert lite.translate_lines(many) == torch_tr.translate_lines(many)
+    assert len(calls) == 1  # built once
+
+
+def test_checkpoints_numpy_does_not_load(tmp_path, copy_ckpt):
+    bad = tmp_path / "bad.pt"
+    ckpt = torch.load(copy_ckpt, weights_only=True)
+    ckpt["model"]["generator.bias"][0] += 1.0  # no longer what the checksum says
+    torch.save(ckpt, bad)
+    with pytest.raises(LiteUnsupported, match="checksum"):
+        load_lite_bundle(bad)
+    load_lite_bundle(bad, verify=False)
+    rope = copy_checkpoint(tmp_path / "rope.pt", "post-untied-rope", steps=1)
+    with pytest.raises(LiteUnsupported, match="rope"):
+        load_lite_bundle(rope)
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_translate_picks_numpy_for_a_few_lines_and_says_the_same(copy_ckpt, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(copy_sentences(6, seed=9)) + "\n")
+    outs = {}
+    for engine in ("numpy", "torch"):
+        assert cli_main(["translate", "--model", str(copy_ckpt), "--engine", engine, "--scores",
+                         "-i", str(src)]) == 0
+        outs[engine] = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [o[2] for o in outs["numpy"]] == [o[2] for o in outs["torch"]]
+    assert [float(o[0]) for o in outs["numpy"]] == pytest.approx([float(o[0]) for o in outs["torch"]],
+                                                                 abs=2e-4)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--engine", "numpy", "--no-fast"], "--engine numpy runs on the CPU"),
+    (["--engine", "numpy", "--model", "{ckpt}"], "--engine numpy runs one model"),
+    (["--engine", "numpy", "--rerank", "3"], "reranking runs with --engine torch"),
+])
+def test_translate_refuses_what_numpy_cannot_do(copy_ckpt, tmp_path, capsys, argv, message):
+    src = tmp_path / "in.txt"
+    src.write_text("w1 w2\n")
+    argv = [a.format(ckpt=copy_ckpt) for a in argv]
+    assert cli_main(["translate", "--model", str(copy_ckpt), *argv, "-i", str(src)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_short_piped_translate_imports_no_torch_and_a_damaged_file_is_named(copy_ckpt, tmp_path):
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "nmtkit", "translate",
+                           "--model", str(copy_ckpt)], input="w3 w4 w5\nw7\n",
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(done.stdout.splitlines()) == 2
+    modules = imported_modules(done.stderr)
+    assert {"nmtkit.lite.transformer", "nmtkit.decode.lite_translator"} <= modules
+    heavy = {"torch", "nmtkit.checkpoint", "nmtkit.models", "nmtkit.decode.translator"}
+    assert not modules & heavy, sorted(modules & heavy)
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(copy_ckpt.read_bytes()[:5000])  # PyTorch's loader names what is wrong
+    done = subprocess.run([sys.executable, "-m", "nmtkit", "translate", "--model", str(bad)],
+                          input="w3\n", capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "bad.pt: truncated or corrupted checkpoint" in done.stderr
