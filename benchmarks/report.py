@@ -457,9 +457,12 @@ SECTIONS: tuple[Section, ...] = (
              "command's), translate's `--threads {threads}` (0: PyTorch's default), host load "
              "{load_average_before[0]:.1f} before and {load_average_after[0]:.1f} after (`{~}`: "
              "`{command|clean}`). `before` is the tree before the restructuring, with the "
-             "checkpoint its own training wrote:"),
+             "checkpoint its own training wrote; where measured, `after` is PyTorch's path "
+             "(`--engine torch`), `after_numpy` the command as a user runs it (a few lines: the "
+             "checkpoint's Transformer in numpy, `nmtkit.lite`, no PyTorch imported) and "
+             "`after_ctranslate2` an export run by CTranslate2:"),
         Table("trees.*", (
-            ("tree", "`{@}`"), ("best.pt MB", "{checkpoint_sizes_mb[best.pt]?}"),
+            ("tree", "`{@}`"), ("engine", "{engine?}"), ("best.pt MB", "{checkpoint_sizes_mb[best.pt]?}"),
             ("last.pt MB", "{checkpoint_sizes_mb[last.pt]?}"),
             ("import nmtkit.cli s", "{median.import_cli_s}"),
             ("import torch s", "{median.import_torch_s}"),
