@@ -18,6 +18,7 @@ from nmtkit.decode.lite_translator import LiteTranslator
 from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.search import search
 from nmtkit.decode.translator import Translator
+from nmtkit.lite import MAX_LINES
 from nmtkit.lite import checkpoint as lite_checkpoint
 from nmtkit.lite.checkpoint import LiteUnsupported, load_lite_bundle
 from nmtkit.lite.search import beam_search, greedy_search
@@ -222,7 +223,7 @@ def test_what_numpy_does_not_do_goes_to_torch(sp_ckpt):
                     TranslateOptions(mbr=3)):
         got, want = lite.translate(LINES, options), torch_tr.translate(LINES, options)
         assert [[t.text for t in ts] for ts in got] == [[t.text for t in ts] for ts in want]
-    many = ["Ein Mann."] * 17  # more than LITE_MAX_LINES: PyTorch's batched search
+    many = ["Ein Mann."] * (MAX_LINES + 1)  # PyTorch's batched search
     assert lite.translate_lines(many) == torch_tr.translate_lines(many)
     assert len(calls) == 1  # built once
 

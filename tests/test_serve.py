@@ -699,8 +699,8 @@ def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode
 
     # What a schema cannot say: an attention text must have tokens, and at most
     # max_attention_tokens of them (the limit on characters is in the schema); a translate
-    # request's prefixes and constraints are one per text, of words the model knows; a
-    # tgt_lang must be the model's; n_best at most the beam.
+    # request's prefixes and constraints are one per text, of words the model knows, a prefix
+    # no longer than max_length; a tgt_lang must be the model's; n_best at most the beam.
     semantic = path in ("/v1/attention", "/v1/translate") and mode == "positive"
     excluded = []
     if semantic:
@@ -720,7 +720,7 @@ def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode
             assert any(m in response.json()["detail"] for m in (
                 "must not be empty", "nothing to translate", "attention is limited to",
                 "given for", "this model translates into", "target vocabulary has no",
-                "n_best: ")), response.text
+                "n_best: ", "counts against the output cap")), response.text
 
     check()
 

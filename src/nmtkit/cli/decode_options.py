@@ -61,14 +61,16 @@ def add_engine_args(q: argparse.ArgumentParser, numpy: bool = False) -> None:
     """``--engine`` (what runs the search) and ``--compute-type`` (CTranslate2's).
     ``numpy``: also the checkpoint's Transformer in numpy (``nmtkit translate``), and no
     default: numpy for a few lines where it can, else PyTorch (:mod:`nmtkit.lite`)."""
+    from ..lite import MAX_LINES  # (a constant: the package imports nothing)
+
     engines = ("torch", "numpy", "ctranslate2") if numpy else ENGINES
     q.add_argument("--engine", choices=engines, default=None if numpy else "torch",
                    help="what runs the search: torch (nmtkit's own, on a checkpoint; attention "
                    "maps, every option)"
                    + (", numpy (the checkpoint's Transformer without importing PyTorch: a "
                       "one-sentence translate starts in a fraction of a second; what it does "
-                      "not do goes to torch; the default for up to 16 lines where it can, "
-                      "else torch; --no-fast turns it off)" if numpy else "")
+                      f"not do goes to torch; the default for up to {MAX_LINES} lines where it "
+                      "can, else torch; --no-fast turns it off)" if numpy else "")
                    + " or ctranslate2 (--model is a directory written by `nmtkit export "
                    "--format ctranslate2`: faster, starts without importing PyTorch, no "
                    "lexical constraints; needs [export])")
@@ -135,7 +137,8 @@ def lite_from_args(a: argparse.Namespace) -> tuple[LiteBundle, LiteTranslator] |
     if a.engine == "torch" or (a.engine is None and (len(a.model) > 1 or a.device != "cpu"
                                                      or a.no_fast or reranks(a))):
         return None
-    from ..decode.lite_translator import LITE_MAX_LINES, LiteTranslator
+    from ..decode.lite_translator import LiteTranslator
+    from ..lite import MAX_LINES
     from ..lite.checkpoint import LiteUnsupported, load_lite_bundle
 
     decode_overrides(a)  # flags that do not go together: said before loading anything
@@ -148,7 +151,7 @@ def lite_from_args(a: argparse.Namespace) -> tuple[LiteBundle, LiteTranslator] |
         return None
     decode = decode_config_from_args(a, bundle.cfg.decode)
     return bundle, LiteTranslator(bundle, decode, lambda: translator_from_args(a)[1],
-                                  max_lines=None if a.engine == "numpy" else LITE_MAX_LINES)
+                                  max_lines=None if a.engine == "numpy" else MAX_LINES)
 
 
 def model_files(a: argparse.Namespace) -> list[str]:

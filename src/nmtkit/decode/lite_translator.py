@@ -25,19 +25,12 @@ from ..config import DecodeConfig
 from ..data.directions import target_tags
 from ..data.sentences import text_languages
 from ..data.vocab import Vocab
+from ..lite import MAX_LINES
 from ..lite.checkpoint import LiteBundle
 from ..lite.search import beam_search, greedy_search
 from .options import TranslateOptions
 from .text_translator import TextTranslator, text_lines, warn_of_a_long_search
 from .translation import Translation
-
-LITE_MAX_LINES = 16
-"""The most lines (or sentences) a call translates in numpy by default; more go to PyTorch,
-whose batched search overtakes numpy's one sentence at a time once the 2 s of its import and
-load are paid. The README's main job's model, beam 5, Multi30k val, a 2-core Xeon, whole
-``nmtkit translate`` commands: 8 lines 0.7 s in numpy against 2.5 s with PyTorch, 16 lines
-1.6 s against 2.7 s, 32 lines 2.1 s against 2.0 s, 64 lines 3.6 s against 2.1 s (the same
-translations)."""
 
 
 class LiteTranslator(TextTranslator):
@@ -47,7 +40,7 @@ class LiteTranslator(TextTranslator):
     src_vocab: Vocab
 
     def __init__(self, bundle: LiteBundle, decode: DecodeConfig,
-                 full: Callable[[], TextTranslator], max_lines: int | None = LITE_MAX_LINES) -> None:
+                 full: Callable[[], TextTranslator], max_lines: int | None = MAX_LINES) -> None:
         cfg = bundle.cfg
         self.src_vocab = bundle.src_vocab
         super().__init__(bundle.src_tok, bundle.tgt_tok, decode, cfg.data.reverse_source,
