@@ -214,11 +214,36 @@ def test_the_lite_translator_translates_as_the_torch_translator(sp_ckpt):
     assert not calls  # all of it in numpy
 
 
+def test_spans_go_back_through_numpys_own_attention(sp_ckpt):
+    lite, torch_tr, calls = lite_translator(sp_ckpt)
+    spans = ["Der Preis ist 5 € für 3 cm.", "Ein Hund 🐕 läuft.", "🐕", "5 €"]  # not in its vocabulary
+    options = TranslateOptions(token_scores=True)
+    got, want = lite.translate(spans, options), torch_tr.translate(spans, options)
+    assert [t[0].text for t in got] == [t[0].text for t in want]
+    assert [t[0].tokens for t in got] == [t[0].tokens for t in want]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g[0].token_log_probs, w[0].token_log_probs, atol=1e-4)
+        assert g[0].attention is None  # (not asked for)
+    assert "€" in got[0][0].text and "🐕" in got[1][0].text and got[2][0].text == "🐕"
+    assert not calls  # all in numpy
+
+
+def test_the_numpy_search_records_the_attention_torchs_does(sp_ckpt):
+    bundle, lite = load_bundle(sp_ckpt), load_lite_bundle(sp_ckpt).model
+    ids = np.asarray(bundle.src_vocab.encode(bundle.src_tok.encode("Ein Mann liest ein Buch"),
+                                             add_eos=True))
+    src = torch.as_tensor(ids)[None]
+    for cfg in (DecodeConfig(beam=1), DecodeConfig(beam=3, n_best=2)):
+        want = search(bundle.model, src, (src != 0).unsqueeze(1), cfg, need_attention=True)[0]
+        got = (greedy_search if cfg.beam == 1 else beam_search)(lite, ids, cfg, need_attention=True)
+        for g, w in zip([got] if cfg.beam == 1 else got, want, strict=True):
+            np.testing.assert_allclose(g.attention, w.attention.numpy(), atol=2e-5)
+
+
 def test_what_numpy_does_not_do_goes_to_torch(sp_ckpt):
     lite, torch_tr, calls = lite_translator(sp_ckpt)
-    spans = ["Der Preis ist 5 € für 3 cm.", "Ein Hund 🐕 läuft."]  # digits, €, 🐕: not in its vocabulary
-    assert lite.translate_lines(spans) == torch_tr.translate_lines(spans)
-    assert "€" in lite.translate_lines(spans)[0] and len(calls) == 1  # spans: the attention puts them back
+    lite.translate_lines(["Ein Mann."])
+    assert not calls
     for options in (TranslateOptions(alignments=True), TranslateOptions(prefixes=["Ein", "", "", ""]),
                     TranslateOptions(mbr=3)):
         got, want = lite.translate(LINES, options), torch_tr.translate(LINES, options)
@@ -272,11 +297,11 @@ def test_translate_refuses_what_numpy_cannot_do(copy_ckpt, tmp_path, capsys, arg
 
 def test_a_short_piped_translate_imports_no_torch_and_a_damaged_file_is_named(copy_ckpt, tmp_path):
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "nmtkit", "translate",
-                           "--model", str(copy_ckpt)], input="w3 w4 w5\nw7\n",
+                           "--model", str(copy_ckpt)], input="w3 w4 w5\nw7 🐕 w1\n",
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert len(done.stdout.splitlines()) == 2
-    modules = imported_modules(done.stderr)
+    assert len(done.stdout.splitlines()) == 2 and "🐕" in done.stdout.splitlines()[1]
+    modules = imported_modules(done.stderr)  # (a span put back: numpy's own attention)
     assert {"nmtkit.lite.transformer", "nmtkit.decode.lite_translator"} <= modules
     heavy = {"torch", "nmtkit.checkpoint", "nmtkit.models", "nmtkit.decode.translator"}
     assert not modules & heavy, sorted(modules & heavy)

@@ -1,6 +1,9 @@
 """What the vocabulary cannot say, carried over (nmtkit.data.placeholders, the restore step of
 nmtkit.decode.lines) and SentencePiece's byte fallback (data.byte_fallback)."""
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
 
@@ -180,7 +183,12 @@ def test_restored_translation_keeps_tokens_scores_and_attention_in_step():
     assert r.tokens == ["A", "dog", "runs", "over", "the", "🐕", "meadow", "."]
     assert r.attention.shape == (9, 9) and r.attention[5].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0]
     assert r.alignment[5] == (2, 5) and r.alignment[1] == (1, 1) and r.alignment[2] == (3, 2)
-    assert len(r.token_log_probs) == 9
+    assert len(r.token_log_probs) == 9 and isinstance(r.attention, torch.Tensor)
+    # the numpy engine's attention (an array) gives the same, as an array
+    a = restore_translation(dataclasses.replace(t, attention=attn.numpy()), p, [2],
+                            lambda toks: " ".join(toks).replace(" .", "."), as_tensor=False)
+    assert isinstance(a.attention, np.ndarray) and np.array_equal(a.attention, r.attention.numpy())
+    assert (a.text, a.tokens, a.alignment) == (r.text, r.tokens, r.alignment)
     # a group the model dropped is inserted after the word aligned to its neighbour
     dropped = Translation("A dog runs.", ["A", "dog", "runs", "."], src[:3] + ["."], -1.0,
                           torch.eye(5), token_log_probs=[-0.5] * 5)

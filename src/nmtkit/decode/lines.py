@@ -41,7 +41,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..data.placeholders import Protected, assemble, find_spans, protect, restore, source_anchor
 from ..data.sentences import split_sentences
@@ -85,21 +87,24 @@ def plan_lines(texts: Sequence[str], lang: str, split: bool,
 
 
 def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
-                        decode: Callable[[list[str]], str], separator: str = " ") -> Translation:
+                        decode: Callable[[list[str]], str], separator: str = " ",
+                        as_tensor: bool = True) -> Translation:
     """``t``, the translation of ``p.text``, with every group of ``p`` back (see the module
     docstring) and no ``<unk>``: ``n_before[k]`` is the number of the model's source tokens
-    (``t.src_tokens``) before group ``k``; ``decode`` detokenizes output tokens."""
+    (``t.src_tokens``) before group ``k``; ``decode`` detokenizes output tokens.
+
+    ``t.attention`` may be a tensor or a numpy array; the restored attention is a tensor of
+    its dtype with ``as_tensor`` (PyTorch's engines), else a numpy array (the numpy engine,
+    :mod:`nmtkit.lite`, which imports no PyTorch)."""
     tokens, n_src = list(t.tokens), len(t.src_tokens)
     if not p.groups and UNK_TOKEN not in tokens:
         return t
     if not tokens and not n_src:  # nothing but groups: nothing searched, </s> for certain
-        import torch  # (here and below only where there is attention: text needs no torch)
-
-        t = replace(t, token_log_probs=[0.0], attention=torch.ones(1, 1))
+        ones: Any = np.ones((1, 1), dtype=np.float32)  # (made a tensor below where asked)
+        t = replace(t, token_log_probs=[0.0], attention=ones)
     anchors = [source_anchor(n, n_src) for n in n_before]
-    attn = t.attention  # (T + 1, S + 1)
-    if attn is not None:
-        import torch
+    given = t.attention  # (T + 1, S + 1)
+    attn = None if given is None else _as_array(given)
 
     def wordy(tok: str) -> bool:
         return any(c.isalnum() for c in tok)
@@ -130,7 +135,7 @@ def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
     # the output
     out_tokens: list[str] = []
     log_probs: list[float] | None = [] if t.token_log_probs is not None else None
-    rows: list[torch.Tensor] = []
+    rows: list[np.ndarray] = []
     texts: list[tuple[bool, str]] = []
     run: list[str] = []
     width = len(src_tokens) + 1
@@ -151,34 +156,52 @@ def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
         if log_probs is not None and t.token_log_probs is not None:
             j = next((j for j, k in r.replaced.items() if k == index), None)
             log_probs.append(0.0 if j is None else t.token_log_probs[j])
-        if attn is not None:
-            rows.append(torch.nn.functional.one_hot(torch.tensor(group_col[index]), width)
-                        .to(attn.dtype))
+        if attn is not None:  # all its attention on its own source column
+            rows.append(np.eye(width, dtype=attn.dtype)[group_col[index]])
     if run:
         texts.append((False, decode(run)))
     if log_probs is not None and t.token_log_probs is not None:
         log_probs.append(t.token_log_probs[len(tokens)] if len(t.token_log_probs) > len(tokens)
                          else 0.0)  # </s>
-    attention = None
+    attention: Any = None  # a tensor, or an array inside the numpy engine
+    alignment = None
     if attn is not None:
         rows.append(_widen(attn[len(tokens)], src_index, width) if attn.shape[0] > len(tokens)
-                    else torch.zeros(width, dtype=attn.dtype))
-        attention = torch.stack(rows)  # (len(out_tokens) + 1, len(src_tokens) + 1)
-    alignment = None
-    if t.alignment is not None and attention is not None:
-        best = attention[:len(out_tokens), :len(src_tokens)].argmax(dim=1).tolist()
-        alignment = [(int(i), j) for j, i in enumerate(best)] if src_tokens else []
+                    else np.zeros(width, dtype=attn.dtype))
+        dense = np.stack(rows)  # (len(out_tokens) + 1, len(src_tokens) + 1)
+        if t.alignment is not None:
+            best = dense[:len(out_tokens), :len(src_tokens)].argmax(axis=1).tolist()
+            alignment = [(int(i), j) for j, i in enumerate(best)] if src_tokens else []
+        attention = _as_tensor(dense, given) if as_tensor else dense
     return replace(t, text=assemble(texts, separator), tokens=out_tokens, src_tokens=src_tokens,
                    token_log_probs=log_probs, attention=attention, alignment=alignment)
 
 
-def _widen(row: torch.Tensor, columns: Sequence[int], width: int) -> torch.Tensor:
+def _as_array(attention: Any) -> np.ndarray:
+    """A tensor's values as a numpy array (float32 for a tensor numpy has no dtype for:
+    bfloat16); a numpy array as it is."""
+    if isinstance(attention, np.ndarray):
+        return attention
+    import torch  # (a tensor's: PyTorch is loaded)
+
+    a = attention.detach().cpu()
+    out: np.ndarray = (a.float() if a.dtype == torch.bfloat16 else a).numpy()
+    return out
+
+
+def _as_tensor(dense: np.ndarray, like: Any) -> Any:
+    """``dense`` as a tensor of ``like``'s dtype (float32 where ``like`` is an array)."""
+    import torch  # only where an engine of PyTorch's gave the attention
+
+    out = torch.from_numpy(np.ascontiguousarray(dense))
+    return out.to(like.dtype) if isinstance(like, torch.Tensor) else out.float()
+
+
+def _widen(row: np.ndarray, columns: Sequence[int], width: int) -> np.ndarray:
     """A (S + 1,) attention row over the model's source (``</s>`` last; padding beyond it
     dropped) spread over ``width`` columns: model column i goes to ``columns[i]``."""
-    import torch
-
-    out = torch.zeros(width, dtype=row.dtype)
-    out[torch.tensor(columns)] = row[:len(columns)]
+    out = np.zeros(width, dtype=row.dtype)
+    out[np.asarray(columns, dtype=np.int64)] = row[:len(columns)]
     return out
 
 

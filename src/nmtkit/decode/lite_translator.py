@@ -8,16 +8,17 @@ scores) for a few lines at a time, one sentence after another: the cold start of
 hands to nmtkit's PyTorch :class:`~nmtkit.decode.translator.Translator` of the same
 checkpoint and options, built the first time it is needed (``full``): more lines than
 ``max_lines`` (a batched PyTorch search is faster then), forced prefixes, constraints,
-sampling, MBR, reranking, a right-to-left model or reversed sources, and the source
-attention (alignments, or putting back the spans the vocabulary cannot say:
-:meth:`~nmtkit.decode.text_translator.TextTranslator.by_sentence` asks for it for those
-sentences only). Results are the PyTorch translator's within float tolerance
-(``tests/test_lite.py``).
+sampling, MBR, reranking, a right-to-left model or reversed sources, alignments and the
+source attention. The attention that puts back the spans the vocabulary cannot say
+(:meth:`~nmtkit.decode.text_translator.TextTranslator.by_sentence`) is its own, a numpy
+array that never leaves the translator. Results are the PyTorch translator's within float
+tolerance (``tests/test_lite.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,7 @@ class LiteTranslator(TextTranslator):
     not do goes to ``full()``, the PyTorch translator of the same checkpoint and options."""
 
     src_vocab: Vocab
+    tensor_attention = False  # (inside by_sentence only: a call that asks for it goes to PyTorch)
 
     def __init__(self, bundle: LiteBundle, decode: DecodeConfig,
                  full: Callable[[], TextTranslator], max_lines: int | None = MAX_LINES) -> None:
@@ -81,11 +83,18 @@ class LiteTranslator(TextTranslator):
         :meth:`nmtkit.decode.translator.Translator.translate` gives them."""
         o = TranslateOptions() if options is None else options
         texts = list(text_lines(lines))
-        cfg, max_length = self.call_options(o)
+        cfg, _ = self.call_options(o)
         if not self.searches(o, cfg, len(texts)):
             return self.full().translate(texts, o)
         if cfg.split_sentences or cfg.protect_spans:  # lines -> sentences -> here again
-            return self.by_sentence(texts, o, cfg, self.translate)
+            return self.by_sentence(texts, o, cfg, self._sentences)
+        return self._sentences(texts, o)
+
+    def _sentences(self, texts: list[str], o: TranslateOptions) -> list[list[Translation]]:
+        """The numpy search of each text, read whole; with ``o.need_attention`` (asked by
+        :meth:`by_sentence` for the sentences whose spans it puts back, and dropped there)
+        each translation carries its source attention as a numpy array."""
+        cfg, max_length = self.call_options(o)
         self.target_tag(o.tgt_lang)  # a missing or unknown language: an error before any work
         encoded = [self.encode_source(line, o.tgt_lang) for line in texts]
         warn_of_a_long_search(cfg, [len(ids) for _, ids in encoded], max_length)
@@ -95,16 +104,22 @@ class LiteTranslator(TextTranslator):
             out = []
             for i in batch:
                 src_tokens, ids = encoded[i]
-                if cfg.beam == 1 and cfg.n_best == 1:
-                    hyps = [greedy_search(self.model, ids, cfg, max_length=max_length,
-                                          token_scores=o.token_scores, check=check)]
-                else:
-                    hyps = beam_search(self.model, ids, cfg, max_length=max_length,
-                                       token_scores=o.token_scores, check=check)
+                kwargs = dict(max_length=max_length, token_scores=o.token_scores,
+                              need_attention=o.need_attention, check=check)
+                hyps = ([greedy_search(self.model, ids, cfg, **kwargs)]  # type: ignore[arg-type]
+                        if cfg.beam == 1 and cfg.n_best == 1
+                        else beam_search(self.model, ids, cfg, **kwargs))  # type: ignore[arg-type]
                 out.append([self.translation(self.tgt_vocab.decode(h.tokens), src_tokens, h.score,
-                                             token_log_probs=h.token_log_probs, log_prob=h.log_prob)
+                                             _array(h.attention), token_log_probs=h.token_log_probs,
+                                             log_prob=h.log_prob)
                             for h in hyps])
             return out
 
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
                                     lambda todo: ([i] for i in todo), run, o.progress)
+
+
+def _array(attention: np.ndarray | None) -> Any:
+    """A hypothesis's attention as a :class:`Translation`'s: a numpy array, which
+    :meth:`~nmtkit.decode.text_translator.TextTranslator.by_sentence` reads and drops."""
+    return attention

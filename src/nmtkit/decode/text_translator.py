@@ -163,6 +163,9 @@ class TextTranslator:
     src_vocab: Vocab | None = None
     """The source vocabulary, where the engine has one: what it lacks is protected
     (``decode.protect_spans``); ``None``: only URLs and e-mail addresses are."""
+    tensor_attention: bool = True
+    """Whether a translation's attention is a tensor (PyTorch's engines) or a numpy array
+    (the numpy engine, inside :meth:`by_sentence` only)."""
 
     def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig,
                  reverse_source: bool = False, max_positions: int | None = None, *,
@@ -361,7 +364,8 @@ class TextTranslator:
         head = 1 if tag and t.src_tokens else 0
         n_before = [head + len(self.src_tok.encode(g.before.strip())) if g.before.strip() else head
                     for g in p.groups]
-        return restore_translation(t, p, n_before, self.tgt_tok.decode, separator)
+        return restore_translation(t, p, n_before, self.tgt_tok.decode, separator,
+                                   as_tensor=self.tensor_attention)
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
                         batch_size: int | None = None, *, tgt_lang: str | None = None,

@@ -24,7 +24,8 @@ class Translation:
     attention: torch.Tensor | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
     """On request: the source attention per output step (the last decoder layer's, heads
     averaged, as the search saw it; or the ``decode.alignment_layer``/``alignment_head`` named,
-    :func:`chosen_source_attention`)."""
+    :func:`chosen_source_attention`). A tensor in what a translator returns (inside the numpy
+    engine, :mod:`nmtkit.decode.lite_translator`, a numpy array that it never returns)."""
     token_log_probs: list[float] | None = None
     """On request: log P of each token and of ``</s>`` (len(tokens) + 1 values, their sum
     the translation's log-probability)."""

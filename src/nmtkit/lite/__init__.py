@@ -14,9 +14,11 @@ checkpoint and runs the Transformer's inference in numpy instead:
 
 It exists only for speed, so it is switchable (``nmtkit translate --engine torch`` or
 ``--no-fast`` never use it) and ``tests/test_lite.py`` checks that both give the same
-translations, scores within float tolerance. What it does not do (the recurrent model,
-rotary positions, forced prefixes, constraints, sampling, MBR, reranking, attention, a
-checkpoint that is not plain float32) is handed to PyTorch
+translations, scores within float tolerance. Its search records the source attention that
+puts back the spans the vocabulary cannot say (a numpy array, used there and dropped). What
+it does not do (the recurrent model, rotary positions, forced prefixes, constraints,
+sampling, MBR, reranking, alignments and attention returned to the caller, a checkpoint
+that is not plain float32) is handed to PyTorch
 (:class:`nmtkit.decode.lite_translator.LiteTranslator`).
 
 This package imports numpy, nmtkit's config and data layers, and nothing of PyTorch.

@@ -37,6 +37,9 @@ class Hypothesis:
     score: float
     log_prob: float
     token_log_probs: list[float] | None = None
+    attention: np.ndarray | None = None
+    """With ``need_attention``: (len(tokens) + 1, S) the source attention of each output step
+    (the last decoder layer's, heads averaged), as nmtkit's search records it."""
 
 
 def length_cap(src_len: int, cfg: DecodeConfig, max_length: int | None = None) -> int:
@@ -61,6 +64,7 @@ def _only_eos(log_probs: np.ndarray) -> np.ndarray:
 
 def greedy_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
                   max_length: int | None = None, token_scores: bool = False,
+                  need_attention: bool = False,
                   check: Callable[[], None] | None = None) -> Hypothesis:
     """The most probable token at every step until ``</s>`` or the cap. ``check`` is called
     before each step (a deadline)."""
@@ -69,10 +73,13 @@ def greedy_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfi
     prev = np.array([BOS])
     tokens: list[int] = []
     lps: list[float] = []
+    rows: list[np.ndarray] = []  # the source attention of each step
     for t in range(cap):
         if check is not None:
             check()
-        log_probs, _ = model.step(state, prev)  # (1, V)
+        log_probs, attn = model.step(state, prev, need_attention)  # (1, V), (1, S)
+        if attn is not None:
+            rows.append(attn[0])
         log_probs[:, NEVER] = -np.inf
         if t + 1 >= cap:
             log_probs = _only_eos(log_probs)
@@ -83,7 +90,8 @@ def greedy_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfi
         tokens.append(tok)
         prev = np.array([tok])
     total = float(np.float32(sum(np.float32(v) for v in lps)))
-    return Hypothesis(tokens, total, total, lps if token_scores else None)
+    return Hypothesis(tokens, total, total, lps if token_scores else None,
+                      np.stack(rows) if need_attention else None)
 
 
 def _top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -97,6 +105,7 @@ def _top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
                 max_length: int | None = None, token_scores: bool = False,
+                need_attention: bool = False,
                 check: Callable[[], None] | None = None) -> list[Hypothesis]:
     """The ``cfg.n_best`` best hypotheses of a beam of ``cfg.beam``, best first.
 
@@ -111,15 +120,17 @@ def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig,
     finished = np.zeros(k, dtype=bool)
     tokens = np.zeros((k, 0), dtype=np.int64)
     lp_hist = np.zeros((k, 0), dtype=np.float32)
+    attn_hist = np.zeros((k, 0, len(src_ids)), dtype=np.float32)  # (k, t, S) with need_attention
     live = np.arange(k)  # the slots whose rows the state holds (after the first step)
     prev = np.array([BOS])
     for t in range(cap):
         if check is not None:
             check()
         first = t == 0
-        log_probs, _ = model.step(state, prev)  # (rows, V)
+        log_probs, attn = model.step(state, prev, need_attention)  # (rows, V), (rows, S)
         if first:
             log_probs = np.repeat(log_probs, k, axis=0)  # (1, V) -> (k, V)
+            attn = None if attn is None else np.repeat(attn, k, axis=0)
         log_probs[:, NEVER] = -np.inf
         kk = min(k, log_probs.shape[1])
         live_lp, live_tok = _top(log_probs, kk)  # (live, kk)
@@ -145,6 +156,10 @@ def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig,
         finished = was_finished | (tok == EOS)
         tokens = np.concatenate([tokens[rows], tok[:, None]], axis=1)
         lp_hist = np.concatenate([lp_hist[rows], top_lp.reshape(-1)[pick][:, None]], axis=1)
+        if attn is not None:  # the slots not computed this step (ended) get zeros
+            step_attn = np.zeros((k, attn.shape[1]), dtype=np.float32)
+            step_attn[live] = attn
+            attn_hist = np.concatenate([attn_hist[rows], step_attn[rows][:, None]], axis=1)
         # the state row of each slot computed this step (the first step: the one row)
         state_row = np.full(k, -1)
         state_row[live] = 0 if first else np.arange(live.size)
@@ -157,11 +172,13 @@ def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig,
         live = np.flatnonzero(can_change)
         state = model.reorder(state, state_row[rows[live]])
         prev = tok[live]
-    return _best(scores, lengths, finished, tokens, lp_hist, cfg, token_scores)
+    return _best(scores, lengths, finished, tokens, lp_hist, attn_hist if need_attention else None,
+                 cfg, token_scores)
 
 
 def _best(scores: np.ndarray, lengths: np.ndarray, finished: np.ndarray, tokens: np.ndarray,
-          lp_hist: np.ndarray, cfg: DecodeConfig, token_scores: bool) -> list[Hypothesis]:
+          lp_hist: np.ndarray, attn_hist: np.ndarray | None, cfg: DecodeConfig,
+          token_scores: bool) -> list[Hypothesis]:
     """The ``cfg.n_best`` ended hypotheses of the beam, by length-normalised score."""
     final = np.where(finished, scores / length_penalty(lengths, cfg.length_penalty), -np.inf)
     order = np.argsort(-final, kind="stable")[:cfg.n_best]
@@ -169,5 +186,6 @@ def _best(scores: np.ndarray, lengths: np.ndarray, finished: np.ndarray, tokens:
     for j in order:
         n = int(lengths[j]) - 1  # without </s>
         out.append(Hypothesis([int(x) for x in tokens[j, :n]], float(final[j]), float(scores[j]),
-                              [float(x) for x in lp_hist[j, :n + 1]] if token_scores else None))
+                              [float(x) for x in lp_hist[j, :n + 1]] if token_scores else None,
+                              None if attn_hist is None else attn_hist[j, :n + 1]))
     return out
