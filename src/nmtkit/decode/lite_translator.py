@@ -18,7 +18,7 @@ tolerance (``tests/test_lite.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..data.sentences import text_languages
 from ..data.vocab import Vocab
 from ..lite import MAX_LINES
 from ..lite.checkpoint import LiteBundle
-from ..lite.search import beam_search, greedy_search
+from ..lite.search import search
 from .options import TranslateOptions
 from .text_translator import TextTranslator, text_lines, warn_of_a_long_search
 from .translation import Translation
@@ -104,22 +104,16 @@ class LiteTranslator(TextTranslator):
             out = []
             for i in batch:
                 src_tokens, ids = encoded[i]
-                kwargs = dict(max_length=max_length, token_scores=o.token_scores,
-                              need_attention=o.need_attention, check=check)
-                hyps = ([greedy_search(self.model, ids, cfg, **kwargs)]  # type: ignore[arg-type]
-                        if cfg.beam == 1 and cfg.n_best == 1
-                        else beam_search(self.model, ids, cfg, **kwargs))  # type: ignore[arg-type]
+                hyps = search(self.model, ids, cfg, max_length=max_length,
+                              token_scores=o.token_scores, need_attention=o.need_attention,
+                              check=check)
+                # the attention is an array here: by_sentence reads and drops it
                 out.append([self.translation(self.tgt_vocab.decode(h.tokens), src_tokens, h.score,
-                                             _array(h.attention), token_log_probs=h.token_log_probs,
-                                             log_prob=h.log_prob)
+                                             cast(Any, h.attention),
+                                             token_log_probs=h.token_log_probs, log_prob=h.log_prob)
                             for h in hyps])
             return out
 
         return self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
                                     lambda todo: ([i] for i in todo), run, o.progress)
 
-
-def _array(attention: np.ndarray | None) -> Any:
-    """A hypothesis's attention as a :class:`Translation`'s: a numpy array, which
-    :meth:`~nmtkit.decode.text_translator.TextTranslator.by_sentence` reads and drops."""
-    return attention

@@ -36,6 +36,7 @@ from ..decode.text_translator import (
     text_lines,
 )
 from ..decode.translation import Translation
+from ..lite.search import length_cap
 from . import ExportError
 from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION, NEVER, NEVER_SET
 
@@ -69,18 +70,6 @@ def _load_tokenizer(desc: dict[str, Any], model_dir: Path) -> Tokenizer:
     if name is not None:
         state["model_proto"] = (model_dir / name).read_bytes()
     return tokenizer_from_state(state)
-
-
-def length_cap(src_len: int, decode: DecodeConfig, max_length: int | None = None) -> int:
-    """nmtkit's cap on output tokens (EOS included) for a source of ``src_len`` ids (EOS
-    included): ``floor(max_len_a * src_len + max_len_b)``, at least 1, at most
-    ``max_length + 1`` (:func:`nmtkit.decode.beams.length_caps`, computed in float32 as there)."""
-    import numpy as np
-
-    cap = int(np.floor(np.float32(decode.max_len_a) * np.float32(src_len)
-                       + np.float32(decode.max_len_b)))
-    cap = max(cap, 1)
-    return cap if max_length is None else min(cap, max_length + 1)
 
 
 NO_CONSTRAINTS = ("constraints: CTranslate2 has no lexically constrained search (it can force a "

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,10 +41,14 @@ class Hypothesis:
     (the last decoder layer's, heads averaged), as nmtkit's search records it."""
 
 
-def length_cap(src_len: int, cfg: DecodeConfig, max_length: int | None = None) -> int:
-    """The most output tokens (``</s>`` included) for a source of ``src_len`` ids
-    (``</s>`` included), as :func:`nmtkit.decode.beams.length_caps`."""
-    cap = max(1, math.floor(cfg.max_len_a * src_len + cfg.max_len_b))
+def length_cap(src_len: int, decode: DecodeConfig, max_length: int | None = None) -> int:
+    """nmtkit's cap on output tokens (``</s>`` included) for a source of ``src_len`` ids
+    (``</s>`` included): ``floor(max_len_a * src_len + max_len_b)``, at least 1, at most
+    ``max_length + 1`` (:func:`nmtkit.decode.beams.length_caps`, computed in float32 as
+    there). The numpy search's, and CTranslate2's engine's."""
+    cap = int(np.floor(np.float32(decode.max_len_a) * np.float32(src_len)
+                       + np.float32(decode.max_len_b)))
+    cap = max(cap, 1)
     return cap if max_length is None else min(cap, max_length + 1)
 
 
@@ -60,6 +63,20 @@ def _only_eos(log_probs: np.ndarray) -> np.ndarray:
     out = np.full_like(log_probs, -np.inf)
     out[:, EOS] = log_probs[:, EOS]
     return out
+
+
+def search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
+           max_length: int | None = None, token_scores: bool = False,
+           need_attention: bool = False,
+           check: Callable[[], None] | None = None) -> list[Hypothesis]:
+    """The ``cfg.n_best`` best hypotheses of one sentence: greedy search when ``cfg.beam``
+    and ``cfg.n_best`` are 1, else beam search (as :func:`nmtkit.decode.search.search`)."""
+    if cfg.beam == 1 and cfg.n_best == 1:
+        return [greedy_search(model, src_ids, cfg, max_length=max_length,
+                              token_scores=token_scores, need_attention=need_attention,
+                              check=check)]
+    return beam_search(model, src_ids, cfg, max_length=max_length, token_scores=token_scores,
+                       need_attention=need_attention, check=check)
 
 
 def greedy_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
