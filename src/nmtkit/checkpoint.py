@@ -29,6 +29,7 @@ from .config import Config, ConfigError
 from .data.prepare import vocab_from_state
 from .data.tokenizers import Tokenizer
 from .data.vocab import Vocab
+from .errors import UserError
 from .io import atomic_save
 from .lite.checkpoint import FORMAT, VERSION
 from .models import build_model
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint that cannot be used; the message names the file and the problem."""
 
 
@@ -242,17 +243,17 @@ def check_device(device: str | torch.device) -> None:
     try:
         d = torch.device(device)
     except (RuntimeError, ValueError, TypeError):
-        raise ValueError(f"{text!r} is not a torch device (cpu, cuda, cuda:1, mps ...)") from None
+        raise UserError(f"{text!r} is not a torch device (cpu, cuda, cuda:1, mps ...)") from None
     if d.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{text}: this machine has no CUDA device (or torch was built without "
+        raise UserError(f"{text}: this machine has no CUDA device (or torch was built without "
                          "CUDA)")
     if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
-        raise ValueError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+        raise UserError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s), "
                          "counted from 0")
     if d.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"{text}: MPS is not available on this machine")
+        raise UserError(f"{text}: MPS is not available on this machine")
     if d.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"{text}: nmtkit runs on cpu, cuda or mps")
+        raise UserError(f"{text}: nmtkit runs on cpu, cuda or mps")
 
 
 def load_bundle(path: str | Path, device: str | torch.device = "cpu", verify: bool = True) -> Bundle:
@@ -271,5 +272,5 @@ def load_bundle(path: str | Path, device: str | torch.device = "cpu", verify: bo
     try:
         check_device(device)
     except ValueError as e:
-        raise ValueError(f"load_bundle: device {e}") from None
+        raise UserError(f"load_bundle: device {e}") from None
     return bundle_from_checkpoint(load_checkpoint(path, verify=verify), path, device)

@@ -32,6 +32,7 @@ from sacrebleu.metrics.ter import TER
 
 from .data.corpora import multi30k_reference_file
 from .data.fetch import CorpusError
+from .errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
     word sequences) per reference word, x 100, so lower is better, unlike the others.
     """
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses vs {len(references)} references")
+        raise UserError(f"{len(hypotheses)} hypotheses vs {len(references)} references")
     bleu = BLEU()
     chrf = CHRF()
     ter = TER()
@@ -123,7 +124,7 @@ def multi30k_tok_bleu(hypotheses: list[str], split: str, lang: str,
     path = reference if reference is not None else multi30k_reference_file(split, lang)
     refs = path.read_text(encoding="utf-8").splitlines()
     if len(refs) != len(hypotheses):
-        raise ValueError(f"{path}: {len(refs)} references vs {len(hypotheses)} hypotheses")
+        raise UserError(f"{path}: {len(refs)} references vs {len(hypotheses)} hypotheses")
     bleu = BLEU(tokenize="none", force=True)  # tokenized on purpose
     result = bleu.corpus_score(moses_lc_norm_tok(hypotheses, lang), [refs])
     return round(result.score, 2), f"{bleu.get_signature()}|ref:multi30k-{split}.lc.norm.tok.{lang}"

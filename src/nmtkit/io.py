@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from .errors import UserError
+
 
 def _is_special(path: Path) -> bool:
     """An existing path that is not a regular file: a device (``/dev/null``, ``/dev/full``, a
@@ -166,7 +168,7 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
         for i in ins:
             real = Path(os.path.realpath(i))
             if whole_directory and target in real.parents:
-                raise ValueError(f"{out} holds an input ({i}): replacing the directory would "
+                raise UserError(f"{out} holds an input ({i}): replacing the directory would "
                                  f"delete what is read; choose another {flag}")
             if real == target:
                 how = "" if str(out) == str(i) else f"; {out} resolves to {target}"
@@ -174,7 +176,7 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
                 how = "; the same file under another name, a hard link"
             else:
                 continue
-            raise ValueError(f"{out} is also an input ({i}{how}): writing it would replace "
+            raise UserError(f"{out} is also an input ({i}{how}): writing it would replace "
                              f"what is read; choose another {flag}")
 
 
@@ -186,10 +188,10 @@ def check_file_prefix(prefix: str | Path, flag: str) -> None:
     where the writer meant the device."""
     text = str(prefix)
     if not text or text.endswith(("/", os.sep)) or Path(text).is_dir():
-        raise ValueError(f"{flag} {text!r}: a prefix of file names (PREFIX.<lang> is written), "
+        raise UserError(f"{flag} {text!r}: a prefix of file names (PREFIX.<lang> is written), "
                          "not a directory: e.g. out/synthetic")
     if Path(text).is_symlink() or _is_special(Path(text)):
-        raise ValueError(f"{flag} {text!r}: a prefix of file names (PREFIX.<lang> is written "
+        raise UserError(f"{flag} {text!r}: a prefix of file names (PREFIX.<lang> is written "
                          "beside it), not a device, pipe, socket or link: e.g. out/synthetic")
 
 

@@ -15,6 +15,7 @@ import logging
 import sys
 
 from .. import __version__
+from ..errors import UserError
 from ..io import OutputError
 from . import (
     average,
@@ -55,20 +56,12 @@ def setup_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
-def named_runtime_errors() -> tuple[type[RuntimeError], ...]:
-    """The errors that are not ``ValueError``s but name their problem (a damaged checkpoint,
-    a training that diverged): answered with their message and status 2, no traceback.
-    Imported once one is raised, so that a command pays only for the layers it uses (a
-    one-sentence ``translate`` does not import the training step)."""
-    from ..checkpoint import CheckpointError
-    from ..train.step import TrainingError
-
-    return CheckpointError, TrainingError
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run ``nmtkit ARGV`` (default: the command line); the exit status: 0, 2 for an error
-    the message names (no traceback), 130 when interrupted."""
+    """Run ``nmtkit ARGV`` (default: the command line); the exit status: 0; 2 for an error of
+    the user's input (:class:`~nmtkit.errors.UserError`, a path that is not there, an output
+    that cannot be written), answered with its message and no traceback; 130 when
+    interrupted. Any other exception is a bug: it propagates with its traceback (Python's
+    exit status 1)."""
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     if isinstance(getattr(args, "beam", None), int) and args.beam < 1:
@@ -77,12 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc: int = args.func(args)
         return rc
-    except (FileNotFoundError, ValueError, OutputError) as e:  # ConfigError, CorpusError too
-        print(f"nmtkit: error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        if not isinstance(e, named_runtime_errors()):
-            raise
+    # The input's fault (ConfigError, CorpusError, CheckpointError...), a path given that is
+    # not there, an output that cannot be written (the work kept, the message says where).
+    except (UserError, FileNotFoundError, OutputError) as e:
         print(f"nmtkit: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable output, run directory or export directory

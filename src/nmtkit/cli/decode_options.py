@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import MAX_LENGTH_PENALTY, MBR_UTILITIES
+from ..errors import UserError
 from .options import (
     NO_FAST_HELP,
     THREADS_HELP,
@@ -289,7 +290,7 @@ def decode_overrides(a: argparse.Namespace) -> dict[str, Any]:
 
     n_samples = given("n_samples")
     if n_samples is not None and not given("sampling"):
-        raise ValueError("--n-samples needs --sampling")
+        raise UserError("--n-samples needs --sampling")
     return {"beam": given("beam"), "n_best": n_samples or given("n_best"),
             "length_penalty": given("length_penalty"), "max_len_a": given("max_len_a"),
             "max_len_b": given("max_len_b"), "batch_size": given("batch_size"),

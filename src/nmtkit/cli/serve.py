@@ -8,6 +8,7 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
+from ..errors import UserError
 from ..serve.limits import ServeLimits as L
 from .decode_options import (
     add_engine_args,
@@ -126,7 +127,7 @@ def served_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator |
         return bundle, None
     tr = Translator.from_bundle(bundle, decode_config_from_args(a, bundle.cfg.decode))
     if tr.decode_cfg.rerank and not (a.reverse_model or a.r2l_model):
-        raise ValueError("--rerank needs the model(s) of the reverse direction that score the "
+        raise UserError("--rerank needs the model(s) of the reverse direction that score the "
                          "candidates: give --reverse-model CKPT (or a right-to-left model, "
                          "--r2l-model CKPT)")
     if a.reverse_model or a.r2l_model:

@@ -7,12 +7,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..errors import UserError
+
 if TYPE_CHECKING:
     from ..checkpoint import Bundle
     from ..config import DataConfig
 
 
-class InputError(ValueError):
+class InputError(UserError):
     """Input text that cannot be read (the message names where)."""
 
 

@@ -10,6 +10,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import UserError
 from ..io import refuse_overwriting_inputs
 from .options import NO_FAST_HELP, Subparsers, add_command
 
@@ -66,7 +67,7 @@ def run(a: argparse.Namespace) -> int:
         print(describe_recipes())
         return 0
     if a.config is None:
-        raise ValueError("train needs a RECIPE: a YAML file or a packaged recipe's name "
+        raise UserError("train needs a RECIPE: a YAML file or a packaged recipe's name "
                          "(nmtkit train --list shows them)")
     from ..train.distributed import world_info
     from ..train.loop import train

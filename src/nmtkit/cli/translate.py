@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..decode.limits import MAX_PHRASES
+from ..errors import UserError
 from ..io import refuse_overwriting_inputs, write_or_keep
 from .decode_options import (
     add_alignment_choice_args,
@@ -83,7 +84,7 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def run(a: argparse.Namespace) -> int:
     if (a.alignment_layer is not None or a.alignment_head is not None) and not a.alignments:
-        raise ValueError("--alignment-layer/--alignment-head choose the attention that "
+        raise UserError("--alignment-layer/--alignment-head choose the attention that "
                          "--alignments reads: add --alignments")
     refuse_overwriting_inputs([a.output], [a.input, a.prefix_file, a.constraints_file,
                                            *model_files(a)], "-o")
@@ -96,7 +97,7 @@ def run(a: argparse.Namespace) -> int:
     prefixes, constraints = per_line_files(a)
     if a.stream or (a.stream is None and not a.input and not a.output and sys.stdin.isatty()):
         if a.input or a.output:
-            raise ValueError("--stream reads stdin and writes stdout: drop -i/-o")
+            raise UserError("--stream reads stdin and writes stdout: drop -i/-o")
         return stream(a, tr, prefixes, constraints)
     lines = read_input(a.input)
     check_lines(a.prefix_file, prefixes, len(lines))

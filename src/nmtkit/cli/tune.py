@@ -15,6 +15,7 @@ from ..config import (
     TUNE_R2L_WEIGHTS,
     TUNE_REVERSE_WEIGHTS,
 )
+from ..errors import UserError
 from ..io import refuse_overwriting_inputs, write_or_keep
 from .decode_options import (
     add_model_args,
@@ -83,7 +84,7 @@ def run(a: argparse.Namespace) -> int:
 
     def refuse_a_test_split(valid: str, test: str) -> None:
         if a.split and (a.split == test or a.split.startswith("test")):
-            raise ValueError(f"--split {a.split} is a test set: choose decoding options on "
+            raise UserError(f"--split {a.split} is a test set: choose decoding options on "
                              f"{valid}, never on a test set")
 
     refuse_a_test_split("the validation split", "test")  # before loading the models
@@ -105,7 +106,7 @@ def run(a: argparse.Namespace) -> int:
         print(json.dumps({"split": name, **t.as_dict()}), flush=True)
 
     if any(a.reranks) and not (a.reverse_model or a.r2l_model):
-        raise ValueError("--rerank scores candidates with a model of the reverse direction: "
+        raise UserError("--rerank scores candidates with a model of the reverse direction: "
                          "give one (--reverse-model), or a right-to-left model (--r2l-model)")
     with progress_bar(a.quiet, "tune") as progress:
         trials = tune_search(tr, src, ref, a.beams, a.length_penalties, tgt_lang=tgt_lang,

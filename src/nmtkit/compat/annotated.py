@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from ..config import ModelConfig
+from ..errors import UserError
 from ..models.transformer import Transformer
 
 _PE_KEYS = ("src_embed.1.pe", "tgt_embed.1.pe")
@@ -83,22 +84,22 @@ def _validate(state_dict: Mapping[str, Tensor], expected: dict[str, tuple[int, .
     """Check names and shapes; return the positional table length (max_positions)."""
     missing = [k for k in expected if k not in state_dict]
     if missing:
-        raise ValueError(f"reference state_dict is missing key(s): {', '.join(missing)}")
+        raise UserError(f"reference state_dict is missing key(s): {', '.join(missing)}")
     unexpected = sorted(k for k in state_dict if k not in expected and k not in _PE_KEYS)
     if unexpected:
-        raise ValueError(f"reference state_dict has unexpected key(s): {', '.join(unexpected)} "
+        raise UserError(f"reference state_dict has unexpected key(s): {', '.join(unexpected)} "
                          "(check N, or that it comes from make_model)")
     for key, shape in expected.items():
         got = tuple(state_dict[key].shape)
         if got != shape:
-            raise ValueError(f"reference state_dict key {key}: shape {got}, expected {shape} "
+            raise UserError(f"reference state_dict key {key}: shape {got}, expected {shape} "
                              "(check src_vocab, tgt_vocab, d_model and d_ff)")
     max_positions = _DEFAULT_MAX_POSITIONS
     for key in _PE_KEYS:
         if key in state_dict:
             pe = state_dict[key]
             if pe.dim() != 3 or pe.size(0) != 1 or pe.size(2) != d_model:
-                raise ValueError(f"reference state_dict key {key}: shape {tuple(pe.shape)}, "
+                raise UserError(f"reference state_dict key {key}: shape {tuple(pe.shape)}, "
                                  f"expected (1, max_len, {d_model})")
             max_positions = int(pe.size(1))
     return max_positions
@@ -165,7 +166,7 @@ def from_reference(
       ids, so callers map ids (and pass the right start/pad symbols and masks) themselves.
     """
     if d_model % h:
-        raise ValueError(f"d_model ({d_model}) must be divisible by h ({h})")
+        raise UserError(f"d_model ({d_model}) must be divisible by h ({h})")
     expected = reference_shapes(src_vocab, tgt_vocab, N, d_model, d_ff)
     max_positions = _validate(state_dict, expected, d_model)
     cfg = ModelConfig(arch="transformer", layers=N, d_model=d_model, d_ff=d_ff, heads=h,

@@ -11,8 +11,10 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from ..errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError):
     """A configuration that cannot describe a valid run."""
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import UserError
 from .checks import MAX_SEED, Checks
 from .model import MAX_POSITIONS, ModelConfig, dec_layers
 
@@ -200,4 +201,4 @@ def check_alignment_choice(m: ModelConfig, layer: int, head: int) -> None:
     fails (the translator's check of a model it was handed)."""
     for holds, message in alignment_choice_checks(m, layer, head):
         if not holds:
-            raise ValueError(message)
+            raise UserError(message)

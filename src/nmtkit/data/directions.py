@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..config import DataConfig
+from ..errors import UserError
 
 
 def target_tag(lang: str) -> str:
@@ -75,27 +76,27 @@ def evaluation_direction(cfg: DataConfig, src_lang: str | None,
     if not dirs:
         own = Direction(cfg.src_lang, cfg.tgt_lang)
         if (src_lang or own.src, tgt_lang or own.tgt) != (own.src, own.tgt):
-            raise ValueError(f"this model translates {own.src} -> {own.tgt} only, not "
+            raise UserError(f"this model translates {own.src} -> {own.tgt} only, not "
                              f"{src_lang or own.src} -> {tgt_lang or own.tgt}")
         return cfg, own
     targets = sorted({d.tgt for d in dirs})
     if tgt_lang is None and len(targets) > 1:
-        raise ValueError(f"this model translates into {', '.join(targets)}: name the target "
+        raise UserError(f"this model translates into {', '.join(targets)}: name the target "
                          "language (--tgt-lang)")
     tgt = tgt_lang or targets[0]
     if tgt not in targets:
-        raise ValueError(f"target language {tgt!r}: this model translates into "
+        raise UserError(f"target language {tgt!r}: this model translates into "
                          f"{', '.join(targets)} only")
     known = sorted({lang for d in dirs for lang in (d.src, d.tgt)})
     if src_lang is not None and src_lang not in known:
-        raise ValueError(f"source language {src_lang!r}: this model knows {', '.join(known)} "
+        raise UserError(f"source language {src_lang!r}: this model knows {', '.join(known)} "
                          "only")
     sources = sorted(d.src for d in dirs if d.tgt == tgt)
     if src_lang is None and len(sources) > 1:
-        raise ValueError(f"this model translates into {tgt} from {', '.join(sources)}: name the "
+        raise UserError(f"this model translates into {tgt} from {', '.join(sources)}: name the "
                          "source language (--src-lang)")
     src = src_lang or sources[0]
     if src == tgt:
-        raise ValueError(f"--src-lang and --tgt-lang are both {src!r}")
+        raise UserError(f"--src-lang and --tgt-lang are both {src!r}")
     d = Direction(src, tgt)
     return for_direction(cfg, d), d

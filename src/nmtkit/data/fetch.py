@@ -28,10 +28,12 @@ from tqdm import tqdm
 
 from nmtkit.io import atomic_write_text
 
+from ..errors import UserError
+
 log = logging.getLogger(__name__)
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """Corpus data that cannot be fetched, read or used; the message names the file (and line).
 
     Raised by every module of :mod:`nmtkit.data` that reads corpora, and defined here, in the

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import DataConfig
+from ..errors import UserError
 from .batching import ParallelIds
 from .corpora import Parallel, load_parallel
 from .directions import Direction, directions, for_direction
@@ -91,7 +92,7 @@ def temperature_counts(sizes: Sequence[int], temperature: float) -> list[int]:
     directions up-sampled, large ones down-sampled), T < 1 favours the large ones further.
     """
     if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+        raise UserError(f"temperature must be > 0, got {temperature}")
     total = sum(sizes)
     live = [n for n in sizes if n > 0]
     if not live:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..config import DataConfig
+from ..errors import UserError
 from .batching import ParallelIds
 from .corpora import Parallel
 from .prepare import Vocabularies, encode_parallel
@@ -68,7 +69,7 @@ class SampledSentencePiece:
 def sampled(tok: Tokenizer, cfg: DataConfig) -> SampledSentencePiece:
     """``tok`` with sampling on, for ``cfg.subword_alpha``/``subword_nbest``."""
     if not isinstance(tok, SentencePieceTokenizer):
-        raise ValueError(f"data.subword_alpha needs SentencePiece tokenizers, got a {tok.kind} "
+        raise UserError(f"data.subword_alpha needs SentencePiece tokenizers, got a {tok.kind} "
                          "tokenizer (from the checkpoint or data.tokenizer)")
     return SampledSentencePiece(tok, cfg.subword_alpha, cfg.subword_nbest)
 

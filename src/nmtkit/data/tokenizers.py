@@ -24,6 +24,8 @@ import sentencepiece as spm
 
 from nmtkit.config import SPM_MODEL_TYPES, TOKENIZERS, DataConfig
 
+from ..errors import UserError
+
 log = logging.getLogger(__name__)
 
 
@@ -71,7 +73,7 @@ class SentencePieceTokenizer:
         try:
             self.sp.LoadFromSerializedProto(self.model_proto)
         except Exception as e:  # the C++ side raises a bare RuntimeError/OSError
-            raise ValueError(f"invalid SentencePiece model proto: {e}") from None
+            raise UserError(f"invalid SentencePiece model proto: {e}") from None
 
     @classmethod
     def train(
@@ -99,12 +101,12 @@ class SentencePieceTokenizer:
         depend on the thread count, and the count is stored in the proto.
         """
         if model_type not in SPM_MODEL_TYPES:
-            raise ValueError(f"model_type must be bpe or unigram, got {model_type!r}")
+            raise UserError(f"model_type must be bpe or unigram, got {model_type!r}")
 
         sentences = [line.strip() for line in lines]
         sentences = [line.lower() if lowercase else line for line in sentences if line]
         if not sentences:
-            raise ValueError("cannot train SentencePiece on an empty corpus")
+            raise UserError("cannot train SentencePiece on an empty corpus")
 
         buf = io.BytesIO()
         spm.set_random_generator_seed(SPM_SEED)
@@ -128,7 +130,7 @@ class SentencePieceTokenizer:
                 minloglevel=2,
             )
         except RuntimeError as e:  # e.g. "Vocabulary size is smaller than required_chars"
-            raise ValueError(
+            raise UserError(
                 f"SentencePiece {model_type} training (vocab_size={vocab_size}) failed: {e}"
             ) from None
         return cls(buf.getvalue(), lowercase=lowercase)
@@ -191,7 +193,7 @@ def _load_spacy_tokenizer(lang: str) -> Any:
     try:
         return spacy.blank(lang).tokenizer
     except Exception as e:  # spaCy raises ImportError/ValueError for unknown codes
-        raise ValueError(f"spaCy has no tokenizer rules for language {lang!r}: {e}") from None
+        raise UserError(f"spaCy has no tokenizer rules for language {lang!r}: {e}") from None
 
 
 class WordTokenizer:
@@ -333,7 +335,7 @@ class WhitespaceTokenizer:
 def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
     """Rebuild a tokenizer from its :meth:`Tokenizer.state`."""
     if not isinstance(state, dict) or "kind" not in state:
-        raise ValueError(
+        raise UserError(
             f"tokenizer state must be a dict with a 'kind', got {type(state).__name__}"
         )
     kind = state["kind"]
@@ -344,7 +346,7 @@ def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
         return WordTokenizer(state["lang"], lowercase=lowercase)
     if kind == WhitespaceTokenizer.kind:
         return WhitespaceTokenizer(lowercase=lowercase)
-    raise ValueError(f"unknown tokenizer kind {kind!r} (known: {', '.join(TOKENIZERS)})")
+    raise UserError(f"unknown tokenizer kind {kind!r} (known: {', '.join(TOKENIZERS)})")
 
 
 def train_tokenizers(
@@ -390,6 +392,6 @@ def train_tokenizers(
         return WhitespaceTokenizer(lowercase=cfg.lowercase), WhitespaceTokenizer(
             lowercase=cfg.lowercase
         )
-    raise ValueError(
+    raise UserError(
         f"unknown tokenizer {cfg.tokenizer!r} (known: {', '.join(TOKENIZERS)})"
     )

@@ -15,6 +15,8 @@ from typing import Any
 
 from nmtkit.io import atomic_write_text
 
+from ..errors import UserError
+
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS: list[str] = [PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN]
@@ -51,9 +53,9 @@ class Vocab:
         of ``data.extra``) are kept however rarely seen, even never.
         """
         if min_freq < 1:
-            raise ValueError(f"min_freq must be >= 1, got {min_freq}")
+            raise UserError(f"min_freq must be >= 1, got {min_freq}")
         if max_size is not None and max_size < len(SPECIALS):
-            raise ValueError(f"max_size must be >= {len(SPECIALS)} (the specials), got {max_size}")
+            raise UserError(f"max_size must be >= {len(SPECIALS)} (the specials), got {max_size}")
         counts: Counter[str] = Counter()
         for tokens in token_lists:
             counts.update(tokens)
@@ -124,10 +126,10 @@ class Vocab:
     @classmethod
     def from_dict(cls, d: Any, source: str = "<dict>") -> Vocab:
         if not isinstance(d, dict) or "itos" not in d:
-            raise ValueError(f"{source}: a vocabulary must be a mapping with an 'itos' list")
+            raise UserError(f"{source}: a vocabulary must be a mapping with an 'itos' list")
         itos = d["itos"]
         if not isinstance(itos, list):
-            raise ValueError(f"{source}: 'itos' must be a list, got {type(itos).__name__}")
+            raise UserError(f"{source}: 'itos' must be a list, got {type(itos).__name__}")
         _check_itos(itos, source)
         return cls(itos)
 
@@ -141,13 +143,13 @@ class Vocab:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ValueError(f"{path}: vocabulary file not found") from None
+            raise UserError(f"{path}: vocabulary file not found") from None
         except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: vocabulary file is not valid UTF-8: {e}") from None
+            raise UserError(f"{path}: vocabulary file is not valid UTF-8: {e}") from None
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(
+            raise UserError(
                 f"{path}: invalid vocabulary JSON at line {e.lineno}, column {e.colno}: {e.msg}"
             ) from None
         return cls.from_dict(raw, str(path))
@@ -155,14 +157,14 @@ class Vocab:
 
 def _check_itos(itos: list[Any], source: str) -> None:
     if itos[: len(SPECIALS)] != SPECIALS:
-        raise ValueError(
+        raise UserError(
             f"{source}: the vocabulary must start with the specials {SPECIALS} at ids "
             f"0..{len(SPECIALS) - 1}, got {itos[: len(SPECIALS)]}"
         )
     seen: set[str] = set()
     for i, tok in enumerate(itos):
         if not isinstance(tok, str):
-            raise ValueError(f"{source}: token at id {i} is not a string: {tok!r}")
+            raise UserError(f"{source}: token at id {i} is not a string: {tok!r}")
         if tok in seen:
-            raise ValueError(f"{source}: duplicate token {tok!r} at id {i}")
+            raise UserError(f"{source}: duplicate token {tok!r} at id {i}")
         seen.add(tok)

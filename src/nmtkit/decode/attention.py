@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from ..errors import UserError
+
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
 
@@ -66,7 +68,7 @@ def layer_head(weights: Tensor, layer: int = -1, head: int = -1) -> Tensor:
     the maps (naming how many layers and heads there are)."""
     n_layers, n_heads = weights.shape[:2]
     if not -1 <= layer < n_layers or not -1 <= head < n_heads:
-        raise ValueError(f"alignment layer {layer}, head {head}: the model has {n_layers} decoder "
+        raise UserError(f"alignment layer {layer}, head {head}: the model has {n_layers} decoder "
                          f"layers of {n_heads} heads (-1: the last layer, the heads' mean)")
     w = weights[layer]  # (heads, queries, keys)
     return w.mean(dim=0) if head == -1 else w[head]

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from ..data.directions import target_tags
 from ..data.sentences import text_languages
+from ..errors import UserError
 from ..models.seq2seq import Seq2Seq
 from .text_translator import decode_options
 from .translator import Translator
@@ -85,7 +86,7 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
     vocabularies or the source direction differ. One bundle gives a plain translator.
     """
     if not bundles:
-        raise ValueError("an ensemble needs at least one checkpoint")
+        raise UserError("an ensemble needs at least one checkpoint")
     shown = [str(n) for n in names] if names is not None else [
         str(b.path) if b.path is not None else f"model {i + 1}" for i, b in enumerate(bundles)]
     first = bundles[0]
@@ -95,17 +96,17 @@ def ensemble_translator(bundles: Sequence[Bundle], names: Sequence[str | Path] |
         for what, mine, theirs in (("target vocabulary", b.tgt_vocab, first.tgt_vocab),
                                    ("source vocabulary", b.src_vocab, first.src_vocab)):
             if mine != theirs:
-                raise ValueError(f"cannot ensemble {shown[0]} and {name}: their {what} differs "
+                raise UserError(f"cannot ensemble {shown[0]} and {name}: their {what} differs "
                                  f"({len(theirs)} and {len(mine)} types); the models of an "
                                  "ensemble must share their vocabularies")
         if b.cfg.data.reverse_source != first.cfg.data.reverse_source:
-            raise ValueError(f"cannot ensemble {shown[0]} and {name}: one reads the source "
+            raise UserError(f"cannot ensemble {shown[0]} and {name}: one reads the source "
                              "reversed (data.reverse_source), the other does not")
         if b.cfg.data.reverse_target != first.cfg.data.reverse_target:
-            raise ValueError(f"cannot ensemble {shown[0]} and {name}: one writes its output "
+            raise UserError(f"cannot ensemble {shown[0]} and {name}: one writes its output "
                              "right to left (data.reverse_target), the other does not")
         if b.cfg.data.directions != first.cfg.data.directions:
-            raise ValueError(f"cannot ensemble {shown[0]} and {name}: they were trained on different "
+            raise UserError(f"cannot ensemble {shown[0]} and {name}: they were trained on different "
                              f"directions (data.directions {list(first.cfg.data.directions)} and "
                              f"{list(b.cfg.data.directions)})")
     cfg = first.cfg

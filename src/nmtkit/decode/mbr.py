@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..config import MBR_UTILITIES as UTILITIES
+from ..errors import UserError
 
 if TYPE_CHECKING:
     from ..config import DecodeConfig
@@ -110,7 +111,7 @@ def utility_matrix(texts: Sequence[str], utility: str = "bleu") -> list[list[flo
     """``U[i][j]``: the utility of ``texts[i]`` taken as the hypothesis against ``texts[j]``
     taken as the reference (``utility``: one of :data:`UTILITIES`)."""
     if utility not in UTILITIES:
-        raise ValueError(f"MBR utility {utility!r}: choose one of {', '.join(UTILITIES)}")
+        raise UserError(f"MBR utility {utility!r}: choose one of {', '.join(UTILITIES)}")
     score = UTILITY[utility]
     grams = [_grams(t, utility) for t in texts]
     return [[score(h, r) for r in grams] for h in grams]

@@ -52,6 +52,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
+from ..errors import UserError
+
 if TYPE_CHECKING:
     from ..config import DecodeConfig
     from .translation import Translation
@@ -84,7 +86,7 @@ class Reranker(Protocol):
 def require_reverse(cfg: DecodeConfig, reverse: Reranker | None) -> None:
     """``ValueError`` if ``cfg`` asks for reranking and there is no model to rerank with."""
     if cfg.rerank and reverse is None:
-        raise ValueError("decode.rerank needs a model of the reverse direction to score the "
+        raise UserError("decode.rerank needs a model of the reverse direction to score the "
                          "candidates: give one (--reverse-model; or a right-to-left model, "
                          "--r2l-model), or set decode.rerank to 0")
 

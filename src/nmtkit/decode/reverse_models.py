@@ -16,6 +16,7 @@ from ..data.batching import pad_batch, pad_mask
 from ..data.directions import Direction, directions
 from ..data.tokenizers import Tokenizer
 from ..data.vocab import BOS, PAD, Vocab
+from ..errors import UserError
 from ..models.seq2seq import Seq2Seq, target_mask
 from .translator import Translator
 
@@ -167,7 +168,7 @@ def reverse_scorer(bundles: Sequence[Bundle], forward: Direction,
         need = (f"a right-to-left model for a {forward.src}->{forward.tgt} model must translate "
                 f"{forward.src}->{forward.tgt} with data.reverse_target: true")
         if not b.cfg.data.reverse_target:
-            raise ValueError(f"{name} writes left to right (data.reverse_target is false): {need}")
+            raise UserError(f"{name} writes left to right (data.reverse_target is false): {need}")
         r2l_tags.append(_direction_tag(b, name, forward, need))
     return ReverseScorer([Translator.from_bundle(b) for b in bundles], tags,
                          r2l=[Translator.from_bundle(b) for b in r2l], r2l_tgt_langs=r2l_tags)
@@ -180,8 +181,8 @@ def _direction_tag(b: Bundle, name: str, want: Direction, need: str) -> str | No
     data = b.cfg.data
     if data.directions:
         if want not in directions(data):
-            raise ValueError(f"{name} translates {', '.join(data.directions)}: {need}")
+            raise UserError(f"{name} translates {', '.join(data.directions)}: {need}")
         return want.tgt
     if (data.src_lang, data.tgt_lang) != (want.src, want.tgt):
-        raise ValueError(f"{name} translates {data.src_lang}->{data.tgt_lang}: {need}")
+        raise UserError(f"{name} translates {data.src_lang}->{data.tgt_lang}: {need}")
     return None

@@ -43,6 +43,7 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from ..data.vocab import BOS, EOS, PAD
+from ..errors import UserError
 from .beams import (
     NEVER,
     Hypothesis,
@@ -104,7 +105,7 @@ def search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
     :func:`nmtkit.decode.constraints.constrained_beam_search`."""
     if constraints is not None and any(any(len(p) for p in cs) for cs in constraints):
         if cfg.sampling:
-            raise ValueError("constraints cannot be combined with sampling")
+            raise UserError("constraints cannot be combined with sampling")
         return constrained_beam_search(model, src, src_mask, cfg, constraints,
                                        need_attention=need_attention, max_length=max_length,
                                        prefixes=prefixes, token_scores=token_scores,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from ..data.vocab import BOS, BOS_TOKEN, EOS_TOKEN
+from ..errors import UserError
 from ..models.seq2seq import Seq2Seq
 from .attention import teacher_forced_maps
 from .deadline import Deadline
@@ -61,14 +62,14 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     tokens, a source longer than ``max_src_tokens``, or a model that exposes no attention.
     """
     if getattr(translator, "reverse_target", False):
-        raise ValueError("attention: a right-to-left model (data.reverse_target) reranks a "
+        raise UserError("attention: a right-to-left model (data.reverse_target) reranks a "
                          "left-to-right model's candidates; inspect the left-to-right model")
     model = translator.model if model is None else model
     src_toks, src_ids = translator.encode_source(text, tgt_lang)
     if not src_toks:
-        raise ValueError("text: nothing to translate (empty after tokenization)")
+        raise UserError("text: nothing to translate (empty after tokenization)")
     if max_src_tokens is not None and len(src_toks) > max_src_tokens:
-        raise ValueError(f"text: {len(src_toks)} source tokens, attention is limited to "
+        raise UserError(f"text: {len(src_toks)} source tokens, attention is limited to "
                          f"{max_src_tokens}")
     options = TranslateOptions(beam=beam, max_length=max_length, need_attention=need_attention,
                                token_scores=token_scores,
@@ -82,5 +83,5 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
     elif hyp.attention is not None:  # (T, S), already in reading order
         maps = {"decoder_src": hyp.attention.float()[None, None]}  # (1, 1, T, S)
     else:
-        raise ValueError(f"attention: model {type(model).__name__} exposes no attention")
+        raise UserError(f"attention: model {type(model).__name__} exposes no attention")
     return SentenceAttention(text, hyp, maps)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import DecodeConfig, build_section
 from ..data.placeholders import unknown_spans, vocabulary_characters
 from ..data.sentences import sentence_separator
+from ..errors import UserError
 from .lines import join_lines, plan_lines, restore_translation
 from .options import TranslateOptions
 from .translation import Translation
@@ -63,7 +64,7 @@ def warn_of_a_long_search(cfg: DecodeConfig, src_lengths: Sequence[int],
                     "max_length) lower the cap", longest, cfg.beam, cap)
 
 
-class TargetTextError(ValueError):
+class TargetTextError(UserError):
     """A forced prefix or constraint phrase that cannot be used. ``field`` ("prefixes" or
     "constraints") and ``index`` (its line, from 0) say where it was given, so that the
     command line can name the file and line, and the server the request field;
@@ -142,11 +143,11 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
         given["n_best"] = beam
     out = replace(cfg, **given)
     if out.beam < 1:
-        raise ValueError(f"beam must be >= 1, got {out.beam}")
+        raise UserError(f"beam must be >= 1, got {out.beam}")
     if out.n_best < 1 or (not (out.sampling or out.mbr or out.rerank) and out.n_best > out.beam):
-        raise ValueError(f"n_best must be between 1 and the beam size ({out.beam}), got {out.n_best}")
+        raise UserError(f"n_best must be between 1 and the beam size ({out.beam}), got {out.n_best}")
     if out.batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {out.batch_size}")
+        raise UserError(f"batch_size must be >= 1, got {out.batch_size}")
     out.validate("decoding options")
     return out
 
@@ -202,11 +203,11 @@ class TextTranslator:
         if tgt_lang is None:
             if len(tags) == 1:
                 return next(iter(tags.values()))
-            raise ValueError(f"this model translates into {langs}: name the target language "
+            raise UserError(f"this model translates into {langs}: name the target language "
                              "(nmtkit translate --tgt-lang, \"tgt_lang\" in a request, tgt_lang= "
                              "in Python)")
         if tgt_lang not in tags:
-            raise ValueError(f"target language {tgt_lang!r}: this model translates into {langs} "
+            raise UserError(f"target language {tgt_lang!r}: this model translates into {langs} "
                              "only")
         return tags[tgt_lang]
 
@@ -231,7 +232,7 @@ class TextTranslator:
         max_length = options.max_length
         if max_length is not None and (not isinstance(max_length, int) or isinstance(max_length, bool)
                                        or max_length < 1):
-            raise ValueError(f"max_length must be an int >= 1, got {max_length!r}")
+            raise UserError(f"max_length must be an int >= 1, got {max_length!r}")
         if self.max_positions is not None:  # the output may not outgrow the position table
             limit = self.max_positions - 1
             max_length = limit if max_length is None else min(max_length, limit)

@@ -17,6 +17,7 @@ from ..data.batching import pad_batch, pad_mask
 from ..data.directions import target_tags
 from ..data.sentences import text_languages
 from ..data.vocab import BOS, EOS, PAD, UNK
+from ..errors import UserError
 from ..models.seq2seq import Seq2Seq
 from .attention import layer_head, reading_order, teacher_forced_maps
 from .beams import Hypothesis
@@ -51,7 +52,7 @@ def check_model_alignment_choice(model: Seq2Seq, layer: int, head: int) -> None:
     if isinstance(model_cfg, ModelConfig):
         check_alignment_choice(model_cfg, layer, head)
     if type(model).attention_maps is Seq2Seq.attention_maps:  # not implemented
-        raise ValueError(f"alignment layer {layer}, head {head}: {type(model).__name__} has no "
+        raise UserError(f"alignment layer {layer}, head {head}: {type(model).__name__} has no "
                          "per-layer attention maps (an ensemble aligns with its members' mean "
                          "last layer); leave alignment_layer and alignment_head at -1")
 

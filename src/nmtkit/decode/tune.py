@@ -30,6 +30,7 @@ from ..config import (
     TUNE_METRICS,
     TUNE_R2L_WEIGHTS,
 )
+from ..errors import UserError
 from ..evaluate import score
 from .choice import choose, reranking_search
 from .options import TranslateOptions
@@ -91,16 +92,16 @@ def grid(beams: Sequence[int], penalties: Sequence[float], mbr: Sequence[int] = 
     for an empty list, a beam below 1, a penalty outside [0, ``MAX_LENGTH_PENALTY``] or a
     negative number of candidates."""
     if not beams or not penalties or not mbr or not rerank:
-        raise ValueError("give at least one beam size, one length penalty, one MBR size and "
+        raise UserError("give at least one beam size, one length penalty, one MBR size and "
                          "one reranking size")
     if any(b < 1 for b in beams):
-        raise ValueError(f"beam sizes must be >= 1, got {list(beams)}")
+        raise UserError(f"beam sizes must be >= 1, got {list(beams)}")
     if any(not 0 <= p <= MAX_LENGTH_PENALTY for p in penalties):  # `not` catches NaN too
-        raise ValueError(f"length penalties must be in [0, {MAX_LENGTH_PENALTY:g}] "
+        raise UserError(f"length penalties must be in [0, {MAX_LENGTH_PENALTY:g}] "
                          f"(decode.length_penalty's range), got {list(penalties)}")
     for what, sizes in (("MBR", mbr), ("reranked", rerank)):
         if any(m < 0 for m in sizes):
-            raise ValueError(f"{what} candidates must be >= 0 (0 = off), got {list(sizes)}")
+            raise UserError(f"{what} candidates must be >= 0 (0 = off), got {list(sizes)}")
     choices = [(m, 0) for m in dict.fromkeys(mbr)]
     choices += [(0, r) for r in dict.fromkeys(rerank) if r and (0, r) not in choices]
     choices += [(m, r) for r in dict.fromkeys(rerank) if r for m in dict.fromkeys(mbr)
@@ -130,20 +131,20 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     with the sentences translated, of those of every search (:func:`searches` of them). The
     translator's own options are restored after."""
     if len(sources) != len(references):
-        raise ValueError(f"{len(sources)} sources vs {len(references)} references")
+        raise UserError(f"{len(sources)} sources vs {len(references)} references")
     if not sources:
-        raise ValueError("nothing to tune on: the validation set is empty")
+        raise UserError("nothing to tune on: the validation set is empty")
     settings = grid(beams, penalties, mbr, rerank)
     if any(r for *_, r in settings) and (
             not reverse_weights or any(not w >= 0 for w in reverse_weights)):
-        raise ValueError(f"reverse weights must be >= 0, got {list(reverse_weights)}")
+        raise UserError(f"reverse weights must be >= 0, got {list(reverse_weights)}")
     scorer = getattr(translator, "reverse", None)
     if scorer is None or not scorer.r2l:
         r2l_options: list[float | None] = [None]
     else:
         weights = list(dict.fromkeys(TUNE_R2L_WEIGHTS if r2l_weights is None else r2l_weights))
         if not weights or any(not v >= 0 for v in weights):
-            raise ValueError(f"right-to-left weights must be >= 0, got {weights}")
+            raise UserError(f"right-to-left weights must be >= 0, got {weights}")
         r2l_options = list(weights)
     base = translator.decode_cfg
     trials = []
@@ -235,9 +236,9 @@ def best_trial(trials: Sequence[Trial], metric: str = "bleu") -> Trial:
     if not trials:
         raise ValueError("no trials")
     if metric not in TUNE_METRICS:
-        raise ValueError(f"unknown metric {metric!r}: choose one of {', '.join(TUNE_METRICS)}")
+        raise UserError(f"unknown metric {metric!r}: choose one of {', '.join(TUNE_METRICS)}")
     if any(getattr(t, metric) is None for t in trials):
-        raise ValueError(f"a trial has no {metric} score (recorded before it was kept): "
+        raise UserError(f"a trial has no {metric} score (recorded before it was kept): "
                          "tune again")
     sign = 1.0 if TUNE_METRICS[metric] == "higher" else -1.0
     return max(trials, key=lambda t: (sign * getattr(t, metric), -t.beam, -t.mbr, -t.rerank))

@@ -8,10 +8,12 @@ This package itself imports no runtime, so ``nmtkit`` works without the extra in
 
 from __future__ import annotations
 
+from ..errors import UserError
+
 FORMATS = ("ctranslate2",)
 """Formats that ``nmtkit export --format`` knows."""
 
 
-class ExportError(ValueError):
+class ExportError(UserError):
     """A checkpoint that cannot be exported (wrong architecture, existing output, ...);
     the message names the file and the problem."""

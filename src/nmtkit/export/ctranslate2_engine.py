@@ -36,6 +36,7 @@ from ..decode.text_translator import (
     text_lines,
 )
 from ..decode.translation import Translation
+from ..errors import UserError
 from ..lite.search import length_cap
 from . import ExportError
 from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION, NEVER, NEVER_SET
@@ -205,7 +206,7 @@ class CTranslate2Translator(TextTranslator):
         the line for a token the target vocabulary lacks (CTranslate2 would force ``<unk>``);
         constraints: a ``ValueError`` (:data:`NO_CONSTRAINTS`)."""
         if constraints is not None:
-            raise ValueError(NO_CONSTRAINTS)
+            raise UserError(NO_CONSTRAINTS)
         if prefixes is None:
             return None, None
         texts = list(text_lines(prefixes, "prefixes"))

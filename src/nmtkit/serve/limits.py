@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from ..config import MAX_BEAM
+from ..errors import UserError
 
 MAX_COUNT = 2**31 - 1
 """Upper bound of every count limit: larger values only overflow the search's tensors."""
@@ -99,7 +100,7 @@ class ServeLimits:
                 rule = f"an integer >= 1 and <= {high}"
             if not ok:
                 option = OPTIONS.get(f.name)
-                raise ValueError(f"{option} must be {rule}, got {value!r} (serve limit {f.name})"
+                raise UserError(f"{option} must be {rule}, got {value!r} (serve limit {f.name})"
                                  if option else
                                  f"serve limit {f.name} must be {rule}, got {value!r}")
 

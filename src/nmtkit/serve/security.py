@@ -18,6 +18,8 @@ import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..errors import UserError
+
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -54,13 +56,13 @@ def parse_allowed_hosts(text: str) -> list[str]:
     answer every request with a 400."""
     hosts = [h.strip().lower() for h in text.split(",")]
     if not any(hosts):
-        raise ValueError(f"--allowed-hosts names no host, got {text!r}: give host names, "
+        raise UserError(f"--allowed-hosts names no host, got {text!r}: give host names, "
                          "comma-separated ('*' = any)")
     for h in hosts:
         if not h:
-            raise ValueError(f"--allowed-hosts has an empty host name in {text!r}")
+            raise UserError(f"--allowed-hosts has an empty host name in {text!r}")
         if any(c.isspace() for c in h) or host_name(h) != h or "/" in h:
-            raise ValueError(f"--allowed-hosts: {h!r} is not a host name: give names or "
+            raise UserError(f"--allowed-hosts: {h!r} is not a host name: give names or "
                              "addresses without scheme, port or brackets (e.g. example.org, ::1)")
     return hosts
 
@@ -69,7 +71,7 @@ def check_keep_alive(seconds: float) -> float:
     """``--timeout-keep-alive``, checked: a finite number of seconds in (0, 3600]."""
     if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
             or not math.isfinite(seconds) or not 0 < seconds <= MAX_KEEP_ALIVE_S):
-        raise ValueError(f"--timeout-keep-alive must be a finite number > 0 and "
+        raise UserError(f"--timeout-keep-alive must be a finite number > 0 and "
                          f"<= {MAX_KEEP_ALIVE_S:g} (seconds), got {seconds!r}")
     return float(seconds)
 
@@ -82,13 +84,13 @@ def check_bindable(host: str, port: int) -> None:
     port between this check and the server's start."""
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"cannot listen on {where}: port out of range 0-65535")
+        raise UserError(f"cannot listen on {where}: port out of range 0-65535")
     try:
         infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM,
                                    0, socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as e:
         reason = getattr(e, "strerror", None) or str(e)
-        raise ValueError(f"cannot listen on {where}: cannot resolve host {host!r} ({reason}); "
+        raise UserError(f"cannot listen on {where}: cannot resolve host {host!r} ({reason}); "
                          "check --host") from None
     bound: list[socket.socket] = []
     try:
@@ -105,7 +107,7 @@ def check_bindable(host: str, port: int) -> None:
                    errno.EADDRNOTAVAIL: "address not available on this machine (check --host)",
                    errno.EACCES: "permission denied (ports below 1024 need privileges)"}
         reason = reasons.get(e.errno or -1, e.strerror or str(e))
-        raise ValueError(f"cannot listen on {where}: {reason}") from None
+        raise UserError(f"cannot listen on {where}: {reason}") from None
     finally:
         for sock in bound:
             sock.close()

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..checkpoint import CheckpointError, load_checkpoint, release_payload, save_checkpoint
+from ..errors import UserError
 
 
 def add_weights(total: dict[str, torch.Tensor], ck: dict[str, Any], ref: dict[str, Any],
@@ -38,7 +39,7 @@ def average_checkpoints(paths: list[str | Path], out: str | Path,
     after each checkpoint read (``nmtkit average``'s bar).
     """
     if not paths:
-        raise ValueError("average: no checkpoints given")
+        raise UserError("average: no checkpoints given")
     total: dict[str, torch.Tensor] | None = None
     ref = None
     for path in paths:

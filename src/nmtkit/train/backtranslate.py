@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..config import DataConfig
 from ..decode.text_translator import TextTranslator
+from ..errors import UserError
 from ..io import check_file_prefix, write_all_or_keep
 
 log = logging.getLogger(__name__)
@@ -63,12 +64,12 @@ def backtranslate(translator: TextTranslator, reverse: DataConfig, lines: list[s
     mono = [line.strip() for line in lines]
     kept = [line for line in mono if line]
     if not kept:
-        raise ValueError(f"nothing to back-translate: the input's {len(mono)} line(s) are all "
+        raise UserError(f"nothing to back-translate: the input's {len(mono)} line(s) are all "
                          "blank")
     translator.target_tag(tgt_lang)  # a missing or unknown language: an error before any work
     src_file, tgt_file = synthetic_files(reverse, prefix)
     if src_file == tgt_file:  # before any work, too
-        raise ValueError(f"the reverse model translates {reverse.src_lang} into itself: "
+        raise UserError(f"the reverse model translates {reverse.src_lang} into itself: "
                          "back-translation needs two languages")
     hyps = [" ".join(h.splitlines()) for h in translator.translate_lines(kept, tgt_lang=tgt_lang,
                                                                     progress=progress)]

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..config import TrainConfig
+from ..errors import UserError
 from . import distributed
 from .run_dir import Progress
 from .schedule import BudgetPlan, Schedule, revision_interval
@@ -139,7 +140,7 @@ def check_budget_resumable(t: TrainConfig, ckpt: dict[str, Any], was: dict[str, 
         more.append(f"train.max_steps={t.max_steps} (was {was_steps})")
     if more:
         how = "on its time budget" if spent else "at the last update of its budget plan"
-        raise ValueError(f"{last}: cannot resume with {' and '.join(more)}: the run ended "
+        raise UserError(f"{last}: cannot resume with {' and '.join(more)}: the run ended "
                          f"at update {step}, {how}, and the schedule that "
                          "train.budget_schedule fitted to that budget (its rate decaying to "
                          "train.min_lr) cannot be stretched past its end; to train on, start "

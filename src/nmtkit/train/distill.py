@@ -25,6 +25,7 @@ from pathlib import Path
 from ..config import DataConfig
 from ..data.corpora import load_parallel, split_files
 from ..decode.text_translator import TextTranslator
+from ..errors import UserError
 from ..io import check_file_prefix, refuse_overwriting_inputs, write_all_or_keep
 
 log = logging.getLogger(__name__)
@@ -54,14 +55,14 @@ def distill(translator: TextTranslator, data: DataConfig, prefix: str | Path,
     a teacher into Portuguese would write ``best.pt``). ``progress``: told of the sentences
     translated (:attr:`~nmtkit.decode.options.TranslateOptions.progress`)."""
     if data.directions:
-        raise ValueError("distill translates one direction: a model of data.directions is "
+        raise UserError("distill translates one direction: a model of data.directions is "
                          "not supported as a teacher (distil each direction's data with a "
                          "single-direction model)")
     check_file_prefix(prefix, "output prefix")
     split = split or data.train
     src_file, tgt_file = Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
     if src_file == tgt_file:
-        raise ValueError(f"the teacher translates {data.src_lang} into itself: the two files "
+        raise UserError(f"the teacher translates {data.src_lang} into itself: the two files "
                          "would be one")
     read = split_files(data, split)
     refuse_overwriting_inputs([src_file, tgt_file], [*(read[:2] if read else ()), *models],

@@ -35,6 +35,7 @@ from torch import nn
 from ..checkpoint import release_payload, save_checkpoint
 from ..config import Config, TrainConfig
 from ..data.prepare import Vocabularies, vocab_state
+from ..errors import UserError
 from ..io import atomic_write_text, errors_naming
 from .ema import WeightAverage
 from .schedule import Schedule
@@ -47,7 +48,7 @@ except ImportError:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 
-class RunDirBusy(ValueError):
+class RunDirBusy(UserError):
     """Another training process holds the run directory (:class:`RunDirLock`)."""
 
 
@@ -191,11 +192,11 @@ def check_run_dir_path(run_dir: Path) -> None:
             os.stat(run_dir)
         except OSError as e:
             if e.errno == errno.ELOOP:
-                raise ValueError(f"{run_dir}: run directory is a symbolic link loop") from None
-        raise ValueError(f"{run_dir}: run directory is a dangling symbolic link (to "
+                raise UserError(f"{run_dir}: run directory is a symbolic link loop") from None
+        raise UserError(f"{run_dir}: run directory is a dangling symbolic link (to "
                          f"{os.readlink(run_dir)}, which does not exist)")
     if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"{run_dir}: run directory is a file")
+        raise UserError(f"{run_dir}: run directory is a file")
 
 
 # --- where training stands --------------------------------------------------------------------
@@ -386,7 +387,7 @@ def check_fresh(run_dir: Path, overwrite: bool) -> None:
                "--overwrite to start afresh")
     else:
         how = "pass --overwrite to start afresh, or choose another --run-dir"
-    raise ValueError(f"{run_dir}: holds an earlier run ({files[0].name}); {how}")
+    raise UserError(f"{run_dir}: holds an earlier run ({files[0].name}); {how}")
 
 
 def nothing_to_resume(run_dir: Path) -> str:

@@ -38,6 +38,7 @@ from ..data.prepare import (
     vocab_from_state,
 )
 from ..data.subword_sampling import SubwordSampler
+from ..errors import UserError
 from ..models import build_model
 from ..models.seq2seq import Seq2Seq
 from . import distributed, finetune
@@ -111,7 +112,7 @@ def resume_checkpoint(run_dir: Path, cfg: Config) -> dict[str, Any]:
         raise FileNotFoundError(nothing_to_resume(run_dir))
     ckpt = load_checkpoint(last)
     if is_release(ckpt):
-        raise ValueError(f"{last}: cannot resume: it is a release checkpoint without optimizer "
+        raise UserError(f"{last}: cannot resume: it is a release checkpoint without optimizer "
                          "state (as best.pt, step_*.pt and averages are); resume from the "
                          "last.pt that training wrote, or train on from these weights in a new "
                          f"run: --init-from {last} --run-dir NEW_DIR")
@@ -133,19 +134,19 @@ def check_resumable(ckpt: dict[str, Any], cfg: Config, last: Path) -> None:
         shown = finetune.config_differences(section, stored[section], now[section],
                                             "the checkpoint")
         if shown:
-            raise ValueError(f"{last}: cannot resume: the {section} section of the config "
+            raise UserError(f"{last}: cannot resume: the {section} section of the config "
                              f"differs from the checkpoint's: {shown}")
     was, t = stored["train"], cfg.train
     check_budget_resumable(t, ckpt, was, last)
     graphs = was["cuda_graphs"]
     if graphs != t.cuda_graphs and ckpt["progress"].get("batch_in_epoch", 0):
         # the epoch's batches differ (fixed shapes or not): its position would point elsewhere
-        raise ValueError(f"{last}: cannot resume with train.cuda_graphs="
+        raise UserError(f"{last}: cannot resume with train.cuda_graphs="
                          f"{str(t.cuda_graphs).lower()}: the run stopped inside "
                          f"an epoch batched with train.cuda_graphs={str(graphs).lower()} "
                          "(keep it until the epoch ends)")
     if was["optimizer"] != t.optimizer:
-        raise ValueError(f"{last}: cannot resume: train.optimizer is {t.optimizer}, "
+        raise UserError(f"{last}: cannot resume: train.optimizer is {t.optimizer}, "
                          f"the checkpoint's optimizer state is {was['optimizer']}'s (start a new "
                          "run, or --init-from the checkpoint)")
 

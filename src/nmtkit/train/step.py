@@ -29,6 +29,7 @@ import torch
 from .. import fast
 from ..config import TrainConfig
 from ..data.batching import Batch, ParallelIds, pad_mask
+from ..errors import UserError
 from ..fast import onednn
 from ..fast.cuda_graphs import GraphedLoss
 from ..models.loss import label_smoothed_cross_entropy, smoothed_loss_sums
@@ -40,7 +41,7 @@ from .regularize import rdrop_loss, word_dropout
 log = logging.getLogger(__name__)
 
 
-class TrainingError(RuntimeError):
+class TrainingError(UserError, RuntimeError):
     """Training cannot go on (e.g. repeated non-finite losses)."""
 
 

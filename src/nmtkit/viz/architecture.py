@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 from ..config import ModelConfig, dec_layers, enc_layers
+from ..errors import UserError
 from ._common import new_figure
 
 ARCHITECTURES = ("transformer", "rnn")
@@ -226,7 +227,7 @@ def architecture_figure(cfg: ModelConfig | None = None, arch: str | None = None)
     """The diagram of ``arch`` (default: ``cfg.arch``, else the Transformer)."""
     arch = arch or (cfg.arch if cfg is not None else "transformer")
     if arch not in ARCHITECTURES:
-        raise ValueError(f"no architecture figure for {arch!r} (choose from {', '.join(ARCHITECTURES)})")
+        raise UserError(f"no architecture figure for {arch!r} (choose from {', '.join(ARCHITECTURES)})")
     if cfg is not None and cfg.arch != arch:
         cfg = None  # a Transformer recipe has no RNN sizes to show, and the other way round
     return transformer_figure(cfg) if arch == "transformer" else rnn_figure(cfg)

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure
 from ..decode.attention import KINDS, teacher_forced_maps
 from ..decode.sentence_attention import sentence_attention
 from ..decode.translator import Translator
+from ..errors import UserError
 from ..io import atomic_write_text
 from ._common import new_figure, save_figure
 from .html import attention_html
@@ -83,7 +84,7 @@ def attention_for_text(bundle: Bundle, text: str, beam: int | None = None,
 def attention_figure(att: AttentionMaps, kind: str, cmap: str = "viridis") -> Figure:
     """A grid of heatmaps for one kind: one row per layer, one column per head."""
     if kind not in att.maps:
-        raise ValueError(f"attention: no {kind!r} maps (have: {', '.join(att.maps)})")
+        raise UserError(f"attention: no {kind!r} maps (have: {', '.join(att.maps)})")
     arr = att.maps[kind]
     n_layers, n_heads, n_rows, n_cols = arr.shape
     row_labels, col_labels = att.labels(kind)

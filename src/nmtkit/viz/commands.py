@@ -8,6 +8,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from ..config import ModelConfig
+from ..errors import UserError
 from . import concepts, homework
 from ._common import save_figure
 
@@ -72,20 +73,20 @@ def plot(figure: str, out_dir: str | Path | None = None, output: str | Path | No
     ``data.directions``).
     """
     if figure not in FIGURES:
-        raise ValueError(f"plot: unknown figure {figure!r} (choose from {', '.join(FIGURES)})")
+        raise UserError(f"plot: unknown figure {figure!r} (choose from {', '.join(FIGURES)})")
     if output is not None and figure == "all":
-        raise ValueError("plot all writes several files: give --out DIR, not -o FILE")
+        raise UserError("plot all writes several files: give --out DIR, not -o FILE")
     out = Path(out_dir) if out_dir is not None else Path(".")
     if figure == "curves" and run is None:
-        raise ValueError("plot curves needs --run RUN_DIR (a directory with metrics.csv)")
+        raise UserError("plot curves needs --run RUN_DIR (a directory with metrics.csv)")
     if figure == "compare" and len(runs or []) < 2:
-        raise ValueError("plot compare needs two or more --run RUN_DIR (each with metrics.csv)")
+        raise UserError("plot compare needs two or more --run RUN_DIR (each with metrics.csv)")
     if figure == "attention" and (model is None or not text):
-        raise ValueError('plot attention needs --model CKPT and --text "source sentence"')
+        raise UserError('plot attention needs --model CKPT and --text "source sentence"')
     if figure == "all" and model is not None and not text:
-        raise ValueError('plot all --model CKPT also needs --text "source sentence"')
+        raise UserError('plot all --model CKPT also needs --text "source sentence"')
     if overrides and config is None:
-        raise ValueError("plot: --set needs --config RECIPE.yaml")
+        raise UserError("plot: --set needs --config RECIPE.yaml")
     written: list[Path] = []
     for name, (filename, build) in CONCEPTS.items():
         if figure in (name, "all"):

@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..errors import UserError
 from ._common import new_figure, save_figure
 
 CURVES_PNG = "curves.png"
@@ -40,7 +41,7 @@ def read_metrics(path: str | Path) -> dict[str, np.ndarray]:
         rows = list(reader)
         fields = reader.fieldnames or []
     if "step" not in fields:
-        raise ValueError(f"{path}: not an nmtkit metrics.csv (no 'step' column)")
+        raise UserError(f"{path}: not an nmtkit metrics.csv (no 'step' column)")
 
     def num(value: str | None, line: int, name: str) -> float:
         if value is None or value.strip() == "":
@@ -48,7 +49,7 @@ def read_metrics(path: str | Path) -> dict[str, np.ndarray]:
         try:
             return float(value)
         except ValueError:
-            raise ValueError(f"{path}:{line}: column {name!r}: not a number: {value!r}") from None
+            raise UserError(f"{path}:{line}: column {name!r}: not a number: {value!r}") from None
 
     return {name: np.array([num(r.get(name), i + 2, name) for i, r in enumerate(rows)], dtype=float)
             for name in fields}
@@ -190,9 +191,9 @@ def write_comparison(run_dirs: list[str | Path], out: str | Path,
     """Draw the ``metrics.csv`` of each run directory into one :func:`compare_figure`;
     ``labels`` default to the directories' names."""
     if len(run_dirs) < 2:
-        raise ValueError("plot compare needs at least two --run directories")
+        raise UserError("plot compare needs at least two --run directories")
     if labels and len(labels) != len(run_dirs):
-        raise ValueError(f"plot compare: {len(labels)} --label for {len(run_dirs)} --run")
+        raise UserError(f"plot compare: {len(labels)} --label for {len(run_dirs)} --run")
     names = labels or [Path(d).resolve().name for d in run_dirs]
     runs = [(name, read_metrics(d)) for name, d in zip(names, run_dirs, strict=True)]
     return save_figure(compare_figure(runs, title=" vs ".join(names)), out, dpi=dpi)
