@@ -29,6 +29,7 @@ from ..config import (
     TUNE_LENGTH_PENALTIES,
     TUNE_METRICS,
     TUNE_R2L_WEIGHTS,
+    DecodeConfig,
 )
 from ..errors import UserError
 from ..evaluate import score
@@ -138,16 +139,9 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     if any(r for *_, r in settings) and (
             not reverse_weights or any(not w >= 0 for w in reverse_weights)):
         raise UserError(f"reverse weights must be >= 0, got {list(reverse_weights)}")
-    scorer = getattr(translator, "reverse", None)
-    if scorer is None or not scorer.r2l:
-        r2l_options: list[float | None] = [None]
-    else:
-        weights = list(dict.fromkeys(TUNE_R2L_WEIGHTS if r2l_weights is None else r2l_weights))
-        if not weights or any(not v >= 0 for v in weights):
-            raise UserError(f"right-to-left weights must be >= 0, got {weights}")
-        r2l_options = list(weights)
+    r2l_options = right_to_left_weights(translator, r2l_weights)
     base = translator.decode_cfg
-    trials = []
+    trials: list[Trial] = []
     n_searches = searches(settings)
 
     def searched_sentences(done: int, total: int) -> None:  # total: one search's
@@ -159,12 +153,7 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     # keeps working without one)
     lines_progress: dict[str, Any] = {} if told is None else {"progress": told}
 
-    def scored(hyps: list[str], seconds: float, beam: int, penalty: float | None, mbr: int,
-               rerank: int = 0, reverse_weight: float | None = None,
-               r2l_weight: float | None = None) -> None:
-        s = score(hyps, references)
-        trial = Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"], round(seconds, 2),
-                      s["bleu_lc_tok"], mbr, rerank, reverse_weight, r2l_weight, s["ter"])
+    def record(trial: Trial) -> None:
         trials.append(trial)
         if on_trial is not None:
             on_trial(trial)
@@ -172,17 +161,12 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
     searched: tuple[tuple[int, float | None, int], list[list[Translation]], float] | None = None
     try:
         for beam, penalty, candidates, reranked in settings:
-            given: dict[str, Any] = {"beam": beam, "n_best": 1, "mbr": candidates,
-                                     "rerank": reranked}
-            if penalty is not None:
-                given["length_penalty"] = penalty
-            translator.decode_cfg = decode_options(base, **given)
-            if reranked:  # all the candidates, in the beam's order: each weight chooses below
-                translator.decode_cfg = reranking_search(translator.decode_cfg)
+            translator.decode_cfg = setting_options(base, beam, penalty, candidates, reranked)
             start = time.perf_counter()
             if not reranked:
                 hyps = translator.translate_lines(sources, tgt_lang=tgt_lang, **lines_progress)
-                scored(hyps, time.perf_counter() - start, beam, penalty, candidates)
+                record(scored(hyps, references, time.perf_counter() - start, beam, penalty,
+                              candidates))
                 continue
             if searched is None or searched[0] != (beam, penalty, reranked):
                 results = translator.translate(  # all, reverse-scored
@@ -194,10 +178,47 @@ def tune_search(translator: TextTranslator, sources: list[str], references: list
                     cfg = replace(translator.decode_cfg, n_best=1, reverse_weight=w,
                                   r2l_weight=v or 0.0, mbr=candidates)
                     hyps = [choose(r, cfg)[0].text for r in results]  # MBR among its best, if asked
-                    scored(hyps, seconds, beam, penalty, candidates, reranked, w, v)
+                    record(scored(hyps, references, seconds, beam, penalty, candidates, reranked,
+                                  w, v))
     finally:
         translator.decode_cfg = base
     return trials
+
+
+def right_to_left_weights(translator: TextTranslator,
+                          r2l_weights: Sequence[float] | None) -> list[float | None]:
+    """The right-to-left weights a reranking tries: ``[None]`` where the translator reranks
+    with no right-to-left model, else ``r2l_weights`` (default ``TUNE_R2L_WEIGHTS``), each
+    once; ``UserError`` for none or a negative one."""
+    scorer = getattr(translator, "reverse", None)
+    if scorer is None or not scorer.r2l:
+        return [None]
+    weights = list(dict.fromkeys(TUNE_R2L_WEIGHTS if r2l_weights is None else r2l_weights))
+    if not weights or any(not v >= 0 for v in weights):
+        raise UserError(f"right-to-left weights must be >= 0, got {weights}")
+    return list(weights)
+
+
+def setting_options(base: DecodeConfig, beam: int, penalty: float | None, candidates: int,
+                    reranked: int) -> DecodeConfig:
+    """``base`` with one setting of :func:`grid`: one output per sentence, chosen by MBR
+    among ``candidates`` where asked; a reranking setting keeps all the candidates in the
+    beam's order (each reverse weight chooses among them afterwards)."""
+    given: dict[str, Any] = {"beam": beam, "n_best": 1, "mbr": candidates, "rerank": reranked}
+    if penalty is not None:
+        given["length_penalty"] = penalty
+    cfg = decode_options(base, **given)
+    return reranking_search(cfg) if reranked else cfg
+
+
+def scored(hyps: list[str], references: list[str], seconds: float, beam: int,
+           penalty: float | None, mbr: int, rerank: int = 0, reverse_weight: float | None = None,
+           r2l_weight: float | None = None) -> Trial:
+    """The trial of one setting whose translations are ``hyps``: sacreBLEU's scores against
+    ``references`` (:func:`nmtkit.evaluate.score`) and the search's ``seconds``."""
+    s = score(hyps, references)
+    return Trial(beam, penalty, s["bleu"], s["chrf"], s["length_ratio"], round(seconds, 2),
+                 s["bleu_lc_tok"], mbr, rerank, reverse_weight, r2l_weight, s["ter"])
 
 
 def searches(settings: Sequence[tuple[int, float | None, int, int]]) -> int:
