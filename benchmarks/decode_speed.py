@@ -115,7 +115,8 @@ def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, lis
     import tempfile
 
     from nmtkit.export.ctranslate2 import export_ctranslate2
-    from nmtkit.export.ctranslate2_engine import CTranslate2Translator, length_cap
+    from nmtkit.export.ctranslate2_engine import CTranslate2Translator
+    from nmtkit.rules import output_cap
 
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,7 +147,8 @@ def ct2_worker(a: argparse.Namespace, src: list[str], nmtkit_hyps: dict[str, lis
                 # CTranslate2 alone: pre-tokenized input, the same length cap and penalty,
                 # no detokenizing; what the wrapper adds is the difference.
                 tokens = [tr.encode_source(line)[1] for line in src]
-                steps = max(length_cap(len(t) + 1, tr.decode_cfg) - 1 for t in tokens)
+                cfg = tr.decode_cfg
+                steps = max(output_cap(len(t) + 1, cfg.max_len_a, cfg.max_len_b) - 1 for t in tokens)
                 options = dict(max_batch_size=a.batch_size, beam_size=beam,
                                max_decoding_length=steps, max_input_length=0,
                                length_penalty=tr.decode_cfg.length_penalty if beam > 1 else 0.0)

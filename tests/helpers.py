@@ -32,10 +32,10 @@ from nmtkit.data.batching import pad_mask
 from nmtkit.data.corpora import Parallel
 from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer
 from nmtkit.data.vocab import BOS, EOS, PAD, Vocab
-from nmtkit.decode.beams import NEVER
 from nmtkit.models import build_model
 from nmtkit.models.rnn import RNNSeq2Seq
 from nmtkit.models.transformer import Transformer
+from nmtkit.rules import NEVER
 from nmtkit.train import loop
 from nmtkit.train.loop import Trainer
 

@@ -30,18 +30,14 @@ from nmtkit.cli import main as cli_main  # noqa: E402
 from nmtkit.config import Config, DataConfig, DecodeConfig, ModelConfig  # noqa: E402
 from nmtkit.data.tokenizers import SentencePieceTokenizer, WhitespaceTokenizer  # noqa: E402
 from nmtkit.data.vocab import BOS, Vocab  # noqa: E402
-from nmtkit.decode.beams import length_caps  # noqa: E402
 from nmtkit.decode.options import TranslateOptions  # noqa: E402
 from nmtkit.decode.text_translator import TargetTextError  # noqa: E402
 from nmtkit.decode.translator import Translator  # noqa: E402
 from nmtkit.export import ExportError  # noqa: E402
 from nmtkit.export.ctranslate2 import export_ctranslate2  # noqa: E402
-from nmtkit.export.ctranslate2_engine import (  # noqa: E402
-    CTranslate2Translator,
-    export_attention,
-    length_cap,
-)
+from nmtkit.export.ctranslate2_engine import CTranslate2Translator, export_attention  # noqa: E402
 from nmtkit.models import build_model  # noqa: E402
+from nmtkit.rules import output_cap  # noqa: E402
 
 from .helpers import COPY_VARIANTS as VARIANTS  # noqa: E402
 from .helpers import COPY_VOCAB as VOCAB  # noqa: E402
@@ -69,6 +65,12 @@ def one_torch_thread():
 def copy_export(request, tmp_path_factory):
     """(checkpoint, float32 export directory) of a briefly trained copy model."""
     return exported_copy_model(tmp_path_factory.mktemp(f"export_{request.param}"), request.param)
+
+
+def tokens_allowed(line: str, cfg: DecodeConfig) -> int:
+    """The output tokens before </s> that nmtkit's length rule allows a line of whitespace
+    tokens (its source: those and </s>)."""
+    return output_cap(len(line.split()) + 1, cfg.max_len_a, cfg.max_len_b) - 1
 
 
 def test_exported_files(copy_export):
@@ -109,7 +111,7 @@ def test_greedy_output_equals_nmtkit(copy_export):
     bundle = load_bundle(ckpt)
     for line, o, t in zip(lines, ours, theirs, strict=True):
         o, t = o[0], t[0]
-        if len(t.tokens) < length_cap(len(line.split()) + 1, bundle.cfg.decode) - 1:
+        if len(t.tokens) < tokens_allowed(line, bundle.cfg.decode):
             assert t.score == pytest.approx(o.score, abs=1e-3)
         else:  # at the cap nmtkit forces </s> and adds its log-probability; CTranslate2 stops
             per_token = nmtkit_log_prob(bundle, line, t.tokens)
@@ -154,7 +156,7 @@ def test_beam_with_length_penalty_is_consistent(copy_export):
     for line, t in zip(lines, theirs, strict=True):
         t = t[0]
         per_token = nmtkit_log_prob(bundle, line, t.tokens)
-        if len(t.tokens) == length_cap(len(line.split()) + 1, bundle.cfg.decode) - 1:
+        if len(t.tokens) == tokens_allowed(line, bundle.cfg.decode):
             per_token = per_token[:-1]  # stopped at the cap, without </s>
         assert t.score == pytest.approx(float(per_token.sum()) / len(per_token) ** 0.6, abs=1e-3)
     agree = sum(o[0].tokens == t[0].tokens for o, t in zip(ours, theirs, strict=True))
@@ -181,14 +183,6 @@ def test_pad_and_bos_are_never_produced(tmp_path):
         assert not any(t in ("<s>", "<pad>") for hyp in h for t in hyp.tokens)
 
 
-def test_length_cap_is_nmtkits():
-    cfg = DecodeConfig(max_len_a=1.2, max_len_b=10)
-    for s in range(1, 60):
-        mask = torch.ones(1, 1, s, dtype=torch.bool)
-        assert length_cap(s, cfg) == int(length_caps(mask, 1.2, 10)[0])
-        assert length_cap(s, cfg, max_length=7) == int(length_caps(mask, 1.2, 10, 7)[0])
-
-
 def test_max_length_and_cap_are_respected(copy_export):
     ckpt, out = copy_export
     tr = CTranslate2Translator(out, intra_threads=1)
@@ -197,8 +191,10 @@ def test_max_length_and_cap_are_respected(copy_export):
     theirs = tr.translate(lines, TranslateOptions(beam=1, max_length=2))
     assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
     assert all(len(h[0].tokens) <= 2 for h in theirs)
-    loose = tr.translate(lines, TranslateOptions(beam=1), exact_caps=False)  # one call, the largest cap
-    assert all(len(h[0].tokens) <= max(length_cap(len(x.split()) + 1, tr.decode_cfg) for x in lines)
+    tr.exact_caps = False  # one call, the largest cap
+    loose = tr.translate(lines, TranslateOptions(beam=1))
+    tr.exact_caps = True
+    assert all(len(h[0].tokens) <= max(tokens_allowed(x, tr.decode_cfg) for x in lines)
                for h in loose)
     nbest = tr.translate(lines[:2], TranslateOptions(beam=4, n_best=3))
     assert [len(h) for h in nbest] == [3, 3]
@@ -236,7 +232,7 @@ def assert_same_extras(o, t, capped: bool):
     assert t.alignment == o.alignment
     assert t.attention.shape == (len(t.tokens) + 1, len(t.src_tokens) + 1)
     n, s = t.attention.shape
-    torch.testing.assert_close(t.attention, o.attention[:n, :s], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(t.attention, o.attention[:n, :s], atol=1e-4, rtol=0)
 
 
 def test_prefixes_n_best_scores_attention_and_alignments_equal_nmtkit(copy_export):
@@ -262,7 +258,7 @@ def test_prefixes_n_best_scores_attention_and_alignments_equal_nmtkit(copy_expor
             for o, t in zip(os_, ts, strict=True):
                 if o.tokens == t.tokens:
                     same += 1
-                    cap = length_cap(len(line.split()) + 1, bundle.cfg.decode) - 1
+                    cap = tokens_allowed(line, bundle.cfg.decode)
                     assert_same_extras(o, t, capped=len(t.tokens) >= max(cap, len(p.split())))
         assert same == len(lines) if beam == 1 else same >= 0.75 * n_best * len(lines), (beam, same)
 
@@ -288,7 +284,7 @@ def test_the_export_returns_the_attention_decode_names(tmp_path):
         if o[0].tokens == t[0].tokens:
             assert t[0].alignment == o[0].alignment
             n, s = t[0].attention.shape
-            torch.testing.assert_close(t[0].attention, o[0].attention[:n, :s], atol=1e-4, rtol=0)
+            np.testing.assert_allclose(t[0].attention, o[0].attention[:n, :s], atol=1e-4, rtol=0)
     assert tr.unsupported(replace(options, alignment_layer=0, alignment_head=0)) is None
     with pytest.raises(ValueError, match=r"alignment layer 1, head -1: this export returns the source "
                                          r"attention of decoder layer 0 \(head 0\) only"):
@@ -365,7 +361,7 @@ def test_int8_export_loads_and_translates(copy_export, tmp_path):
     lines = sentences(12, seed=5)
     results = tr.translate(lines, TranslateOptions(beam=4))
     for line, hyps in zip(lines, results, strict=True):
-        assert len(hyps[0].tokens) <= length_cap(len(line.split()) + 1, tr.decode_cfg) - 1
+        assert len(hyps[0].tokens) <= tokens_allowed(line, tr.decode_cfg)
         assert all(t in VOCAB for t in hyps[0].tokens)
     assert sum(bool(h[0].tokens) for h in results) >= 0.75 * len(lines)
 

@@ -237,7 +237,7 @@ def test_the_length_penalty_bound_keeps_every_output_length_apart():
     import torch
 
     from nmtkit.config import MAX_LENGTH_PENALTY, MAX_POSITIONS
-    from nmtkit.decode.beams import length_penalty
+    from nmtkit.rules import length_penalty
 
     lengths = torch.tensor([1, 2, MAX_POSITIONS - 1, MAX_POSITIONS])
     lp = length_penalty(lengths, MAX_LENGTH_PENALTY)

@@ -7,9 +7,10 @@ import torch
 from nmtkit.config import DecodeConfig, ModelConfig
 from nmtkit.data.batching import pad_mask
 from nmtkit.data.vocab import BOS, EOS, PAD
-from nmtkit.decode.beams import length_caps, length_penalty
+from nmtkit.decode.beams import length_caps
 from nmtkit.decode.search import beam_search, greedy_search, search
 from nmtkit.models.transformer import Transformer
+from nmtkit.rules import length_penalty
 
 from .helpers import BIGRAM_VOCAB as V
 from .helpers import PREFIXES, BigramModel, mixed_batch, prefers_567, src_batch, tiny_model

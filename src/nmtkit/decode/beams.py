@@ -1,58 +1,37 @@
 """Beam bookkeeping shared by :func:`nmtkit.decode.search.beam_search` and
-:func:`nmtkit.decode.constraints.constrained_beam_search`: the hypothesis record, length caps,
-the GNMT length penalty (Wu et al. 2016, Sec. 7), forced prefixes, and the start, step and
-reordering of a flat batch of ``batch * beam`` rows over the model interface.
+:func:`nmtkit.decode.constraints.constrained_beam_search`: a batch's length caps (the rule
+of :func:`nmtkit.rules.output_cap`, as a tensor), forced prefixes, and the start, step and
+reordering of a flat batch of ``batch * beam`` rows over the model interface. The rules
+themselves (length cap, GNMT length penalty, ranking, the hypothesis record) are
+:mod:`nmtkit.rules`, shared with the numpy and CTranslate2 engines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from ..data.vocab import BOS, PAD
+from ..rules import output_cap
 
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq
 
-NEVER = (PAD, BOS)  # ids a hypothesis may never produce
 Prefixes = Sequence[Sequence[int]]
 """One list of target ids per sentence that its output must start with (may be empty)."""
 
 
-@dataclass
-class Hypothesis:
-    tokens: list[int]  # without BOS/EOS
-    score: float  # length-normalised log-probability
-    log_prob: float
-    attention: Tensor | None = None  # (len(tokens) + 1, S): source attention per output step
-    token_log_probs: list[float] | None = None
-    """With ``token_scores``: log P of each token and of ``</s>`` (len(tokens) + 1 values,
-    summing to ``log_prob``)."""
-    constraints_met: bool = True
-    """Whether the output contains every constraint phrase of its sentence (no constraints:
-    true). Only the length cap makes a constrained search end without them
-    (:mod:`nmtkit.decode.constraints`)."""
-
-
 def length_caps(src_mask: Tensor, max_len_a: float, max_len_b: int,
                 max_length: int | None = None) -> Tensor:
-    """(batch,) maximum number of output tokens (EOS included) per sentence:
-    ``floor(max_len_a * S + max_len_b)``, at least 1.
-
-    ``max_length`` (if given) is an absolute cap on the tokens before EOS, on top of that.
-    """
-    src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)  # (batch,)
-    caps = (max_len_a * src_len.float() + max_len_b).floor().long().clamp(min=1)
-    return caps if max_length is None else caps.clamp(max=max_length + 1)
-
-
-def length_penalty(length: Tensor, length_penalty: float) -> Tensor:
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** length_penalty (Wu et al. 2016, Sec. 7)."""
-    return ((5.0 + length.float()) / 6.0) ** length_penalty
+    """(batch,) the most output tokens (EOS included) of each sentence, on ``src_mask``'s
+    device: :func:`nmtkit.rules.output_cap` of its source length ``S`` (the mask's true
+    entries: its tokens and EOS), at most ``max_length + 1`` when ``max_length`` is given."""
+    src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1).tolist()  # (batch,)
+    return torch.tensor([output_cap(n, max_len_a, max_len_b, max_length) for n in src_len],
+                        dtype=torch.long, device=src_mask.device)
 
 
 def prefix_table(prefixes: Prefixes | None, batch: int, device: torch.device) -> Tensor | None:

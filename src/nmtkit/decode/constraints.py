@@ -45,15 +45,13 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from ..data.vocab import EOS, PAD
+from ..rules import NEVER, Hypothesis, best_first, length_penalty
 from .beams import (
-    NEVER,
-    Hypothesis,
     Prefixes,
     beam_step,
     follow_beams,
     force_tokens,
     length_caps,
-    length_penalty,
     prefix_table,
     start_beams,
 )
@@ -110,7 +108,7 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
                             constraints: Constraints, *, need_attention: bool = False,
                             max_length: int | None = None, prefixes: Prefixes | None = None,
                             token_scores: bool = False,
-                            deadline: Deadline | None = None) -> list[list[Hypothesis]]:
+                            deadline: Deadline | None = None) -> list[list[Hypothesis[Tensor]]]:
     """Beam search of width ``cfg.beam`` whose outputs contain every phrase of
     ``constraints[i]`` for sentence ``i`` (dynamic beam allocation, see the module); the
     ``cfg.n_best`` best of each sentence, ranked with ``cfg.length_penalty``, those that meet
@@ -135,7 +133,7 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
     alive = list(range(b))
     track = [Progress((False,) * len(phrases[i])) for i in range(b) for _ in range(k)]
     attn_hist: Tensor | None = None
-    results: list[list[Hypothesis]] = [[] for _ in range(b)]
+    results: list[list[Hypothesis[Tensor]]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
         if deadline is not None:
             deadline.check()
@@ -183,7 +181,7 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
                 if math.isinf(raw):
                     continue
                 new_len = len_l[r] + (0 if fin_l[r] else 1)
-                norm = raw / ((5.0 + new_len) / 6.0) ** cfg.length_penalty
+                norm = raw / length_penalty(new_len, cfg.length_penalty)
                 bank = track[r].met(phrases[alive[i]]) if fin_l[r] else \
                     track[r].advance(w, phrases[alive[i]]).met(phrases[alive[i]])
                 ranked.append((norm, bank, r, w, raw, lp))
@@ -250,12 +248,13 @@ def _deal(ranked: list[tuple[float, int, int, int, float, float]],
 
 
 def _best(scores: Tensor, lengths: Tensor, finished: Tensor, complete: Tensor, tokens: Tensor,
-          attn: Tensor | None, token_lps: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis]:
+          attn: Tensor | None, token_lps: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis[Tensor]]:
     """The ``cfg.n_best`` ended hypotheses of one beam: those with every phrase first, each
     group by length-normalised score."""
-    final = (scores / length_penalty(lengths, cfg.length_penalty)).masked_fill(~finished, float("-inf"))
+    lp = length_penalty(lengths.float(), cfg.length_penalty)
+    final = (scores / lp).masked_fill(~finished, float("-inf"))
     key = torch.where(complete & finished, final, final - 1e9)  # (k,) complete ones first
-    order = [j for j in key.argsort(descending=True).tolist() if bool(finished[j])][:cfg.n_best]
+    order = [j for j in best_first(key.tolist(), key.numel()) if bool(finished[j])][:cfg.n_best]
     tok_list = tokens.tolist()
     hyps = []
     for j in order:

@@ -5,8 +5,10 @@ there only); per call it also takes ``need_attention`` (record the source attent
 output step, as ``model.start(..., need_attention)``) and ``max_length`` (an absolute cap on
 the output tokens, EOS not counted).
 
-Both stop each sentence at EOS and cap its length at ``max_len_a * src_len + max_len_b``
-(EOS is forced at the cap). Beam search keeps ``beam`` hypotheses per sentence as one
+Both stop each sentence at EOS and cap its length at ``floor(max_len_a * src_len + max_len_b)``
+(EOS is forced at the cap). The rules (the cap, the length penalty, the ranking) are
+:mod:`nmtkit.rules`, which the numpy and CTranslate2 engines share. Beam search keeps
+``beam`` hypotheses per sentence as one
 flat batch of ``batch * beam`` rows; a finished hypothesis keeps a frozen score and competes
 for the ``beam`` slots with the live extensions (better-ranked extensions can push it out),
 and hypotheses are ranked by the GNMT length-normalised score
@@ -44,17 +46,8 @@ from torch import Tensor
 from ..config import DecodeConfig
 from ..data.vocab import BOS, EOS, PAD
 from ..errors import UserError
-from .beams import (
-    NEVER,
-    Hypothesis,
-    Prefixes,
-    beam_step,
-    force_tokens,
-    length_caps,
-    length_penalty,
-    prefix_table,
-    start_beams,
-)
+from ..rules import NEVER, Hypothesis, best_first, length_penalty
+from .beams import Prefixes, beam_step, force_tokens, length_caps, prefix_table, start_beams
 from .constraints import constrained_beam_search
 
 if TYPE_CHECKING:
@@ -97,7 +90,7 @@ def search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
            need_attention: bool = False, max_length: int | None = None,
            prefixes: Prefixes | None = None, token_scores: bool = False,
            constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-           deadline: Deadline | None = None) -> list[list[Hypothesis]]:
+           deadline: Deadline | None = None) -> list[list[Hypothesis[Tensor]]]:
     """The ``cfg.n_best`` best hypotheses of each sentence: greedy search when ``cfg.beam``
     and ``cfg.n_best`` are 1 (the same result as a beam of one, faster), else beam search;
     with ``cfg.sampling``, ``cfg.n_best`` samples of each (:func:`sample_search`); with
@@ -123,7 +116,7 @@ def search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
 def sample_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                   need_attention: bool = False, max_length: int | None = None,
                   prefixes: Prefixes | None = None, token_scores: bool = False,
-                  deadline: Deadline | None = None) -> list[list[Hypothesis]]:
+                  deadline: Deadline | None = None) -> list[list[Hypothesis[Tensor]]]:
     """``cfg.n_best`` samples per sentence, in the order drawn (score = log-probability).
 
     Each sentence is repeated ``n_best`` times in one batch and decoded like greedy search,
@@ -144,7 +137,7 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
                   need_attention: bool = False, max_length: int | None = None,
                   prefixes: Prefixes | None = None, token_scores: bool = False,
                   generator: torch.Generator | None = None,
-                  deadline: Deadline | None = None) -> list[Hypothesis]:
+                  deadline: Deadline | None = None) -> list[Hypothesis[Tensor]]:
     """Most probable next token at every step, for a whole batch at once; a sentence that
     has ended leaves the batch, so later steps compute only the sentences still going.
 
@@ -215,7 +208,7 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConf
 def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig, *,
                 need_attention: bool = False, max_length: int | None = None,
                 prefixes: Prefixes | None = None, token_scores: bool = False,
-                deadline: Deadline | None = None) -> list[list[Hypothesis]]:
+                deadline: Deadline | None = None) -> list[list[Hypothesis[Tensor]]]:
     """Batched beam search of width ``cfg.beam``; returns the ``cfg.n_best`` hypotheses of
     each sentence, best first, ranked with ``cfg.length_penalty``.
 
@@ -242,7 +235,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
     alive = list(range(b))  # input position of each sentence still searched
     live = torch.arange(b * k, device=dev)  # flat rows in the model's state (after the first step)
     attn_hist = None
-    results: list[list[Hypothesis]] = [[] for _ in range(b)]
+    results: list[list[Hypothesis[Tensor]]] = [[] for _ in range(b)]
     for t in range(int(caps.max())):
         if deadline is not None:
             deadline.check()
@@ -269,7 +262,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
         top_lp[live], top_tok[live] = live_lp, live_tok
         cand = scores.view(n * k, 1) + top_lp  # (n*k, kk) raw scores
         cand_len = torch.where(finished, lengths, lengths + 1)  # (n*k,)
-        norm = cand / length_penalty(cand_len, cfg.length_penalty).unsqueeze(1)
+        norm = cand / length_penalty(cand_len.float(), cfg.length_penalty).unsqueeze(1)
         _, pick = norm.view(n, k * kk).topk(k, dim=1)  # (n, k) the sentence's best extensions
         base = (torch.arange(n, device=dev) * k).unsqueeze(1)  # (n, 1) first row of a sentence
         rows = (base + pick // kk).view(-1)  # (n*k,) row each new hypothesis extends
@@ -322,14 +315,15 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
 
 
 def _best(scores: Tensor, lengths: Tensor, finished: Tensor, tokens: Tensor,
-          attn: Tensor | None, token_lps: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis]:
+          attn: Tensor | None, token_lps: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis[Tensor]]:
     """The ``cfg.n_best`` hypotheses of one sentence's beam, by length-normalised score.
 
     scores, lengths, finished: (k,); tokens: (k, t); attn: (k, t, S) or None;
     token_lps: (k, t) or None.
     """
-    final = (scores / length_penalty(lengths, cfg.length_penalty)).masked_fill(~finished, float("-inf"))
-    order = final.argsort(descending=True)[:cfg.n_best].tolist()
+    lp = length_penalty(lengths.float(), cfg.length_penalty)
+    final = (scores / lp).masked_fill(~finished, float("-inf"))
+    order = best_first(final.tolist(), cfg.n_best)
     tok_list = tokens.tolist()
     hyps = []
     for j in order:

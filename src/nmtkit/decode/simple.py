@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..data.vocab import BOS, EOS, PAD
-from .beams import length_penalty
+from ..rules import length_penalty
 
 if TYPE_CHECKING:
     from ..models.seq2seq import Seq2Seq

@@ -24,6 +24,7 @@ from ..config import DecodeConfig, build_section
 from ..data.placeholders import unknown_spans, vocabulary_characters
 from ..data.sentences import sentence_separator
 from ..errors import UserError
+from ..rules import output_cap
 from .lines import join_lines, plan_lines, restore_translation
 from .options import TranslateOptions
 from .translation import Translation
@@ -53,8 +54,7 @@ def warn_of_a_long_search(cfg: DecodeConfig, src_lengths: Sequence[int],
     if cfg.sampling or cfg.beam == 1 or cfg.early_stop or not src_lengths:
         return
     longest = max(src_lengths)
-    cap = max(1, int(cfg.max_len_a * longest + cfg.max_len_b))  # as beams.length_caps
-    cap = cap if max_length is None else min(cap, max_length)
+    cap = output_cap(longest, cfg.max_len_a, cfg.max_len_b, max_length)  # the search's
     if cap >= LONG_SEARCH:
         log.warning("an input of %d source tokens lets the beam search (beam %d) run to %d "
                     "output tokens: without early stopping every hypothesis goes on until it "

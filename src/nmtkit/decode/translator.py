@@ -19,8 +19,8 @@ from ..data.sentences import text_languages
 from ..data.vocab import BOS, EOS, PAD, UNK
 from ..errors import UserError
 from ..models.seq2seq import Seq2Seq
+from ..rules import Hypothesis
 from .attention import layer_head, reading_order, teacher_forced_maps
-from .beams import Hypothesis
 from .choice import candidate_options, choose_all
 from .limits import MAX_PHRASES
 from .options import TranslateOptions
@@ -227,7 +227,7 @@ class Translator(TextTranslator):
         return [UNK if i in (PAD, BOS, EOS) else i
                 for i in self.tgt_vocab.encode(tokens, add_eos=False)]
 
-    def _finish(self, h: Hypothesis, src_tokens: list[str], need_attention: bool = True,
+    def _finish(self, h: Hypothesis[torch.Tensor], src_tokens: list[str], need_attention: bool = True,
                 alignments: bool = False,
                 chosen: tuple[np.ndarray, tuple[int, int]] | None = None) -> Translation:
         """``chosen``: (the source ids, (layer, head)) when the attention comes from a named

@@ -63,8 +63,9 @@ from ..data.vocab import BOS_TOKEN, EOS_TOKEN, UNK_TOKEN
 from ..io import atomic_dir, atomic_write_bytes, atomic_write_text, errors_naming
 from ..models.positions import ROPE_BASE, LearnedPositionalEmbedding
 from ..models.transformer import PositionalEncoding
+from ..rules import output_cap_source
 from . import ExportError
-from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION
+from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION, NEVER
 
 if TYPE_CHECKING:
     from ..models.attention import MultiHeadAttention
@@ -276,13 +277,18 @@ def _plain_ct2_snippet(meta: dict[str, Any]) -> list[str]:
              f"tokens = {tokenize.replace('(line', '(line.lower()')}"]
     if meta["reverse_source"]:
         code.append("tokens = tokens[::-1]  # the model reads its source reversed")
-    steps = f"int({dec['max_len_a']} * (len(tokens) + 1) + {dec['max_len_b']}) - 1"
-    code += ["result = translator.translate_batch(",
+    # nmtkit's output cap (nmtkit.rules.output_cap) in integers, less the </s> it counts
+    cap = output_cap_source(dec["max_len_a"], dec["max_len_b"], "len(tokens) + 1")
+    never = ", ".join(f'["{t}"]' for t in NEVER)
+    code += [f"# at most floor({dec['max_len_a']} * (len(tokens) + 1) + {dec['max_len_b']}) "
+             "tokens with </s>, exactly",
+             f"steps = {cap} - 1",
+             "result = translator.translate_batch(",
              f"    [tokens], beam_size={dec['beam']}, length_penalty={dec['length_penalty']},",
-             f"    max_decoding_length={steps},",
+             "    max_decoding_length=max(steps, 1),  # (CTranslate2 takes no 0)",
              "    min_decoding_length=0, max_input_length=0,",
-             '    suppress_sequences=[["<pad>"], ["<s>"]])[0]',
-             "tokens_out = result.hypotheses[0]",
+             f"    suppress_sequences=[{never}])[0]",
+             "tokens_out = result.hypotheses[0][:steps]",
              f"print({detokenize})"]
     return code
 

@@ -37,7 +37,7 @@ from ..decode.text_translator import (
 )
 from ..decode.translation import Translation
 from ..errors import UserError
-from ..lite.search import length_cap
+from ..rules import output_cap
 from . import ExportError
 from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION, NEVER, NEVER_SET
 
@@ -270,12 +270,12 @@ class CTranslate2Translator(TextTranslator):
         encoded = [self.encode_source(line, o.tgt_lang) for line in texts]
         forced, _ = self.target_ids(o.prefixes, None, len(texts), max_length)
         prefix = [[self.tgt_vocab.itos[j] for j in ids] for ids in forced] if forced else None
-        # tokens before EOS that each sentence may produce (one length_cap per source length),
+        # tokens before EOS that each sentence may produce (one output_cap per source length),
         # raised to fit its forced prefix
         caps: dict[int, int] = {}
         for toks, _ in encoded:
             if len(toks) not in caps:
-                caps[len(toks)] = length_cap(len(toks) + 1, cfg, max_length) - 1
+                caps[len(toks)] = output_cap(len(toks) + 1, cfg.max_len_a, cfg.max_len_b, max_length) - 1
         steps = [max(caps[len(toks)], len(prefix[i]) if prefix else 0)
                  for i, (toks, _) in enumerate(encoded)]
         ct2_options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,

@@ -1,12 +1,13 @@
 """Greedy and beam search over one sentence, in numpy: the algorithm of
 :mod:`nmtkit.decode.search` for a batch of one (the same caps, ranking and ends), over a
-:class:`~nmtkit.lite.transformer.NumpyTransformer`.
+:class:`~nmtkit.lite.transformer.NumpyTransformer`. The rules are :mod:`nmtkit.rules`, the
+PyTorch search's own; only their arithmetic on arrays is here.
 
-- The output is capped at ``floor(max_len_a * S + max_len_b)`` tokens, ``</s>`` included
-  (``S``: the source's tokens and its ``</s>``; at least 1; at most ``max_length + 1``), and
-  ``</s>`` is forced at the cap. ``<pad>`` and ``<s>`` are never produced.
+- The output is capped at :func:`~nmtkit.rules.output_cap` tokens, ``</s>`` included, and
+  ``</s>`` is forced at the cap. :data:`~nmtkit.rules.NEVER` (``<pad>``, ``<s>``) are never
+  produced.
 - Beam search keeps ``beam`` hypotheses ranked by the GNMT length-normalised score
-  ``log P(y) / ((5 + |y|) / 6) ** length_penalty`` (Wu et al. 2016, Sec. 7); a finished
+  ``log P(y) / lp(y)`` (:func:`~nmtkit.rules.length_penalty`); a finished
   hypothesis keeps its score and competes with the live extensions for the slots (it
   continues with ``</s>`` at no cost); each step ranks each live hypothesis's ``beam`` best
   tokens. The search ends when no hypothesis can change, or with ``early_stop`` when the
@@ -16,46 +17,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import DecodeConfig
 from ..data.vocab import BOS, EOS, PAD
+from ..rules import NEVER, Hypothesis, best_first, length_penalty, output_cap
 from .transformer import NumpyTransformer
-
-NEVER = [PAD, BOS]  # ids a hypothesis may never produce
-
-
-@dataclass
-class Hypothesis:
-    """One output: ``tokens`` (no ``</s>``), the ranking ``score``, ``log_prob`` (``</s>``
-    included), and on request the log-probability of each token and of ``</s>``."""
-
-    tokens: list[int]
-    score: float
-    log_prob: float
-    token_log_probs: list[float] | None = None
-    attention: np.ndarray | None = None
-    """With ``need_attention``: (len(tokens) + 1, S) the source attention of each output step
-    (the last decoder layer's, heads averaged), as nmtkit's search records it."""
-
-
-def length_cap(src_len: int, decode: DecodeConfig, max_length: int | None = None) -> int:
-    """nmtkit's cap on output tokens (``</s>`` included) for a source of ``src_len`` ids
-    (``</s>`` included): ``floor(max_len_a * src_len + max_len_b)``, at least 1, at most
-    ``max_length + 1`` (:func:`nmtkit.decode.beams.length_caps`, computed in float32 as
-    there). The numpy search's, and CTranslate2's engine's."""
-    cap = int(np.floor(np.float32(decode.max_len_a) * np.float32(src_len)
-                       + np.float32(decode.max_len_b)))
-    cap = max(cap, 1)
-    return cap if max_length is None else min(cap, max_length + 1)
-
-
-def length_penalty(lengths: np.ndarray, alpha: float) -> np.ndarray:
-    """((5 + |y|) / 6) ** alpha (Wu et al. 2016, Sec. 7)."""
-    out: np.ndarray = ((5.0 + lengths.astype(np.float32)) / 6.0) ** np.float32(alpha)
-    return out
 
 
 def _only_eos(log_probs: np.ndarray) -> np.ndarray:
@@ -68,7 +36,7 @@ def _only_eos(log_probs: np.ndarray) -> np.ndarray:
 def search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
            max_length: int | None = None, token_scores: bool = False,
            need_attention: bool = False,
-           check: Callable[[], None] | None = None) -> list[Hypothesis]:
+           check: Callable[[], None] | None = None) -> list[Hypothesis[np.ndarray]]:
     """The ``cfg.n_best`` best hypotheses of one sentence: greedy search when ``cfg.beam``
     and ``cfg.n_best`` are 1, else beam search (as :func:`nmtkit.decode.search.search`)."""
     if cfg.beam == 1 and cfg.n_best == 1:
@@ -82,10 +50,10 @@ def search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
 def greedy_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
                   max_length: int | None = None, token_scores: bool = False,
                   need_attention: bool = False,
-                  check: Callable[[], None] | None = None) -> Hypothesis:
+                  check: Callable[[], None] | None = None) -> Hypothesis[np.ndarray]:
     """The most probable token at every step until ``</s>`` or the cap. ``check`` is called
     before each step (a deadline)."""
-    cap = length_cap(len(src_ids), cfg, max_length)
+    cap = output_cap(len(src_ids), cfg.max_len_a, cfg.max_len_b, max_length)
     state = model.start(model.encode(src_ids))
     prev = np.array([BOS])
     tokens: list[int] = []
@@ -107,8 +75,8 @@ def greedy_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfi
         tokens.append(tok)
         prev = np.array([tok])
     total = float(np.float32(sum(np.float32(v) for v in lps)))
-    return Hypothesis(tokens, total, total, lps if token_scores else None,
-                      np.stack(rows) if need_attention else None)
+    return Hypothesis(tokens, total, total, np.stack(rows) if need_attention else None,
+                      lps if token_scores else None)
 
 
 def _top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,13 +91,13 @@ def _top(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig, *,
                 max_length: int | None = None, token_scores: bool = False,
                 need_attention: bool = False,
-                check: Callable[[], None] | None = None) -> list[Hypothesis]:
+                check: Callable[[], None] | None = None) -> list[Hypothesis[np.ndarray]]:
     """The ``cfg.n_best`` best hypotheses of a beam of ``cfg.beam``, best first.
 
     The model's state holds one row per live hypothesis (the first step one row, the
     empty prefix every slot starts from)."""
     k = cfg.beam
-    cap = length_cap(len(src_ids), cfg, max_length)
+    cap = output_cap(len(src_ids), cfg.max_len_a, cfg.max_len_b, max_length)
     state = model.start(model.encode(src_ids))
     scores = np.full(k, -np.inf, dtype=np.float32)
     scores[0] = 0.0  # one live hypothesis at the start
@@ -162,7 +130,7 @@ def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig,
         top_lp[live], top_tok[live] = live_lp, live_tok
         cand = scores[:, None] + top_lp  # (k, kk) raw scores
         cand_len = np.where(finished, lengths, lengths + 1)  # (k,)
-        norm = cand / length_penalty(cand_len, cfg.length_penalty)[:, None]
+        norm = cand / length_penalty(cand_len.astype(np.float32), cfg.length_penalty)[:, None]
         pick = _top(norm.reshape(1, -1), k)[1][0]  # (k,) the best extensions
         rows = pick // kk  # the slot each new hypothesis extends
         scores = cand.reshape(-1)[pick]
@@ -195,14 +163,14 @@ def beam_search(model: NumpyTransformer, src_ids: np.ndarray, cfg: DecodeConfig,
 
 def _best(scores: np.ndarray, lengths: np.ndarray, finished: np.ndarray, tokens: np.ndarray,
           lp_hist: np.ndarray, attn_hist: np.ndarray | None, cfg: DecodeConfig,
-          token_scores: bool) -> list[Hypothesis]:
+          token_scores: bool) -> list[Hypothesis[np.ndarray]]:
     """The ``cfg.n_best`` ended hypotheses of the beam, by length-normalised score."""
-    final = np.where(finished, scores / length_penalty(lengths, cfg.length_penalty), -np.inf)
-    order = np.argsort(-final, kind="stable")[:cfg.n_best]
+    lp = length_penalty(lengths.astype(np.float32), cfg.length_penalty)
+    final = np.where(finished, scores / lp, -np.inf)
     out = []
-    for j in order:
+    for j in best_first(final.tolist(), cfg.n_best):
         n = int(lengths[j]) - 1  # without </s>
         out.append(Hypothesis([int(x) for x in tokens[j, :n]], float(final[j]), float(scores[j]),
-                              [float(x) for x in lp_hist[j, :n + 1]] if token_scores else None,
-                              None if attn_hist is None else attn_hist[j, :n + 1]))
+                              None if attn_hist is None else attn_hist[j, :n + 1],
+                              [float(x) for x in lp_hist[j, :n + 1]] if token_scores else None))
     return out

@@ -6,12 +6,12 @@ whose message names the field and the bound."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fastapi import HTTPException
 
+from .. import rules
 from ..decode.choice import candidate_options
 from ..decode.text_translator import TargetTextError, decode_options
 from .limits import ServeLimits, work_error
@@ -131,9 +131,10 @@ def checked_work(translator: TextTranslator, texts: list[str], beam: int, mbr: i
                  constraints: list[list[str]] | None = None) -> None:
     """The search work a request asks for, checked before it queues: more than
     ``limits.max_work`` (in proportion to ``--timeout``, :mod:`nmtkit.serve.limits`) is a 413
-    saying by how much. Per text: its search steps (the model's length rule on its source
-    tokens, raised to fit its constraints and prefix, at most the output cap, ``</s>``
-    included; none for an empty text), the hypotheses per text (the beam, or MBR's or
+    saying by how much. Per text: its search steps (the model's length rule,
+    :func:`nmtkit.rules.output_cap`, on its source tokens and ``</s>``, raised to fit its
+    constraints and prefix, at most the output cap, ``</s>`` included; none for an empty
+    text), the hypotheses per text (the beam, or MBR's or
     reranking's candidates, or samples) and its constraint phrases."""
     cfg = translator.decode_cfg
     try:
@@ -149,7 +150,7 @@ def checked_work(translator: TextTranslator, texts: list[str], beam: int, mbr: i
         src = len(translator.src_tok.encode(text.strip())) if text.strip() else 0
         if positions is not None:
             src = min(src, positions - 1)
-        rule = math.floor(cfg.max_len_a * (src + 1) + cfg.max_len_b)  # as decode.beams.length_caps
+        rule = rules.output_cap(src + 1, cfg.max_len_a, cfg.max_len_b)  # (+ 1: the source's </s>)
         steps.append(0 if src == 0 else min(cap + 1, max(rule, sum(ps) + p + 1, 1)))
     error = work_error(steps, width, [len(ps) for ps in phrases], limits)
     if error is not None:
