@@ -118,30 +118,39 @@ def request_models(limits: ServeLimits, default_beam: int,
     ``beam`` gets ``default_beam``. ``attention_shape``: (decoder layers, heads) that
     ``alignment_layer``/``alignment_head`` may name, (0, 0) for none but -1 (the RNN);
     ``None``: unbounded (the engine refuses them anyway)."""
-    Text = Annotated[str, Field(max_length=limits.max_chars)]
-    Phrases = Annotated[list[Text], Field(max_length=MAX_PHRASES)]
-    # The bounds go on the int itself: on ``int | None`` they would not reach the JSON schema.
-    MaxLength = Annotated[int, Field(ge=1, le=limits.max_length), BeforeValidator(_integral)]
-    Candidates = Annotated[int, Field(ge=0, le=limits.max_beam), BeforeValidator(_integral)]
+    options = confidence_options(attention_shape)
+    return RequestModels(translate_request(limits, default_beam, options),
+                         attention_request(limits, default_beam, options))
 
-    def beam_field() -> Any:
-        return Field(default_beam, ge=1, le=limits.max_beam, description="beam size (1 = greedy)")
 
-    def max_length_field() -> Any:
-        return Field(None, description="cap on output tokens (on top of the model's own length "
-                     "rule; default and largest: the server's --max-length)")
+# The fields both requests have, each built anew for each model that declares it.
 
-    def tgt_lang_field() -> Any:
-        return Field(None, max_length=MAX_LANG_CHARS, description="the language to translate "
-                     "into, for a model of several directions (data.directions; required when "
-                     "it has several target languages, see /health's tgt_langs)")
+def beam_field(default_beam: int, limits: ServeLimits) -> Any:
+    return Field(default_beam, ge=1, le=limits.max_beam, description="beam size (1 = greedy)")
 
-    def mbr_field() -> Any:
-        return Field(None, description="minimum Bayes risk decoding: of this many candidates "
-                     "(the n best of a beam at least as wide) the one with the highest expected "
-                     "sentence BLEU against the others (0 = off; default: the model's decode.mbr)")
 
+def max_length_field() -> Any:
+    return Field(None, description="cap on output tokens (on top of the model's own length "
+                 "rule; default and largest: the server's --max-length)")
+
+
+def tgt_lang_field() -> Any:
+    return Field(None, max_length=MAX_LANG_CHARS, description="the language to translate "
+                 "into, for a model of several directions (data.directions; required when "
+                 "it has several target languages, see /health's tgt_langs)")
+
+
+def mbr_field() -> Any:
+    return Field(None, description="minimum Bayes risk decoding: of this many candidates "
+                 "(the n best of a beam at least as wide) the one with the highest expected "
+                 "sentence BLEU against the others (0 = off; default: the model's decode.mbr)")
+
+
+def confidence_options(attention_shape: tuple[int, int] | None) -> type[BaseModel]:
+    """The fields of both requests that ask for the confidence view and choose the attention
+    it reads, the layer and head bounded by ``attention_shape`` (see :func:`request_models`)."""
     n_layers, n_heads = attention_shape or (None, None)
+    # The bounds go on the int itself: on ``int | None`` they would not reach the JSON schema.
     LayerIndex = Annotated[int, Field(ge=-1, le=None if n_layers is None else n_layers - 1),
                            BeforeValidator(_integral)]
     HeadIndex = Annotated[int, Field(ge=-1, le=None if n_heads is None else n_heads - 1),
@@ -169,12 +178,25 @@ def request_models(limits: ServeLimits, default_beam: int,
             None, description="head of that layer, from 0 (-1: the heads' mean); default the "
             "model's decode.alignment_head")
 
-    class TranslateRequest(ConfidenceOptions):
+    return ConfidenceOptions
+
+
+def translate_request(limits: ServeLimits, default_beam: int,
+                      options: type[BaseModel]) -> type[BaseModel]:
+    """The body of ``POST /v1/translate``: ``options`` (:func:`confidence_options`) and the
+    texts with what each may ask for, bounded by ``limits``."""
+    Text = Annotated[str, Field(max_length=limits.max_chars)]
+    Phrases = Annotated[list[Text], Field(max_length=MAX_PHRASES)]
+    MaxLength = Annotated[int, Field(ge=1, le=limits.max_length), BeforeValidator(_integral)]
+    Candidates = Annotated[int, Field(ge=0, le=limits.max_beam), BeforeValidator(_integral)]
+
+    # ``options`` is a class built at run time: no static type to check it against.
+    class TranslateRequest(options):  # type: ignore[misc,valid-type]
         model_config = ConfigDict(**STRICT, json_schema_extra={
             "examples": [{"texts": ["Ein Mann fährt Fahrrad."], "beam": default_beam}]})
         texts: list[Text] = Field(..., min_length=1, max_length=limits.max_texts,
                                   description="sentences to translate (one per item)")
-        beam: Integer = beam_field()
+        beam: Integer = beam_field(default_beam, limits)
         max_length: MaxLength | None = max_length_field()
         tgt_lang: str | None = tgt_lang_field()
         prefixes: list[Text] | None = Field(
@@ -205,10 +227,22 @@ def request_models(limits: ServeLimits, default_beam: int,
                                      "give one per text (an empty one for none)")
             return self
 
-    class AttentionRequest(ConfidenceOptions):
+    return TranslateRequest
+
+
+def attention_request(limits: ServeLimits, default_beam: int,
+                      options: type[BaseModel]) -> type[BaseModel]:
+    """The body of ``POST /v1/attention``: ``options`` (:func:`confidence_options`) and one
+    sentence with what it may ask for, bounded by ``limits``."""
+    Text = Annotated[str, Field(max_length=limits.max_chars)]
+    MaxLength = Annotated[int, Field(ge=1, le=limits.max_length), BeforeValidator(_integral)]
+    Candidates = Annotated[int, Field(ge=0, le=limits.max_beam), BeforeValidator(_integral)]
+
+    # ``options`` is a class built at run time: no static type to check it against.
+    class AttentionRequest(options):  # type: ignore[misc,valid-type]
         model_config = STRICT
         text: Text = Field(..., description="one sentence")
-        beam: Integer = beam_field()
+        beam: Integer = beam_field(default_beam, limits)
         max_length: MaxLength | None = max_length_field()
         tgt_lang: str | None = tgt_lang_field()
         prefix: Text | None = Field(
@@ -225,4 +259,4 @@ def request_models(limits: ServeLimits, default_beam: int,
                 raise ValueError("must not be empty")
             return v
 
-    return RequestModels(TranslateRequest, AttentionRequest)
+    return AttentionRequest
