@@ -2,6 +2,7 @@
 probe, linear warmup and decay to the last planned update, the plan in the checkpoint)."""
 
 import dataclasses
+import json
 import logging
 
 import pytest
@@ -16,6 +17,7 @@ from nmtkit.train.schedule import (
     noam_rate,
     peak_rate,
     plan_budget,
+    validation_interval,
 )
 
 from .helpers import ROOT, clocked_updates, run_until_ctrl_c, tiny_copy_overrides
@@ -34,22 +36,66 @@ def test_budget_rate_rises_to_the_peak_and_falls_to_min_lr_at_the_last_update():
 def test_the_plan_counts_the_updates_the_remaining_time_allows():
     cfg = TrainConfig(lr_schedule="noam", lr=0.7, warmup=800, max_minutes=10,
                       budget_schedule=True, budget_reserve=0.1, budget_warmup=0.1)
-    plan = plan_budget(cfg, 256, step=21, step_s=3.0, remaining_s=540.0)
+    plan = plan_budget(cfg, 256, step=21, update_s=3.0, remaining_s=540.0)
     assert plan.steps == 21 + 162  # 540 s * 0.9 / 3 s
     assert plan.warmup == 21  # 10% of 183 is 18: never below the updates already done
     assert plan.peak == pytest.approx(noam_rate(800, 256, 0.7, 800)) == peak_rate(cfg, 256)
-    fast = plan_budget(cfg, 256, step=21, step_s=0.05, remaining_s=3600.0)
+    fast = plan_budget(cfg, 256, step=21, update_s=0.05, remaining_s=3600.0)
     assert fast.warmup == 800  # a long run keeps the configured warmup
     capped = plan_budget(dataclasses.replace(cfg, max_steps=500), 256, 21, 0.05, 3600.0)
     assert capped.steps == 500
-    late = plan_budget(cfg, 256, step=21, step_s=3.0, remaining_s=0.0)
+    late = plan_budget(cfg, 256, step=21, update_s=3.0, remaining_s=0.0)
     assert late.steps == 22  # out of time already: one more update
     assert "warmup 21" in plan.describe() and "183 updates" in plan.describe()
-    revised = plan_budget(cfg, 256, step=100, step_s=4.0, remaining_s=200.0, previous=plan)
+    revised = plan_budget(cfg, 256, step=100, update_s=4.0, remaining_s=200.0, previous=plan)
     assert (revised.steps, revised.warmup, revised.revisions) == (145, 21, 1)  # warmup kept
     assert "revision 1" in revised.describe()
     inv = dataclasses.replace(cfg, lr_schedule="inverse_sqrt", lr=1e-3)
     assert plan_budget(inv, 256, 21, 3.0, 540.0).peak == 1e-3
+
+
+def test_a_revision_that_finds_more_updates_lengthens_the_warmup_from_the_rate_it_has():
+    """A first plan timed during a first run's one-time costs (2.5 s an update where 0.3 s
+    was the truth) planned 230 updates and a warmup over by update 23; the revision at update
+    41 finds ~1,800: the warmup becomes 10% of those, rising on from the rate of update 41
+    (the run never sees its rate thrown back down), and the decay ends at the new last update."""
+    cfg = TrainConfig(lr_schedule="noam", lr=0.7, warmup=800, max_minutes=10,
+                      budget_schedule=True, budget_reserve=0.0, budget_warmup=0.1)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = Schedule(opt, cfg, 256)
+    first = sched.make_plan(21, 2.5, 600.0 - 52.5)
+    assert (first.steps, first.warmup, first.ramp_from) == (240, 24, 21)
+    at_41 = sched.rate(41)
+    assert at_41 < first.peak  # decaying already
+    revised = sched.make_plan(41, 0.3, 600.0 - 52.5 - 6.0)
+    assert revised.steps == 41 + 1805 and revised.warmup == 185
+    assert (revised.ramp_from, revised.ramp_rate) == (41, pytest.approx(at_41))
+    rates = [sched.rate(s) for s in range(41, revised.steps + 1)]
+    assert rates[0] == pytest.approx(at_41)
+    assert all(a <= b for a, b in zip(rates[:144], rates[1:145], strict=True))  # up to the peak
+    assert rates[144] == pytest.approx(revised.peak) and rates[-1] == 0.0
+    # A later revision that finds fewer updates, inside the warmup, keeps it (no jump up).
+    shorter = sched.make_plan(100, 0.6, 400.0)
+    assert (shorter.warmup, shorter.ramp_from) == (185, 41)
+    # Past the warmup, a plan with ten times the updates warms up to 10% of them as well,
+    # from the rate it has.
+    rate_400 = sched.rate(400)
+    later = sched.make_plan(400, 0.1, 400.0)
+    assert (later.steps, later.warmup, later.ramp_from) == (4400, 440, 400)
+    assert sched.rate(400) == pytest.approx(rate_400) and sched.rate(440) == pytest.approx(later.peak)
+
+
+def test_validations_are_spaced_to_their_share_of_the_budget():
+    cfg = TrainConfig(max_minutes=10, budget_schedule=True, valid_every=200,
+                      budget_valid_share=0.03, budget_reserve=0.0)
+    assert validation_interval(cfg, 0.3, 0.0) == 200  # not timed yet: as configured
+    assert validation_interval(cfg, 0.3, 12.0) == 1334  # 12 s within 3% of 1334 updates' 400 s
+    assert validation_interval(cfg, 0.3, 1.0) == 200  # cheap validations: as configured
+    assert validation_interval(dataclasses.replace(cfg, budget_valid_share=0.0), 0.3, 12.0) == 200
+    plan = plan_budget(cfg, 256, 200, update_s=0.3, remaining_s=500.0, valid_s=12.0)
+    assert plan.valid_every == 1334 and plan.step_s == pytest.approx(0.3 + 12.0 / 1334)
+    assert plan.steps == 200 + int((500.0 - 12.0) / plan.step_s)
+    assert "validations every 1334 updates" in plan.describe()
 
 
 def test_before_the_plan_the_rate_is_the_configured_warmup_ramp():
@@ -168,8 +214,52 @@ def test_a_slow_start_does_not_fix_a_short_warmup(tmp_path, monkeypatch, caplog)
     assert info[:3] == [5, 9, 100]  # the first plan, the refit, the validation's revision
     assert all(r.levelno == logging.DEBUG for r in records[2:7])
     lrs = {int(step): lr for step, _, _, lr in trainer.progress.train_log}
-    assert lrs[8] == pytest.approx(0.003 * 8 / 18, rel=1e-5)  # the first plan's ramp (6 digits)
-    assert lrs[10] == pytest.approx(0.003 * 10 / 30, rel=1e-5)  # the refitted one's
+    # The first plan's ramp rises from the probe's rate at update 5 to the peak at 18; the
+    # refitted one from the rate of update 9 to the peak at 30 (6 digits in the log).
+    r5 = 0.003 * 5 / 30
+    r9 = r5 + (0.003 - r5) * (9 - 5) / (18 - 5)
+    assert lrs[8] == pytest.approx(r5 + (0.003 - r5) * (8 - 5) / (18 - 5), rel=1e-5)
+    assert lrs[10] == pytest.approx(r9 + (0.003 - r9) * (10 - 9) / (30 - 9), rel=1e-5)
+    assert lrs[10] > r9 and max(lrs.values()) <= 0.003
+
+
+def slow_start_cfg():
+    """Five minutes of a tiny copy model; the warmup cap (train.warmup) far away."""
+    return load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(5000) + [
+        "train.max_minutes=5", "train.budget_schedule=true", "train.budget_probe_steps=20",
+        "train.budget_reserve=0.05", "train.budget_warmup=0.1", "train.valid_every=1000",
+        "train.log_every=50", "train.lr_schedule=inverse_sqrt", "train.lr=0.003",
+        "train.warmup=4000", "train.min_lr=0.0"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slow", [
+    lambda n: 4.0 if n <= 20 else 0.5,  # the whole probe 8x slower (a busy first 80 s)
+    lambda n: 20.0 if n in (2, 3, 5, 8) else 0.5,  # a first run's one-time costs: a few updates
+])
+def test_a_slow_start_ends_with_the_schedule_of_a_quiet_one(tmp_path, monkeypatch, slow):
+    """The first 20 updates made slow (an injected clock) end with the schedule shape of a
+    run whose updates all take 0.5 s: a warmup of 10% of the updates made, the peak rate,
+    the decay to min_lr at the last update. The rate never falls during the warmup."""
+    ends = {}
+    for name, seconds in (("quiet", lambda n: 0.5), ("slow", slow)):
+        clocked_updates(monkeypatch, seconds)
+        trainer = Trainer(slow_start_cfg(), tmp_path / name)
+        result = trainer.run()
+        plan = trainer.schedule.plan
+        assert plan is not None and result["step"] == plan.steps
+        rates = [trainer.schedule.rate(s) for s in range(plan.ramp_from, plan.warmup + 1)]
+        assert all(a <= b for a, b in zip(rates, rates[1:], strict=False))
+        assert rates[-1] == pytest.approx(0.003) and trainer.schedule.rate(plan.steps) == 0.0
+        plans = json.loads((tmp_path / name / "budget_plans.json").read_text())
+        assert plans[-1]["steps"] == plan.steps and plans[0]["made_at"] == 21
+        ends[name] = plan
+    quiet, slowed = ends["quiet"], ends["slow"]
+    # (10% of the plan made when the warmup ended: later revisions add the reserve back.)
+    assert quiet.warmup == pytest.approx(0.1 * quiet.steps, rel=0.1)
+    assert slowed.warmup == pytest.approx(0.1 * slowed.steps, rel=0.1)
+    # The slow updates cost their time (fewer updates), not the shape.
+    assert 0.7 * quiet.steps < slowed.steps < quiet.steps
 
 
 def changing_speed_cfg():

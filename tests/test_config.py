@@ -203,6 +203,7 @@ EVERY_CHECK = [
     ({"train": {"budget_reserve": 1.0}}, "train.budget_reserve"),
     ({"train": {"budget_revise_every": 0.0}}, "train.budget_revise_every"),
     ({"train": {"budget_warmup": 0.0}}, "train.budget_warmup"),
+    ({"train": {"budget_valid_share": 1.0}}, "train.budget_valid_share"),
     ({"train": {"budget_schedule": True}}, "train.budget_schedule"),
     ({"train": {"budget_schedule": True, "max_minutes": 5, "lr_schedule": "plateau"}},
      "train.budget_schedule"),

@@ -92,6 +92,10 @@ class TrainConfig:
     budget_revise_every: float = 0.05
     """``budget_schedule``: after the plan's warmup, the share of its updates between two
     revisions (at least ``budget_probe_steps`` updates; validations revise it as well)."""
+    budget_valid_share: float = 0.0
+    """``budget_schedule``: the most of the time that validations may take; once the first
+    validation is timed, later ones come every ``valid_every`` updates or more, as many as
+    that share allows (0 = every ``valid_every`` updates, whatever they cost)."""
     budget_reserve: float = 0.05
     """``budget_schedule``: share of the remaining time left out of the plan (the plan counts
     updates in the rest, after the last validation's time; each revision counts again)."""
@@ -247,6 +251,8 @@ class TrainConfig:
         """``budget_schedule`` and its settings."""
         c.at_least(2, "budget_probe_steps")
         c.fraction("budget_reserve")
+        c.require(0.0 <= self.budget_valid_share < 1.0,
+                  f"train.budget_valid_share must be in [0, 1), got {self.budget_valid_share}")
         c.require(0.0 < self.budget_revise_every <= 1.0,
                   f"train.budget_revise_every must be in (0, 1], got {self.budget_revise_every}")
         c.require(0.0 < self.budget_warmup < 1.0,

@@ -21,9 +21,11 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..config import TrainConfig
@@ -52,6 +54,17 @@ def already_ended(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> str |
     if plan is not None and p.step >= plan.steps:
         return f"the budget plan's {plan.steps} updates"
     return None
+
+
+def validation_due(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> bool:
+    """Whether update ``p.step`` is validated: every ``train.valid_every`` updates, or, under
+    a budget plan that spaces validations (``train.budget_valid_share``), once its
+    ``valid_every`` updates have passed since the last one. (Whatever ends the run validates
+    its last update as well: :func:`~nmtkit.train.validate.due`.)"""
+    if plan is not None and plan.valid_every:
+        last = p.history[-1]["step"] if p.history else 0
+        return p.step - last >= plan.valid_every
+    return p.step % t.valid_every == 0
 
 
 def stalled(t: TrainConfig, p: Progress) -> str | None:
@@ -162,20 +175,22 @@ def replan_resumed_budget(t: TrainConfig, p: Progress, schedule: Schedule, was_m
     remaining_s = t.max_minutes * 60 - p.elapsed_s
     if remaining_s <= 0:  # the time is up: the run ends before an update (already_ended)
         return
-    revised = schedule.make_plan(p.step, plan.step_s, remaining_s)
+    revised = schedule.make_plan(p.step, plan.time_per_update(), remaining_s)
     log.info("train.max_minutes %g (was %g): %s", t.max_minutes, was_minutes, revised.describe())
 
 
 class BudgetPlanner:
     """``train.budget_schedule``'s timing of one session (a resumed run times itself anew),
-    and the plans made from it. ``log``: where plans are reported (the loop's logger: the
-    lines ``experiments/seeds.py`` reads)."""
+    and the plans made from it. ``log``: where plans are reported (the loop's logger); the
+    plans themselves are kept as data in ``progress.plans`` (:meth:`record`), which the run
+    directory's ``budget_plans.json`` and the benchmarks read."""
 
     def __init__(self, t: TrainConfig, p: Progress, schedule: Schedule, world: int,
                  device: torch.device, log: logging.Logger):
         self.t, self.p, self.schedule, self.world, self.device, self.log = (
             t, p, schedule, world, device, log)
         self.marks: list[tuple[int, float]] = []  # (update, train clock) at the probe's start and each plan
+        self.probe: list[float] = []  # the train clock after each of the probe's updates
         self.valid_s = 0.0  # seconds spent validating (the train clock leaves them out)
         self.valid_n = 0  # validations timed
         self.logged: BudgetPlan | None = None  # the latest plan logged at INFO
@@ -198,6 +213,7 @@ class BudgetPlanner:
         if not self.marks:
             self.marks = [(p.step, self._train_clock(now))]
         if plan is None:
+            self.probe.append(self._train_clock(now))
             if p.step - self.marks[0][0] >= t.budget_probe_steps:
                 self.plan(now, elapsed_s)
         elif p.step < plan.steps and p.step - plan.made_at >= revision_interval(t, plan):
@@ -213,38 +229,53 @@ class BudgetPlanner:
         if self.t.budget_schedule and plan is not None and self.p.step < plan.steps:
             self.plan(now, elapsed_s + now - started)
 
+    def _update_s(self, clock: float) -> float:
+        """Seconds an update, validations left out: the median of the probe's updates for
+        the first plan (a first run's one-time costs, a busy moment, slow a few of them
+        several-fold: their mean once planned 226 updates where 1,800 were made); later
+        the mean over the latest updates (since the newest plan at least a revision
+        interval back), which is what the rest of the budget buys."""
+        t, p, plan = self.t, self.p, self.schedule.plan
+        if plan is None:
+            times = np.diff(np.array(self.probe))  # (the first update of the session: untimed)
+            return float(np.median(times)) if len(times) else 0.0
+        back = revision_interval(t, plan)
+        since = next((m for m in reversed(self.marks) if m[0] <= p.step - back), self.marks[0])
+        return (clock - since[1]) / max(p.step - since[0], 1)
+
     def plan(self, now: float, elapsed_s: float, routine: bool = False) -> None:
-        """Make or revise the budget plan for the time left. An update's time is that of the
-        latest updates (since the newest plan at least a revision interval back, else since the
-        probe started), validations left out, plus a validation's share (its mean time over
-        ``valid_every`` updates). A resumed session that has not yet timed
-        ``budget_probe_steps`` updates of its own keeps the stored plan's figures. ``routine``:
-        an interval's revision (inside the plan's warmup it refits the warmup too; one close
-        to the plan last logged goes to DEBUG only), not a validation's or the first plan.
+        """Make or revise the budget plan for the time left (:func:`_update_s` an update,
+        plus the share of a validation: its mean time, over the interval between two). A
+        resumed session that has not yet timed ``budget_probe_steps`` updates of its own
+        keeps the stored plan's figures. ``routine``: an interval's revision (one close to
+        the plan last logged goes to DEBUG only), not a validation's or the first plan.
         Every rank takes the first rank's figures, so that all follow one plan."""
         t, p, plan = self.t, self.p, self.schedule.plan
         clock = self._train_clock(now)
-        back = revision_interval(t, plan) if plan is not None else t.budget_probe_steps
-        since = next((m for m in reversed(self.marks) if m[0] <= p.step - back), self.marks[0])
-        timed = p.step - since[0]
-        if plan is None and timed < 1:
+        if plan is None and len(self.probe) < 2:
             return
         valid_s = (self.valid_s / self.valid_n if self.valid_n
                    else plan.valid_s if plan is not None else 0.0)
+        timed = p.step - self.marks[0][0]
         if plan is not None and timed < t.budget_probe_steps:  # resumed: too few updates timed
-            step_s = plan.step_s
+            update_s = plan.time_per_update()
         else:
-            step_s = (clock - since[1]) / timed + valid_s / t.valid_every
+            update_s = self._update_s(clock)
         remaining_s = t.max_minutes * 60 - elapsed_s
         if self.world > 1:
-            step_s, remaining_s, valid_s = distributed.broadcast_floats(
-                [step_s, remaining_s, valid_s], self.device)
-        refit = routine and plan is not None and p.step < plan.warmup
-        plan = self.schedule.make_plan(p.step, step_s, remaining_s, refit, valid_s)
+            update_s, remaining_s, valid_s = distributed.broadcast_floats(
+                [update_s, remaining_s, valid_s], self.device)
+        plan = self.schedule.make_plan(p.step, update_s, remaining_s, valid_s)
         # Routine revisions come every few dozen updates: one close to the last plan logged
         # at INFO is logged at DEBUG only.
         quiet = routine and self.logged is not None and plan.close_to(self.logged)
         self.log.log(logging.DEBUG if quiet else logging.INFO, plan.describe())
         if not quiet:
             self.logged = plan
+        self.record(plan, elapsed_s)
         self.marks.append((p.step, clock))
+
+    def record(self, plan: BudgetPlan, elapsed_s: float) -> None:
+        """Keep ``plan`` in ``progress.plans`` (with the training time it was made at): the
+        data behind the log lines, saved in checkpoints and in ``budget_plans.json``."""
+        self.p.plans.append({**asdict(plan), "elapsed_s": round(elapsed_s, 3)})

@@ -216,7 +216,7 @@ class Trainer:
                     if p.step % t.log_every == 0:
                         self._log_progress(bar, window, lr)
                     spent = budget.spent(t, p, elapsed(), self.schedule.plan, self.world, self.device)
-                    if p.step % t.valid_every == 0:
+                    if budget.validation_due(t, p, self.schedule.plan):
                         self._validation_round(window, elapsed())
                         window = Window(lr, time.perf_counter())
                     stop_reason = budget.stalled(t, p) or spent

@@ -19,6 +19,7 @@ import contextlib
 import csv
 import errno
 import io
+import json
 import logging
 import os
 import random
@@ -217,6 +218,7 @@ class Progress:
     parent: str | None = None  # --init-from: the checkpoint this run started from
     forgetting_before: dict[str, Any] = field(default_factory=dict)  # train.forgetting_splits
     train_log: list[list[float]] = field(default_factory=list)  # [step, epoch, loss, lr] per log_every
+    plans: list[dict[str, Any]] = field(default_factory=list)  # train.budget_schedule's plans, as made
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -321,8 +323,10 @@ def save_checkpoints(run_dir: Path, payload: dict[str, Any], step: int, best: bo
 
 
 def write_metrics(run_dir: Path, cfg: Config, p: Progress) -> None:
-    """``metrics.csv`` (a row per validation) and ``losses.csv`` (a row per ``log_every``
-    updates), rewritten whole and atomically."""
+    """``metrics.csv`` (a row per validation), ``losses.csv`` (a row per ``log_every``
+    updates) and, with ``train.budget_schedule``, ``budget_plans.json`` (every plan and
+    revision as made: :class:`~nmtkit.train.schedule.BudgetPlan`'s fields and the training
+    time), rewritten whole and atomically."""
     buf = io.StringIO()
     fields = metric_fields(cfg)
     w = csv.DictWriter(buf, fieldnames=fields)
@@ -333,6 +337,8 @@ def write_metrics(run_dir: Path, cfg: Config, p: Progress) -> None:
     buf = io.StringIO()
     csv.writer(buf).writerows([LOSS_FIELDS, *p.train_log])
     atomic_write_text(run_dir / "losses.csv", buf.getvalue())
+    if p.plans:
+        atomic_write_text(run_dir / "budget_plans.json", json.dumps(p.plans, indent=1) + "\n")
 
 
 class LossLog:

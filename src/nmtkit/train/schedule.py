@@ -59,21 +59,27 @@ def cosine_rate(step: int, lr: float, warmup: int, horizon: int, min_lr: float) 
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * t))
 
 
-def budget_rate(step: int, peak: float, warmup: int, total: int, min_lr: float) -> float:
-    """Linear warmup to ``peak`` over ``warmup`` steps, then a straight line down to ``min_lr``
+def budget_rate(step: int, peak: float, warmup: int, total: int, min_lr: float,
+                ramp_from: int = 0, ramp_rate: float = 0.0) -> float:
+    """Linear warmup to ``peak`` at step ``warmup``, then a straight line down to ``min_lr``
     at step ``total`` (and ``min_lr`` after it):
 
-        lrate = peak * step / warmup                                  (step <= warmup)
+        lrate = r0 + (peak - r0) * (step - s0) / (warmup - s0)           (step <= warmup)
         lrate = min_lr + (peak - min_lr) * (total - step) / (total - warmup)  (after)
 
-    The decay of "budgeted training" (Li, Yumer & Ramanan, ICLR 2020): when the number of
-    updates is fixed in advance, a rate that reaches ~0 exactly at the last one does better
-    than a schedule made for an open-ended run (Noam's or cosine's long tail), which a short
-    run stops in the middle of, at a high rate. Step 0 is treated as step 1.
+    The warmup rises from rate ``r0 = ramp_rate`` at step ``s0 = ramp_from`` (0 and 0.0: from
+    nothing; a revised plan ramps on from the rate the run had when it was revised, so a
+    longer warmup never throws the rate back down). The decay is that of "budgeted training"
+    (Li, Yumer & Ramanan, ICLR 2020): when the number of updates is fixed in advance, a rate
+    that reaches ~0 exactly at the last one does better than a schedule made for an
+    open-ended run (Noam's or cosine's long tail), which a short run stops in the middle of,
+    at a high rate. Step 0 is treated as step 1.
     """
     step = max(step, 1)
     if step <= warmup:
-        return peak * step / warmup
+        if warmup <= ramp_from:  # (a warmup that ended where it was revised)
+            return peak
+        return ramp_rate + (peak - ramp_rate) * (step - ramp_from) / (warmup - ramp_from)
     t = min((step - warmup) / max(total - warmup, 1), 1.0)
     return min_lr + (peak - min_lr) * (1.0 - t)
 
@@ -81,29 +87,39 @@ def budget_rate(step: int, peak: float, warmup: int, total: int, min_lr: float) 
 @dataclass
 class BudgetPlan:
     """How many updates a ``train.max_minutes`` budget allows, and the schedule fitted to it
-    (:func:`budget_rate`). Made after ``train.budget_probe_steps`` timed updates, revised at
-    each validation (whose cost the first plan cannot know) and, while the run is still in
-    its warmup, after every further ``budget_probe_steps`` updates, from their time alone,
-    warmup included: the first updates can be far slower than the rest (on a GPU, the first
-    kernels for each batch shape, other runs starting beside it: a first plan timed there
-    once fixed a warmup of 68 updates where about 540 were meant). After the warmup it is
-    revised every ``train.budget_revise_every`` of its updates, again from the latest
-    updates' time (:func:`revision_interval`): a run that sped up 3.5x after its last
-    validation's revision (another job on the machine ended) once stopped at its planned
-    last update with 36% of its budget unused. Kept in the checkpoint:
-    a resumed run follows the stored plan, so its rates are the ones the uninterrupted run
-    had, until its next revision with its own timing. Resumed with another
-    ``train.max_minutes``, a plan still running is revised at once for the new budget; one
-    that has ended is not stretched (:class:`nmtkit.train.loop.Trainer` refuses a larger
-    budget there: a new run with ``--init-from`` trains on)."""
+    (:func:`budget_rate`). Made after ``train.budget_probe_steps`` timed updates (from their
+    median time: a few slow first updates, a first run's one-time costs, do not set it),
+    revised at each validation (whose cost the first plan cannot know) and every
+    :func:`revision_interval` updates from the latest updates' time (a machine that speeds
+    up or slows down moves the plan's end with it: a run that sped up 3.5x after a plan was
+    fixed once stopped with 36% of its budget unused).
+
+    The warmup is ``train.budget_warmup`` of the latest plan's updates for as long as the run
+    has not passed it: a revision that finds more updates than the plan before lengthens the
+    warmup (ramping on from the rate the run has, never back down), however early or late
+    the first estimate ended its warmup. A first plan fooled by a slow start (226 updates
+    planned where 1,800 were made, its warmup over after 23) so ends with the warmup of a
+    plan made at the right speed. Kept in the checkpoint: a resumed run follows the stored
+    plan, so its rates are the ones the uninterrupted run had, until its next revision with
+    its own timing. Resumed with another ``train.max_minutes``, a plan still running is
+    revised at once for the new budget; one that has ended is not stretched
+    (:func:`nmtkit.train.budget.check_budget_resumable`)."""
 
     steps: int  # the update at which the rate reaches min_lr and the run stops
-    warmup: int  # updates of linear warmup (refitted by revisions made inside it)
+    warmup: int  # the update at which the warmup reaches the peak rate
     peak: float  # the rate at the end of the warmup: the configured schedule's peak
-    step_s: float  # measured seconds per update (validations included once there was one)
+    step_s: float  # measured seconds per update, validations' share included
     made_at: int  # the update after which the plan was made or last revised
     revisions: int = 0
     valid_s: float = 0.0  # measured seconds of one validation (0 before the first one)
+    ramp_from: int = 0  # the warmup rises from the rate ramp_rate at update ramp_from
+    ramp_rate: float = 0.0
+    valid_every: int = 0  # updates between validations (train.budget_valid_share; 0: train.valid_every)
+    update_s: float = 0.0  # measured seconds per update, validations left out (0: older plans)
+
+    def time_per_update(self) -> float:
+        """Seconds an update, validations left out (older plans knew only ``step_s``)."""
+        return self.update_s or self.step_s
 
     def close_to(self, other: BudgetPlan, within: float = 0.05) -> bool:
         """Neither the warmup nor the number of updates differs from ``other``'s by
@@ -113,34 +129,52 @@ class BudgetPlan:
 
     def describe(self) -> str:
         what = "budget plan" if not self.revisions else f"budget plan (revision {self.revisions})"
+        every = f", validations every {self.valid_every} updates" if self.valid_every else ""
         return (f"{what}: {self.steps} updates ({self.step_s:.3f} s each, measured up to update "
                 f"{self.made_at}), warmup {self.warmup}, peak rate {self.peak:.3g}, then a "
-                "linear decay to the last update")
+                f"linear decay to the last update{every}")
 
 
-def plan_budget(cfg: TrainConfig, d_model: int, step: int, step_s: float, remaining_s: float,
-                previous: BudgetPlan | None = None, refit_warmup: bool = False,
+def validation_interval(cfg: TrainConfig, update_s: float, valid_s: float) -> int:
+    """Updates between two validations: ``train.valid_every``, or more where a validation
+    (``valid_s`` seconds, measured) would otherwise take over ``train.budget_valid_share`` of
+    the time (``update_s`` seconds an update, validations left out). A greedy pass over the
+    validation set costs as much as 40-50 small updates on a CPU: validating every 200 of
+    them took 15-18% of a 10-minute budget."""
+    share = cfg.budget_valid_share
+    if not share or valid_s <= 0.0:
+        return cfg.valid_every
+    return max(cfg.valid_every, math.ceil(valid_s / (share * max(update_s, 1e-9))))
+
+
+def plan_budget(cfg: TrainConfig, d_model: int, step: int, update_s: float, remaining_s: float,
+                previous: BudgetPlan | None = None, rate_now: float = 0.0,
                 valid_s: float | None = None) -> BudgetPlan:
-    """The plan for a run at update ``step`` with ``remaining_s`` seconds left, updates taking
-    ``step_s`` seconds (validations included): the time of the last validation (``valid_s``,
-    once one was timed) and ``budget_reserve`` of the rest are left unplanned; the warmup is
-    ``budget_warmup`` of the updates (at least ``step``, so that the rate never jumps past
-    the peak; at most the configured ``warmup``), or, revising a ``previous`` plan, that
-    plan's unless ``refit_warmup``; the peak is the configured schedule's. ``valid_s`` is the
-    previous plan's if not given (a resumed run's revisions use it)."""
+    """The plan for a run at update ``step`` with ``remaining_s`` seconds left and updates
+    taking ``update_s`` seconds (validations left out), each validation ``valid_s`` seconds
+    (the previous plan's if not given; 0 before one was timed) every
+    :func:`validation_interval` updates: the time of a last validation and
+    ``budget_reserve`` of the rest are left unplanned. The warmup is ``budget_warmup`` of the
+    updates (at most the configured ``warmup``), rising from ``rate_now`` (the rate at
+    ``step``) where the run has not reached it yet; otherwise the previous plan's stays (see
+    :class:`BudgetPlan`). The peak is the configured schedule's."""
     if valid_s is None:
         valid_s = previous.valid_s if previous is not None else 0.0
+    every = validation_interval(cfg, update_s, valid_s)
+    step_s = update_s + valid_s / every
     more = int(max(remaining_s - valid_s, 0.0) * (1.0 - cfg.budget_reserve) / max(step_s, 1e-9))
     steps = min(max(step + more, step + 1), cfg.max_steps)
-    warmup = min(max(round(cfg.budget_warmup * steps), step, 1), max(cfg.warmup, 1), steps)
-    if previous is None:
-        return BudgetPlan(steps=steps, warmup=warmup, peak=peak_rate(cfg, d_model),
-                          step_s=step_s, made_at=step, valid_s=valid_s)
-    if not refit_warmup:
-        warmup = previous.warmup
-    return BudgetPlan(steps=max(steps, warmup), warmup=warmup, peak=previous.peak,
-                      step_s=step_s, made_at=step, revisions=previous.revisions + 1,
-                      valid_s=valid_s)
+    target = min(max(round(cfg.budget_warmup * steps), 1), max(cfg.warmup, 1), steps)
+    if previous is None or (target > step and target != previous.warmup):
+        warmup, ramp_from, ramp_rate = max(target, step), step, rate_now
+    else:  # past the warmup, or inside one that a shorter plan would have ended already
+        warmup, ramp_from, ramp_rate = previous.warmup, previous.ramp_from, previous.ramp_rate
+    return BudgetPlan(
+        steps=max(steps, warmup), warmup=warmup,
+        peak=peak_rate(cfg, d_model) if previous is None else previous.peak,
+        step_s=step_s, made_at=step, revisions=0 if previous is None else previous.revisions + 1,
+        valid_s=valid_s, ramp_from=ramp_from, ramp_rate=ramp_rate,
+        valid_every=every if cfg.budget_valid_share and valid_s > 0 else 0, update_s=update_s)
 
 
 def revision_interval(cfg: TrainConfig, plan: BudgetPlan) -> int:
@@ -211,7 +245,8 @@ class Schedule:
             if self.plan is None:  # probing: the configured warmup's ramp
                 return peak_rate(c, self.d_model) * min(max(step, 1) / max(c.warmup, 1), 1.0)
             p = self.plan
-            return budget_rate(step, p.peak, p.warmup, p.steps, c.min_lr)
+            return budget_rate(step, p.peak, p.warmup, p.steps, c.min_lr, p.ramp_from,
+                               p.ramp_rate)
         if c.lr_schedule == "noam":
             return noam_rate(step, self.d_model, c.lr, c.warmup)
         if c.lr_schedule == "inverse_sqrt":
@@ -220,11 +255,12 @@ class Schedule:
             return cosine_rate(step, c.lr, c.warmup, c.cosine_steps or c.max_steps, c.min_lr)
         return c.lr * self.plateau_scale
 
-    def make_plan(self, step: int, step_s: float, remaining_s: float,
-                  refit_warmup: bool = False, valid_s: float | None = None) -> BudgetPlan:
-        """Fit the schedule to the budget, or revise the plan (see :func:`plan_budget`)."""
-        self.plan = plan_budget(self.cfg, self.d_model, step, step_s, remaining_s, self.plan,
-                                refit_warmup, valid_s)
+    def make_plan(self, step: int, update_s: float, remaining_s: float,
+                  valid_s: float | None = None) -> BudgetPlan:
+        """Fit the schedule to the budget, or revise the plan (see :func:`plan_budget`),
+        the warmup ramping on from the rate of update ``step``."""
+        self.plan = plan_budget(self.cfg, self.d_model, step, update_s, remaining_s, self.plan,
+                                self.rate(step), valid_s)
         return self.plan
 
     def set_step(self, step: int) -> float:
