@@ -212,3 +212,32 @@ def test_without_bf16_in_hardware_bf16_trains_in_float32_with_the_blocked_loss(m
     ffn.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
     trainer.run()
     assert seen and set(seen) == {torch.float32}
+
+
+@pytest.mark.parametrize("flags,probes,env,kind", [
+    ("fpu sse avx avx2 fma", (), {}, "AVX2"),
+    ("fpu avx2 avx512f avx512bw", (), {}, "AVX-512"),
+    ("fpu avx2 avx512f", ("_is_avx512_bf16_supported",), {}, "AVX512-BF16"),
+    ("fpu avx2 avx512f", ("_is_amx_tile_supported", "_is_avx512_bf16_supported"), {}, "AMX"),
+    ("fpu avx2 avx512f", ("_is_amx_tile_supported",), {"ATEN_CPU_CAPABILITY": "avx2"}, "AVX2"),
+    ("fpu avx2 avx512f", (), {"ONEDNN_MAX_CPU_ISA": "AVX2"}, "AVX2"),
+    ("fpu sse sse2", (), {}, "other"),
+])
+def test_the_host_kind_is_the_widest_the_cpu_and_the_libraries_allow(monkeypatch, flags, probes,
+                                                                      env, kind):
+    """``host_kind`` (logged at the start of a run: what a time budget buys differs with it)
+    reads the CPU's flags and PyTorch's probes; libraries held to AVX2 make it an AVX2 host."""
+    onednn.has_avx512.cache_clear()
+    monkeypatch.setattr(onednn, "_cpuinfo_field",
+                        lambda name: flags if name == "flags" else "Test CPU")
+    for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported", "_is_avx2_supported"):
+        monkeypatch.setattr(torch.cpu, name, lambda n=name: n in probes, raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    try:
+        assert onednn.host_kind() == kind
+        assert onednn.describe_host().startswith("Test CPU, ") and onednn.describe_host().endswith(kind)
+    finally:
+        onednn.has_avx512.cache_clear()

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..checkpoint import Bundle
 from ..config import Config, check_installed, check_trainable
+from ..fast import onednn
 from . import budget, distributed, finetune, setup, validate
 from .ema import WeightAverage
 from .progress import ProgressBar
@@ -135,6 +136,9 @@ class Trainer:
         self.n_params = sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values())
         log.info("model %s: %.2fM parameters on %s", cfg.model.arch, self.n_params / 1e6,
                  self.device)
+        if self.device.type == "cpu":  # (what a time budget buys depends on it: README)
+            log.info("host: %s; training in %s", onednn.describe_host(),
+                     "bfloat16" if self.amp == "bf16" else "float32")
         if t.forgetting_splits and ckpt is None:  # the "before" of forgetting.json
             self.progress.forgetting_before = finetune.score_splits(self.bundle(), cfg.data,
                                                                     t.forgetting_splits)

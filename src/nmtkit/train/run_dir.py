@@ -279,8 +279,8 @@ LOSS_FIELDS = ["step", "epoch", "train_loss", "lr"]
 SAMPLES_TXT = "samples.txt"
 
 
-RUN_FILE_NAMES = ("last.pt", "best.pt", "metrics.csv", "curves.png", "forgetting.json",
-                  "losses.csv", SAMPLES_TXT)
+RUN_FILE_NAMES = ("last.pt", "best.pt", "metrics.csv", "budget_plans.json", "curves.png",
+                  "forgetting.json", "losses.csv", SAMPLES_TXT)
 """The files of a run (beside ``step_*.pt`` and ``tensorboard/``), by name."""
 
 
