@@ -294,6 +294,24 @@ SECTIONS: tuple[Section, ...] = (
                     ("matmul GFLOP/s before", "{matmul_gflops_before?:.0f}"))),
                 Code(("runs[*].command",)),
                 Text("Machine: {machine}, torch {torch} (`{~}`). {note|clean}"))),
+    Section(QUALITY, "time_to_quality*.json",
+            "Time to quality: the main job as a user runs it, on {host_kind} ({machine})", (
+                Text("`bash scripts/quickstart.sh` (`configs/multi30k_transformer_quick.yaml`, "
+                     "de->en) in a fresh clone where the row says so: its first run. Val BLEU is "
+                     "greedy, at the run's validations (their minutes include them); test with "
+                     "beam 5. Host kind {host_kind}, float32 matmul {matmul_gflops:.0f} GFLOP/s "
+                     "on 2 threads."),
+                Table("runs[*]", (
+                    ("budget", "{minutes:g} min ({condition|clean})"),
+                    ("fresh clone", "{fresh_clone}"),
+                    ("updates", "{updates:,}"), ("target tokens", "{tgt_tokens:,}"),
+                    ("plans made", "{budget_plans|len}"),
+                    ("min to val 20", "{minutes_to_val_bleu_20?}"),
+                    ("min to val 30", "{minutes_to_val_bleu_30?}"),
+                    ("val BLEU", "{valid_bleu:.2f}"),
+                    ("test BLEU", "**{test_2016_flickr.bleu:.2f}**"),
+                    ("chrF", "{test_2016_flickr.chrf:.1f}"))),
+                Code(("runs[*].command",)))),
     Section(ABLATION, "ablation_*.json", "Ablation: {title|clean}", (
         Text("{protocol|clean}"),
         Table("rows[*]", (
