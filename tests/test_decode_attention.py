@@ -77,8 +77,8 @@ def test_sentence_attention_is_in_reading_order(reverse_source):
     t = len(att.tokens["target"])
     assert tuple(att.maps["decoder_src"].shape) == (LAYERS, HEADS, t, 5)
     # what the search saw (last layer, mean over heads) is what teacher forcing gives
-    torch.testing.assert_close(att.maps["decoder_src"][-1].mean(0), att.translation.attention,
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(att.maps["decoder_src"][-1].mean(0),
+                               torch.from_numpy(att.translation.attention), atol=1e-5, rtol=0)
     # the maps are those of the model's own input, reordered
     src_toks, src_ids = tr.encode_source("1 2 3 4")
     tgt_in = [BOS, *VOCAB.encode(att.translation.tokens, add_eos=False)]
@@ -138,7 +138,7 @@ def test_a_model_without_attention_maps_falls_back_to_the_search():
     tr = Translator.from_bundle(bundle)
     att = sentence_attention(tr, "1 2 3", model=NoMaps(bundle.model), need_attention=True)
     assert list(att.maps) == ["decoder_src"]
-    torch.testing.assert_close(att.maps["decoder_src"][0, 0], att.translation.attention)
+    torch.testing.assert_close(att.maps["decoder_src"][0, 0], torch.from_numpy(att.translation.attention))
     with pytest.raises(ValueError, match="exposes no attention"):
         sentence_attention(tr, "1 2 3", model=NoMaps(bundle.model))
 
@@ -150,4 +150,4 @@ def test_translator_attention_is_in_reading_order():
     assert src_ids.tolist() == [*VOCAB.encode(["3", "2", "1"], add_eos=True)]
     tgt_in = [BOS, *VOCAB.encode(h.tokens, add_eos=False)]
     raw = teacher_forced_maps(rev.model, src_ids.tolist(), tgt_in)["decoder_src"][-1].mean(0)
-    torch.testing.assert_close(h.attention, raw[:, [2, 1, 0, 3]], atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.from_numpy(h.attention), raw[:, [2, 1, 0, 3]], atol=1e-5, rtol=0)

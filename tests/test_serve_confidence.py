@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,10 +32,10 @@ from .helpers import ROOT, severe_browser_errors, tiny_copy_overrides
 
 def test_a_source_token_without_attention_is_flagged():
     # 3 output tokens + </s> (rows), 3 source tokens + </s> (columns); token 1 is never looked at
-    a = torch.tensor([[0.9, 0.0, 0.05, 0.05],
-                      [0.1, 0.0, 0.8, 0.1],
-                      [0.0, 0.0, 0.7, 0.3],
-                      [0.0, 1.0, 0.0, 0.0]])  # the </s> row does not count
+    a = np.array([[0.9, 0.0, 0.05, 0.05],
+                  [0.1, 0.0, 0.8, 0.1],
+                  [0.0, 0.0, 0.7, 0.3],
+                  [0.0, 1.0, 0.0, 0.0]], dtype=np.float32)  # the </s> row does not count
     lps = [math.log(0.9), math.log(0.3), math.log(0.6), math.log(0.99)]
     c = confidence(lps, a, n_src=3, n_tgt=3)
     assert c.possible_omissions == [False, True, False]
@@ -48,8 +49,8 @@ def test_a_source_token_without_attention_is_flagged():
 
 
 def test_even_attention_gives_coverage_one_and_padding_is_ignored():
-    even = torch.full((5, 4), 0.25)  # 4 output tokens + </s>, 3 source tokens + </s>
-    padded = torch.cat([even, torch.zeros(5, 2)], dim=1)  # batch padding after </s>
+    even = np.full((5, 4), 0.25, dtype=np.float32)  # 4 output tokens + </s>, 3 source tokens + </s>
+    padded = np.concatenate([even, np.zeros((5, 2), dtype=np.float32)], axis=1)  # batch padding after </s>
     for a in (even, padded):
         assert coverage(a, n_src=3, n_tgt=4) == pytest.approx([1.0, 1.0, 1.0])
     assert coverage(even, n_src=3, n_tgt=0) == [0.0, 0.0, 0.0]  # an empty output covers nothing
@@ -57,9 +58,9 @@ def test_even_attention_gives_coverage_one_and_padding_is_ignored():
 
 def test_confidence_rejects_mismatched_inputs():
     with pytest.raises(ValueError, match="one per token and one for </s>"):
-        confidence([0.0, 0.0], torch.full((3, 3), 1 / 3), n_src=2, n_tgt=2)
+        confidence([0.0, 0.0], np.full((3, 3), 1 / 3), n_src=2, n_tgt=2)
     with pytest.raises(ValueError, match="expected"):
-        confidence([0.0, 0.0, 0.0], torch.full((3, 2), 0.5), n_src=2, n_tgt=2)
+        confidence([0.0, 0.0, 0.0], np.full((3, 2), 0.5), n_src=2, n_tgt=2)
 
 
 def test_translation_confidence():

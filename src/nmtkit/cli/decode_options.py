@@ -12,7 +12,6 @@ options are resolved as the server's and the Python API's are
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import MAX_LENGTH_PENALTY, MBR_UTILITIES
@@ -23,18 +22,12 @@ from .options import (
     add_quiet_arg,
     device,
     finite_float,
-    set_threads,
     thread_count,
 )
 
 if TYPE_CHECKING:
-    from ..checkpoint import Bundle
     from ..config import DecodeConfig
-    from ..data.directions import Direction
-    from ..decode.lite_translator import LiteTranslator
-    from ..decode.translator import Translator
-    from ..export.ctranslate2_engine import CTranslate2Bundle
-    from ..lite.checkpoint import LiteBundle
+    from ..decode.text_translator import LoadedModel, TextTranslator
 
 ENGINES = ("torch", "ctranslate2")
 COMPUTE_TYPES = ("default", "auto", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
@@ -78,81 +71,6 @@ def add_engine_args(q: argparse.ArgumentParser, numpy: bool = False) -> None:
     q.add_argument("--compute-type", default=None, choices=COMPUTE_TYPES,
                    help="--engine ctranslate2: CTranslate2's compute type (default: int8 on "
                    "cpu, float16 on cuda; 'default': the type the export stores)")
-
-
-def check_engine_args(a: argparse.Namespace, models: list[str]) -> None:
-    """``ValueError`` for flags that do not go with ``--engine`` (before anything loads):
-    with ctranslate2 one export directory and none of the checkpoint's flags (--no-fast,
-    --no-verify) or reranking's (CTranslate2 runs no reverse model); with numpy one
-    checkpoint on the CPU, fast paths on, no reranking; with torch (or none given) no
-    ``--compute-type`` and no export directory as a model (it names the engine to use)."""
-    if a.engine in ("ctranslate2", "numpy"):
-        if len(models) > 1:
-            raise ValueError(f"--engine {a.engine} runs one model: an ensemble of checkpoints "
-                             "is for --engine torch")
-        if a.engine == "ctranslate2" and (a.no_fast or a.no_verify):
-            raise ValueError("--no-fast and --no-verify apply to --engine torch (a checkpoint) only")
-        if a.engine == "numpy" and (a.no_fast or a.device != "cpu"):
-            raise ValueError("--engine numpy runs on the CPU and is one of nmtkit's fast paths: "
-                             "drop --no-fast and --device, or use --engine torch")
-        if reranks(a):
-            raise ValueError("--reverse-model, --r2l-model, --rerank and their weights: "
-                             "reranking runs with --engine torch (a checkpoint) only")
-        if a.engine == "ctranslate2":
-            return
-    if a.compute_type is not None:
-        raise ValueError("--compute-type applies to --engine ctranslate2 only")
-    from ..export.ctranslate2_format import META_FILE
-
-    for m in models:
-        if (Path(m) / META_FILE).is_file():
-            raise ValueError(f"{m}: a CTranslate2 export directory; run it with --engine "
-                             "ctranslate2 (or give the checkpoint it was exported from)")
-
-
-def reranks(a: argparse.Namespace) -> bool:
-    """Whether the flags of ``a`` ask for reranking (models or options)."""
-    return bool(getattr(a, "reverse_model", None) or getattr(a, "r2l_model", None)
-                or getattr(a, "rerank", None) or getattr(a, "reverse_weight", None) is not None
-                or getattr(a, "r2l_weight", None) is not None)
-
-
-def export_from_args(a: argparse.Namespace, model: str) -> CTranslate2Bundle:
-    """The CTranslate2 export ``model`` loaded as ``--device``, ``--compute-type`` and
-    ``--threads`` say (``SystemExit`` naming the extra when CTranslate2 is not installed)."""
-    try:  # ctranslate2: an optional dependency
-        from ..export.ctranslate2_engine import load_export_bundle
-    except ImportError as e:
-        raise SystemExit(f"nmtkit: error: --engine ctranslate2 needs the 'export' extra "
-                         f"(pip install 'nmtkit[export]'): {e}") from None
-    return load_export_bundle(model, a.device, a.compute_type, a.threads)
-
-
-def lite_from_args(a: argparse.Namespace) -> tuple[LiteBundle, LiteTranslator] | None:
-    """The ``--model`` checkpoint's Transformer in numpy with the flags' decoding options,
-    where it can be (:mod:`nmtkit.lite`): ``--engine numpy``, or no ``--engine`` for one
-    checkpoint on the CPU with fast paths on and no reranking. ``None``: PyTorch's (the
-    checkpoint is not one numpy runs, or the flags ask for PyTorch); said in the log."""
-    import logging
-
-    if a.engine == "torch" or (a.engine is None and (len(a.model) > 1 or a.device != "cpu"
-                                                     or a.no_fast or reranks(a))):
-        return None
-    from ..decode.lite_translator import LiteTranslator
-    from ..lite import MAX_LINES
-    from ..lite.checkpoint import LiteUnsupported, load_lite_bundle
-
-    decode_overrides(a)  # flags that do not go together: said before loading anything
-    try:
-        bundle = load_lite_bundle(a.model[0], verify=not a.no_verify)
-    except LiteUnsupported as e:
-        log = logging.getLogger("nmtkit.cli")
-        (log.warning if a.engine == "numpy" else log.debug)(
-            "%s: translating with PyTorch, not numpy: %s", a.model[0], e)
-        return None
-    decode = decode_config_from_args(a, bundle.cfg.decode)
-    return bundle, LiteTranslator(bundle, decode, lambda: translator_from_args(a)[1],
-                                  max_lines=None if a.engine == "numpy" else MAX_LINES)
 
 
 def model_files(a: argparse.Namespace) -> list[str]:
@@ -318,42 +236,23 @@ def decode_config_from_args(a: argparse.Namespace, base: DecodeConfig) -> Decode
     return decode_options(base, **decode_overrides(a))
 
 
-def translator_from_args(a: argparse.Namespace, *, tuning: bool = False
-                         ) -> tuple[Bundle, Translator]:
-    """(the first checkpoint's bundle, a translator of the one or more ``--model`` given,
-    with the decoding options of the flags, :func:`decode_config_from_args`); with
+def translator_from_args(a: argparse.Namespace, *, tuning: bool = False,
+                         engine: str = "torch") -> tuple[LoadedModel, TextTranslator]:
+    """(what the translator was loaded from, the translator) of the ``--model`` flags with
+    the decoding options of the others: the library's
+    :func:`~nmtkit.decode.load.load_translator`, which chooses the engine (``engine``:
+    ``--engine``, "auto" where the command lets the library choose); with
     ``--reverse-model``/``--r2l-model``, the models that rerank its candidates (``tuning``:
     also without ``decode.rerank``, whose sizes tune tries)."""
-    from ..checkpoint import load_bundle
-    from ..decode.ensemble import ensemble_translator
+    from ..decode.load import load_translator
 
-    decode_overrides(a)  # flags that do not go together: said before loading anything
-    set_threads(a.threads)
-    bundles = [load_bundle(m, a.device, verify=not a.no_verify) for m in a.model]
-    decode = decode_config_from_args(a, bundles[0].cfg.decode)
-    tr = ensemble_translator(bundles, a.model, decode=decode)
-    if getattr(a, "reverse_model", None) or getattr(a, "r2l_model", None):
-        from ..data.directions import evaluation_direction
-
-        _, forward = evaluation_direction(bundles[0].cfg.data, getattr(a, "src_lang", None),
-                                          getattr(a, "tgt_lang", None))
-        attach_reverse(a, tr, forward, rerank_given=not tuning)
-    return bundles[0], tr
-
-
-def attach_reverse(a: argparse.Namespace, tr: Translator, forward: Direction,
-                   rerank_given: bool = True) -> None:
-    """``tr.reverse``: the ``--reverse-model`` and ``--r2l-model`` checkpoints that rerank
-    ``tr``'s candidates, checked against ``forward``, the direction ``tr`` translates.
-    ``rerank_given``: refuse them without ``decode.rerank`` (false for tune, which tries
-    ``--rerank`` sizes of its own)."""
-    from ..checkpoint import load_bundle
-    from ..decode.reverse_models import reverse_scorer
-
-    reverse, r2l = a.reverse_model or [], getattr(a, "r2l_model", None) or []
-    if not tr.decode_cfg.rerank and rerank_given:
-        raise ValueError(f"{'--reverse-model' if reverse else '--r2l-model'} scores the "
-                         "candidates of decode.rerank: add --rerank N (e.g. --rerank 10)")
-    tr.reverse = reverse_scorer(
-        [load_bundle(m, a.device, verify=not a.no_verify) for m in reverse], forward, reverse,
-        r2l=[load_bundle(m, a.device, verify=not a.no_verify) for m in r2l], r2l_names=r2l)
+    overrides = decode_overrides(a)  # flags that do not go together: said before loading anything
+    tr = load_translator(a.model, engine, device=a.device, verify=not a.no_verify,
+                         compute_type=getattr(a, "compute_type", None), threads=a.threads,
+                         reverse_models=getattr(a, "reverse_model", None) or (),
+                         r2l_models=getattr(a, "r2l_model", None) or (),
+                         src_lang=getattr(a, "src_lang", None),
+                         tgt_lang=getattr(a, "tgt_lang", None), rerank_given=not tuning,
+                         **overrides)
+    assert tr.bundle is not None  # (load_translator records it)
+    return tr.bundle, tr

@@ -6,20 +6,12 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import UserError
 from ..serve.limits import ServeLimits as L
-from .decode_options import (
-    add_engine_args,
-    add_rerank_args,
-    attach_reverse,
-    check_engine_args,
-    decode_config_from_args,
-    decode_overrides,
-    export_from_args,
-)
-from .options import NO_FAST_HELP, Subparsers, add_command, device, port, set_threads, thread_count
+from .decode_options import add_engine_args, add_rerank_args, translator_from_args
+from .options import NO_FAST_HELP, Subparsers, add_command, device, port, thread_count
 
 if TYPE_CHECKING:
     from ..decode.text_translator import TextTranslator
@@ -110,33 +102,19 @@ def run(a: argparse.Namespace) -> int:
     return 0
 
 
-def served_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator | None]:
+def served_bundle(a: argparse.Namespace) -> tuple[ServedBundle, TextTranslator]:
     """What ``nmtkit serve`` serves: a checkpoint run by PyTorch (``--engine torch``), or an
     ``nmtkit export --format ctranslate2`` directory run by CTranslate2 (``--engine
-    ctranslate2``); and the translator, where the flags ask for other than the default one."""
-    check_engine_args(a, [a.model])
-    if a.engine == "ctranslate2":
-        return export_from_args(a, a.model), None
-    from ..checkpoint import load_bundle
-    from ..decode.translator import Translator
-
-    set_threads(a.threads)
-    bundle = load_bundle(a.model, a.device, verify=not a.no_verify)
-    given = any(v is not None for v in decode_overrides(a).values())  # --no-fast, reranking
-    if not (given or a.reverse_model or a.r2l_model):
-        return bundle, None
-    tr = Translator.from_bundle(bundle, decode_config_from_args(a, bundle.cfg.decode))
-    if tr.decode_cfg.rerank and not (a.reverse_model or a.r2l_model):
+    ctranslate2``), with the translator the library loads for the flags
+    (:func:`~nmtkit.cli.decode_options.translator_from_args`). The server reranks every
+    answer: ``--rerank`` needs its models, and a model of one direction."""
+    bundle, tr = translator_from_args(a, engine=a.engine)
+    if tr.reverse is not None and bundle.cfg.data.directions:
+        raise UserError(f"{a.model} translates {', '.join(bundle.cfg.data.directions)}: the "
+                        "server reranks a model of one direction (each request's tgt_lang "
+                        "would need reverse models of its own)")
+    if a.rerank and tr.reverse is None:  # (a checkpoint's own decode.rerank: create_app warns)
         raise UserError("--rerank needs the model(s) of the reverse direction that score the "
-                         "candidates: give --reverse-model CKPT (or a right-to-left model, "
-                         "--r2l-model CKPT)")
-    if a.reverse_model or a.r2l_model:
-        data = bundle.cfg.data
-        if data.directions:
-            raise ValueError(f"{a.model} translates {', '.join(data.directions)}: the server "
-                             "reranks a model of one direction (each request's tgt_lang would "
-                             "need reverse models of its own)")
-        from ..data.directions import Direction
-
-        attach_reverse(a, tr, Direction(data.src_lang, data.tgt_lang))
-    return bundle, tr
+                        "candidates: give --reverse-model CKPT (or a right-to-left model, "
+                        "--r2l-model CKPT)")
+    return cast("ServedBundle", bundle), tr

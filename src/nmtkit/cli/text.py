@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UserError
 
 if TYPE_CHECKING:
-    from ..checkpoint import Bundle
     from ..config import DataConfig
+    from ..decode.text_translator import LoadedModel
 
 
 class InputError(UserError):
@@ -75,7 +75,7 @@ def add_scored_text_args(q: argparse.ArgumentParser, split_help: str) -> None:
                    "(needed when it has several)")
 
 
-def scored_text(a: argparse.Namespace, bundle: Bundle, command: str
+def scored_text(a: argparse.Namespace, bundle: LoadedModel, command: str
                 ) -> tuple[list[str], list[str], str, DataConfig, str | None]:
     """(sources, references, their name, the data section they come from, the target
     language to ask for) of ``--split NAME`` (a corpus split, one direction of a multilingual

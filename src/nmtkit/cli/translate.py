@@ -16,10 +16,6 @@ from .decode_options import (
     add_decode_args,
     add_engine_args,
     add_n_best_args,
-    check_engine_args,
-    decode_overrides,
-    export_from_args,
-    lite_from_args,
     model_files,
     translator_from_args,
 )
@@ -27,11 +23,8 @@ from .options import Subparsers, add_command
 from .text import InputError, check_lines, one_line, read_input
 
 if TYPE_CHECKING:
-    from ..checkpoint import Bundle
     from ..decode.text_translator import TextTranslator
     from ..decode.translation import Translation
-    from ..export.ctranslate2_engine import CTranslate2Bundle
-    from ..lite.checkpoint import LiteBundle
     from .progress import Progress
 
 log = logging.getLogger("nmtkit.cli")
@@ -88,7 +81,7 @@ def run(a: argparse.Namespace) -> int:
                          "--alignments reads: add --alignments")
     refuse_overwriting_inputs([a.output], [a.input, a.prefix_file, a.constraints_file,
                                            *model_files(a)], "-o")
-    bundle, tr = engine_translator(a)
+    bundle, tr = translator_from_args(a, engine=a.engine or "auto")  # the library chooses
     tr.target_tag(a.tgt_lang)  # a multilingual model needs --tgt-lang: say so before reading input
     if a.src_lang:  # read for reranking only, but a language the model does not know is a mistake
         from ..data.directions import evaluation_direction
@@ -113,21 +106,6 @@ def run(a: argparse.Namespace) -> int:
     else:
         sys.stdout.write(out)
     return 0
-
-
-def engine_translator(a: argparse.Namespace
-                      ) -> tuple[Bundle | LiteBundle | CTranslate2Bundle, TextTranslator]:
-    """(the model's bundle, its translator with the flags' decoding options): nmtkit's own
-    search on the ``--model`` checkpoint(s), in numpy where it can (no PyTorch to import:
-    :func:`~nmtkit.cli.decode_options.lite_from_args`) and PyTorch for the rest, or
-    CTranslate2's on an export directory (``--engine ctranslate2``, no PyTorch either)."""
-    check_engine_args(a, a.model)
-    if a.engine != "ctranslate2":
-        lite = lite_from_args(a)
-        return lite if lite is not None else translator_from_args(a)
-    overrides = decode_overrides(a)  # flags that do not go together: said before loading
-    bundle = export_from_args(a, a.model[0])
-    return bundle, bundle.translator(**overrides)
 
 
 def output_line(i: int, h: Translation, n_best: bool, scores: bool, alignments: bool) -> str:

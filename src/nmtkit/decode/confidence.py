@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import torch
+import numpy as np
 
 if TYPE_CHECKING:
     from .translation import Translation
@@ -54,7 +54,7 @@ class Confidence:
     low_coverage_threshold: float
 
 
-def coverage(attention: torch.Tensor, n_src: int, n_tgt: int) -> list[float]:
+def coverage(attention: np.ndarray, n_src: int, n_tgt: int) -> list[float]:
     """``c_i = (n_src + 1) / n_tgt * sum_{t < n_tgt} a[t, i]`` for the ``n_src`` source tokens.
 
     attention: (>= n_tgt, >= n_src + 1), row t the source attention of output step t, columns
@@ -63,12 +63,12 @@ def coverage(attention: torch.Tensor, n_src: int, n_tgt: int) -> list[float]:
     """
     if n_tgt == 0:
         return [0.0] * n_src
-    a = attention[:n_tgt, : n_src + 1].double()  # (n_tgt, n_src + 1)
-    received = a.sum(dim=0) * (n_src + 1) / n_tgt  # (n_src + 1,)
+    a = np.asarray(attention[:n_tgt, : n_src + 1], dtype=np.float64)  # (n_tgt, n_src + 1)
+    received = a.sum(axis=0) * (n_src + 1) / n_tgt  # (n_src + 1,)
     return [float(c) for c in received[:n_src]]
 
 
-def confidence(token_log_probs: Sequence[float], attention: torch.Tensor, n_src: int, n_tgt: int,
+def confidence(token_log_probs: Sequence[float], attention: np.ndarray, n_src: int, n_tgt: int,
                low_probability: float = LOW_PROBABILITY,
                low_coverage: float = LOW_COVERAGE) -> Confidence:
     """The :class:`Confidence` of a translation of ``n_tgt`` tokens of a source of ``n_src``.
@@ -80,7 +80,7 @@ def confidence(token_log_probs: Sequence[float], attention: torch.Tensor, n_src:
     if len(token_log_probs) != n_tgt + 1:
         raise ValueError(f"{len(token_log_probs)} token log-probabilities for {n_tgt} tokens: "
                          "expected one per token and one for </s>")
-    if attention.dim() != 2 or attention.size(0) < n_tgt or attention.size(1) < n_src + 1:
+    if attention.ndim != 2 or attention.shape[0] < n_tgt or attention.shape[1] < n_src + 1:
         raise ValueError(f"attention of shape {tuple(attention.shape)} for {n_tgt} output and "
                          f"{n_src} source tokens: expected (>= {n_tgt}, >= {n_src + 1})")
     probs = [math.exp(lp) for lp in token_log_probs]

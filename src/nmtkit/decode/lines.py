@@ -5,7 +5,7 @@ Per line (``decode.split_sentences``): cut it into sentences (:mod:`nmtkit.data.
 per sentence (``decode.protect_spans``): find the spans the model should not handle and
 leave out those it cannot say (:mod:`nmtkit.data.placeholders`). The sentences of all lines
 then go to the search together (sorted by length, batched, unsorted by the translator,
-:meth:`~nmtkit.decode.text_translator.TextTranslator.by_sentence`), each output gets its
+:meth:`~nmtkit.decode.text_translator.TextTranslator.translate`), each output gets its
 protected spans back and no ``<unk>`` (:func:`restore_translation`), and each line's
 sentences are joined into one translation (:func:`join_translations`): one output line per
 input line, always.
@@ -41,17 +41,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..data.placeholders import Protected, assemble, find_spans, protect, restore, source_anchor
+from ..data.placeholders import (
+    Protected,
+    Restored,
+    assemble,
+    find_spans,
+    protect,
+    restore,
+    source_anchor,
+)
 from ..data.sentences import split_sentences
 from ..data.vocab import UNK_TOKEN
 from .translation import Translation
-
-if TYPE_CHECKING:
-    import torch
 
 KEEP_WHOLE = ("url", "email", "number")
 """Protected kinds inside which no sentence ends (a URL's "?", a decimal point)."""
@@ -87,24 +91,21 @@ def plan_lines(texts: Sequence[str], lang: str, split: bool,
 
 
 def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
-                        decode: Callable[[list[str]], str], separator: str = " ",
-                        as_tensor: bool = True) -> Translation:
+                        decode: Callable[[list[str]], str], separator: str = " ") -> Translation:
     """``t``, the translation of ``p.text``, with every group of ``p`` back (see the module
     docstring) and no ``<unk>``: ``n_before[k]`` is the number of the model's source tokens
     (``t.src_tokens``) before group ``k``; ``decode`` detokenizes output tokens.
 
-    ``t.attention`` may be a tensor or a numpy array; the restored attention is a tensor of
-    its dtype with ``as_tensor`` (PyTorch's engines), else a numpy array (the numpy engine,
-    :mod:`nmtkit.lite`, which imports no PyTorch)."""
+    Three steps: where each group goes in the output
+    (:func:`~nmtkit.data.placeholders.restore`, led by ``t.attention`` where given), the
+    source with the groups where they stood (:func:`_restored_source`), the output with them
+    put in (:func:`_restored_output`)."""
     tokens, n_src = list(t.tokens), len(t.src_tokens)
     if not p.groups and UNK_TOKEN not in tokens:
         return t
     if not tokens and not n_src:  # nothing but groups: nothing searched, </s> for certain
-        ones: Any = np.ones((1, 1), dtype=np.float32)  # (made a tensor below where asked)
-        t = replace(t, token_log_probs=[0.0], attention=ones)
-    anchors = [source_anchor(n, n_src) for n in n_before]
-    given = t.attention  # (T + 1, S + 1)
-    attn = None if given is None else _as_array(given)
+        t = replace(t, token_log_probs=[0.0], attention=np.ones((1, 1), dtype=np.float32))
+    attn = t.attention  # (T + 1, S + 1)
 
     def wordy(tok: str) -> bool:
         return any(c.isalnum() for c in tok)
@@ -115,86 +116,98 @@ def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
     words = [j for j, tok in enumerate(tokens) if tok != UNK_TOKEN and wordy(decode([tok]))]
     source_words = [i for i, tok in enumerate(t.src_tokens) if wordy(tok.replace("\u2581", ""))]
     last_word = source_words[-1] + 1 if source_words else 0
-    r = restore(tokens, anchors, None if attn is None else attn.tolist(),
-                lambda tok: tok == UNK_TOKEN, starts_word,
-                end=words[-1] + 1 if words else len(tokens),
+    r = restore(tokens, [source_anchor(n, n_src) for n in n_before],
+                None if attn is None else attn.tolist(), lambda tok: tok == UNK_TOKEN,
+                starts_word, end=words[-1] + 1 if words else len(tokens),
                 at_end=[n >= last_word for n in n_before], n_source=n_src)
-    # the source: the groups put back where they stood
-    src_tokens: list[str] = []
-    src_index: list[int] = []  # new column of each model source column (</s> last)
-    group_col: dict[int, int] = {}
+    source = _restored_source(t.src_tokens, p, n_before)
+    return _restored_output(t, p, r, source, decode, separator)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A restored source: ``tokens`` (the model's, the groups where they stood),
+    ``columns[i]`` the new column of model source column i (``</s>`` last), ``group_column[k]``
+    the column of group k."""
+
+    tokens: list[str]
+    columns: list[int]
+    group_column: dict[int, int]
+
+
+def _restored_source(src_tokens: Sequence[str], p: Protected, n_before: Sequence[int]) -> _Source:
+    """The source tokens with the groups of ``p`` back where they stood (before the model's
+    token ``n_before[k]``, or at the end)."""
+    n_src = len(src_tokens)
+    tokens: list[str] = []
+    columns: list[int] = []
+    group_column: dict[int, int] = {}
     for i in range(n_src + 1):
         for k, g in enumerate(p.groups):
             if min(n_before[k], n_src) == i:
-                group_col[k] = len(src_tokens)
-                src_tokens.append(g.text)
+                group_column[k] = len(tokens)
+                tokens.append(g.text)
         if i < n_src:
-            src_index.append(len(src_tokens))
-            src_tokens.append(t.src_tokens[i])
-    src_index.append(len(src_tokens))  # </s>
-    # the output
+            columns.append(len(tokens))
+            tokens.append(src_tokens[i])
+    columns.append(len(tokens))  # </s>
+    return _Source(tokens, columns, group_column)
+
+
+def _restored_output(t: Translation, p: Protected, r: Restored, source: _Source,
+                     decode: Callable[[list[str]], str], separator: str) -> Translation:
+    """``t`` with its output as ``r`` places the groups: each group one token (log-probability
+    of the ``<unk>`` it fills, or 0: copied, not predicted; all its attention on its own
+    source column), the text detokenized between groups, the attention widened to the
+    restored source and the alignment read again from it."""
+    tokens, given, attn = t.tokens, t.token_log_probs, t.attention
+    width = len(source.tokens) + 1
     out_tokens: list[str] = []
-    log_probs: list[float] | None = [] if t.token_log_probs is not None else None
+    log_probs: list[float] = []
     rows: list[np.ndarray] = []
     texts: list[tuple[bool, str]] = []
     run: list[str] = []
-    width = len(src_tokens) + 1
+    filled = {k: j for j, k in r.replaced.items()}  # group -> the <unk> it fills
     for kind, index in r.items:
         if kind == "token":
             out_tokens.append(tokens[index])
             run.append(tokens[index])
-            if log_probs is not None and t.token_log_probs is not None:
-                log_probs.append(t.token_log_probs[index])
+            log_probs += [given[index]] if given is not None else []
             if attn is not None:
-                rows.append(_widen(attn[index], src_index, width))
+                rows.append(_widen(attn[index], source.columns, width))
             continue
         if run:
             texts.append((False, decode(run)))
             run = []
         out_tokens.append(p.groups[index].text)
         texts.append((True, p.groups[index].text))
-        if log_probs is not None and t.token_log_probs is not None:
-            j = next((j for j, k in r.replaced.items() if k == index), None)
-            log_probs.append(0.0 if j is None else t.token_log_probs[j])
-        if attn is not None:  # all its attention on its own source column
-            rows.append(np.eye(width, dtype=attn.dtype)[group_col[index]])
+        if given is not None:
+            log_probs.append(0.0 if index not in filled else given[filled[index]])
+        if attn is not None:
+            rows.append(np.eye(width, dtype=attn.dtype)[source.group_column[index]])
     if run:
         texts.append((False, decode(run)))
-    if log_probs is not None and t.token_log_probs is not None:
-        log_probs.append(t.token_log_probs[len(tokens)] if len(t.token_log_probs) > len(tokens)
-                         else 0.0)  # </s>
-    attention: Any = None  # a tensor, or an array inside the numpy engine
-    alignment = None
+    if given is not None:
+        log_probs.append(given[len(tokens)] if len(given) > len(tokens) else 0.0)  # </s>
+    attention, alignment = None, None
     if attn is not None:
-        rows.append(_widen(attn[len(tokens)], src_index, width) if attn.shape[0] > len(tokens)
+        rows.append(_widen(attn[len(tokens)], source.columns, width) if attn.shape[0] > len(tokens)
                     else np.zeros(width, dtype=attn.dtype))
-        dense = np.stack(rows)  # (len(out_tokens) + 1, len(src_tokens) + 1)
+        attention = np.stack(rows)  # (len(out_tokens) + 1, len(source.tokens) + 1)
         if t.alignment is not None:
-            best = dense[:len(out_tokens), :len(src_tokens)].argmax(axis=1).tolist()
-            alignment = [(int(i), j) for j, i in enumerate(best)] if src_tokens else []
-        attention = _as_tensor(dense, given) if as_tensor else dense
-    return replace(t, text=assemble(texts, separator), tokens=out_tokens, src_tokens=src_tokens,
-                   token_log_probs=log_probs, attention=attention, alignment=alignment)
+            best = attention[:len(out_tokens), :len(source.tokens)].argmax(axis=1).tolist()
+            alignment = [(int(i), j) for j, i in enumerate(best)] if source.tokens else []
+    return replace(t, text=assemble(texts, separator), tokens=out_tokens,
+                   src_tokens=source.tokens, token_log_probs=None if given is None else log_probs,
+                   attention=attention, alignment=alignment)
 
 
-def _as_array(attention: Any) -> np.ndarray:
-    """A tensor's values as a numpy array (float32 for a tensor numpy has no dtype for:
-    bfloat16); a numpy array as it is."""
-    if isinstance(attention, np.ndarray):
-        return attention
-    import torch  # (a tensor's: PyTorch is loaded)
-
-    a = attention.detach().cpu()
-    out: np.ndarray = (a.float() if a.dtype == torch.bfloat16 else a).numpy()
-    return out
-
-
-def _as_tensor(dense: np.ndarray, like: Any) -> Any:
-    """``dense`` as a tensor of ``like``'s dtype (float32 where ``like`` is an array)."""
-    import torch  # only where an engine of PyTorch's gave the attention
-
-    out = torch.from_numpy(np.ascontiguousarray(dense))
-    return out.to(like.dtype) if isinstance(like, torch.Tensor) else out.float()
+def source_reading_order(attention: np.ndarray, n_src: int) -> np.ndarray:
+    """(T, S) ``attention`` of a model that read its source reversed with the first ``n_src``
+    columns (the source tokens) put back in reading order; later ones (``</s>``, padding)
+    stay where they are."""
+    order = [*range(n_src - 1, -1, -1), *range(n_src, attention.shape[1])]
+    return attention[:, order]
 
 
 def _widen(row: np.ndarray, columns: Sequence[int], width: int) -> np.ndarray:
@@ -246,25 +259,19 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return None if total is None else total / len(values)
 
 
-def _block_attention(parts: Sequence[Translation], n_tgt: int, n_src: int) -> torch.Tensor | None:
+def _block_attention(parts: Sequence[Translation], n_tgt: int, n_src: int) -> np.ndarray | None:
     """(n_tgt + 1, n_src + 1): the sentences' attention block-diagonal (module docstring)."""
-    if any(p.attention is None for p in parts):
+    blocks = [p.attention for p in parts if p.attention is not None]
+    if len(blocks) < len(parts):
         return None
-    import torch
-
-    first = parts[0].attention
-    assert first is not None
-    out = torch.zeros(n_tgt + 1, n_src + 1, dtype=first.dtype)
+    out = np.zeros((n_tgt + 1, n_src + 1), dtype=blocks[0].dtype)
     t_off = s_off = 0
-    for p in parts:
-        a = p.attention
-        assert a is not None
+    for p, a in zip(parts, blocks, strict=True):
         t, s = len(p.tokens), len(p.src_tokens)
         out[t_off:t_off + t, s_off:s_off + s] = a[:t, :s]  # (t, s) block
         out[t_off:t_off + t, n_src] = a[:t, s]  # its </s> column
         t_off, s_off = t_off + t, s_off + s
-    last, s = parts[-1].attention, len(parts[-1].src_tokens)
-    assert last is not None
+    last, s = blocks[-1], len(parts[-1].src_tokens)
     out[n_tgt, s_off - s:s_off] = last[len(parts[-1].tokens), :s]
     out[n_tgt, n_src] = last[len(parts[-1].tokens), s]
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from ..data.vocab import BOS, BOS_TOKEN, EOS_TOKEN
@@ -81,7 +82,7 @@ def sentence_attention(translator: Translator, text: str, *, model: Seq2Seq | No
         tgt_in = [BOS, *translator.tgt_vocab.encode(hyp.tokens, add_eos=False)]
         maps = teacher_forced_maps(model, src_ids.tolist(), tgt_in, translator.reverse_source)
     elif hyp.attention is not None:  # (T, S), already in reading order
-        maps = {"decoder_src": hyp.attention.float()[None, None]}  # (1, 1, T, S)
+        maps = {"decoder_src": torch.from_numpy(hyp.attention).float()[None, None]}  # (1, 1, T, S)
     else:
         raise UserError(f"attention: model {type(model).__name__} exposes no attention")
     return SentenceAttention(text, hyp, maps)

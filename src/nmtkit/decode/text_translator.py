@@ -1,15 +1,19 @@
-"""The text side of every translator, :class:`TextTranslator`, whatever runs the search:
-nmtkit's own :class:`~nmtkit.decode.translator.Translator` (PyTorch) or
-:class:`~nmtkit.export.ctranslate2_engine.CTranslate2Translator`. Split each line into
+"""The text pipeline of every translator, :class:`TextTranslator`, whatever engine runs the
+search: nmtkit's own :class:`~nmtkit.decode.translator.Translator` (PyTorch),
+:class:`~nmtkit.decode.lite_translator.LiteTranslator` (numpy) or
+:class:`~nmtkit.export.ctranslate2_engine.CTranslate2Translator`. It runs the whole
+line-to-line pipeline once (:meth:`TextTranslator.translate`): split each line into
 sentences and protect the spans the vocabulary cannot say (:mod:`nmtkit.decode.lines`),
-sort all sentences by length, batch, search, unsort, restore the spans, detokenize and
-join each line's sentences. A call takes the lines and one :class:`TranslateOptions`.
-:func:`decode_options` is the one way optional decoding arguments (command line, server,
-Python API) become a :class:`~nmtkit.config.DecodeConfig`.
+encode, sort all sentences by length, batch, search (the engine's one method,
+:meth:`TextTranslator.search`, over :mod:`nmtkit.decode.engine`'s records), unsort, choose
+(MBR, reranking), restore the spans, detokenize and join each line's sentences. A call takes
+the lines and one :class:`TranslateOptions`. :func:`decode_options` is the one way optional
+decoding arguments (command line, server, Python API) become a
+:class:`~nmtkit.config.DecodeConfig`.
 
-This module imports no PyTorch (only the attention of a translation is a tensor, made by
-the engine that asks for it), so that an engine that needs none starts without it: a
-one-sentence ``nmtkit translate --engine ctranslate2`` does not pay PyTorch's import.
+This module imports no PyTorch (what an engine returns is numpy), so that an engine that
+needs none starts without it: a one-sentence ``nmtkit translate`` does not pay PyTorch's
+import.
 """
 
 from __future__ import annotations
@@ -18,20 +22,25 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..config import DecodeConfig, build_section
+import numpy as np
+
+from ..config import Config, DecodeConfig, build_section
 from ..data.placeholders import unknown_spans, vocabulary_characters
 from ..data.sentences import sentence_separator
+from ..data.vocab import BOS, EOS, PAD, UNK
 from ..errors import UserError
 from ..rules import output_cap
-from .lines import join_lines, plan_lines, restore_translation
+from .choice import candidate_options, choose_all
+from .engine import Found, SearchRequest, Source
+from .limits import MAX_PHRASES
+from .lines import join_lines, plan_lines, restore_translation, source_reading_order
 from .options import TranslateOptions
+from .rerank import require_reverse
 from .translation import Translation
 
 if TYPE_CHECKING:
-    import torch
-
     from ..data.placeholders import Protected
     from ..data.tokenizers import Tokenizer
     from ..data.vocab import Vocab
@@ -92,7 +101,7 @@ def _checked_items(lines: Iterable[str], name: str) -> Iterator[str]:
         yield line
 
 
-def alignment_from_attention(attention: Any, n_src: int, n_tgt: int) -> list[tuple[int, int]]:
+def alignment_from_attention(attention: np.ndarray, n_src: int, n_tgt: int) -> list[tuple[int, int]]:
     """For each of the ``n_tgt`` target tokens, the source token (of the first ``n_src``:
     ``</s>`` excluded) with the most attention: [(i, j)], j = 0, 1, ...
 
@@ -101,7 +110,7 @@ def alignment_from_attention(attention: Any, n_src: int, n_tgt: int) -> list[tup
     """
     if n_src == 0 or n_tgt == 0:
         return []
-    best = attention[:n_tgt, :n_src].argmax(1).tolist()  # (n_tgt,): a tensor or an array
+    best = attention[:n_tgt, :n_src].argmax(axis=1).tolist()  # (n_tgt,)
     return [(int(i), j) for j, i in enumerate(best)]
 
 
@@ -152,21 +161,46 @@ def decode_options(cfg: DecodeConfig, *, max_beam: int | None = None,
     return out
 
 
-class TextTranslator:
-    """The text side of a translator, shared by every engine that runs the search.
+class LoadedModel(Protocol):
+    """What a translator is loaded from, as its callers read it: the model's config."""
 
-    Tokenizes a line and cuts it to the model's position table (``max_positions``, ``</s>``
-    included), reverses the source for a model that reads it backwards, resolves a call's
-    options (:func:`decode_options`, plus the output cap), leaves empty lines empty, searches
-    the rest in length order and returns them in input order, and detokenizes.
+    @property
+    def cfg(self) -> Config: ...
+
+
+class TextTranslator:
+    """The text pipeline every engine shares, run once per call (:meth:`translate`):
+
+    lines -> sentences (``decode.split_sentences``) -> protected spans
+    (``decode.protect_spans``) -> source tokens, cut to the model's position table
+    (``max_positions``, ``</s>`` included), reversed for a model that reads them backwards ->
+    length order, batches -> :meth:`search` (the engine) -> input order, MBR or reranking
+    (:mod:`nmtkit.decode.choice`) -> spans restored -> detokenized -> each line's sentences
+    joined (:mod:`nmtkit.decode.lines`).
+
+    An engine subclasses it and writes :meth:`search`, the search of one batch of token
+    sequences; it may also say what it cannot do (:meth:`refuses`) and cut batches its own way
+    (:meth:`batches`). What it refuses goes to :attr:`fallback` where one is set (the numpy
+    engine's: PyTorch's), else it is a ``UserError``.
     """
 
-    src_vocab: Vocab | None = None
-    """The source vocabulary, where the engine has one: what it lacks is protected
-    (``decode.protect_spans``); ``None``: only URLs and e-mail addresses are."""
-    tensor_attention: bool = True
-    """Whether a translation's attention is a tensor (PyTorch's engines) or a numpy array
-    (the numpy engine, inside :meth:`by_sentence` only)."""
+    engine: ClassVar[str] = "torch"
+    """The engine's name, as ``nmtkit translate --engine`` and the library
+    (:func:`nmtkit.decode.load.load_translator`) call it."""
+    src_vocab: Vocab
+    """The source vocabulary: a sentence's ids, and what it lacks is protected
+    (``decode.protect_spans``)."""
+    tgt_vocab: Vocab
+    """The target vocabulary: forced prefixes' and constraint phrases' ids."""
+    bundle: LoadedModel | None = None
+    """What the translator was loaded from, where :func:`~nmtkit.decode.load.load_translator`
+    loaded it (a checkpoint's :class:`~nmtkit.checkpoint.Bundle`, a
+    :class:`~nmtkit.lite.checkpoint.LiteBundle`, an export's bundle): its ``cfg`` is the
+    model's config."""
+    reverse_target: bool = False
+    """A right-to-left model (``data.reverse_target``): it cannot continue a forced prefix,
+    and its constraint phrases are searched for reversed; its engine gives the output back in
+    reading order."""
 
     def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig,
                  reverse_source: bool = False, max_positions: int | None = None, *,
@@ -190,6 +224,11 @@ class TextTranslator:
         self.reverse: Reranker | None = None
         """The model(s) of the reverse direction that ``decode.rerank`` scores candidates
         with (:mod:`nmtkit.decode.rerank`); ``None``: reranking is refused."""
+        self.fallback: Callable[[], TextTranslator] | None = None
+        """The translator of the same model that takes a call this engine refuses
+        (:meth:`refuses`), built when first needed (:meth:`handed_over`); ``None``: a refused
+        call is an error."""
+        self._fallback: TextTranslator | None = None
 
     def target_tag(self, tgt_lang: str | None) -> str:
         """The token that asks the model for ``tgt_lang`` (``""``: none). ``None`` is the
@@ -268,15 +307,6 @@ class TextTranslator:
                 progress(len(batch), len(sources))
         return results  # type: ignore[return-value]
 
-    def translation(self, tokens: list[str], src_tokens: list[str], score: float,
-                    attention: torch.Tensor | None = None, *,
-                    token_log_probs: list[float] | None = None,
-                    alignment: list[tuple[int, int]] | None = None,
-                    constraints_met: bool = True, log_prob: float | None = None) -> Translation:
-        """A :class:`Translation` of output ``tokens`` (detokenized with the target tokenizer)."""
-        return Translation(self.tgt_tok.decode(tokens), tokens, src_tokens, score, attention,
-                           token_log_probs, alignment, constraints_met, log_prob)
-
     def forced_tokens(self, index: int, prefix: str, max_length: int | None) -> list[str]:
         """The target tokens of line ``index``'s forced prefix. The output cap ``max_length``
         holds the whole output, prefix included: a longer prefix is a :class:`TargetTextError`
@@ -299,44 +329,120 @@ class TextTranslator:
             toks = toks[:max_length]
         return toks
 
+    def target_ids(self, prefixes: Sequence[str] | None,
+                   constraints: Sequence[Sequence[str]] | None, n_lines: int,
+                   max_length: int | None = None
+                   ) -> tuple[list[list[int]] | None, list[list[list[int]]] | None]:
+        """(each line's forced prefix, each line's constraint phrases) as target ids, for
+        ``n_lines`` lines (``None`` where not given; blank phrases dropped), each text cut to
+        ``max_length`` tokens with a warning (:meth:`prefix_tokens`).
+
+        Checked before any search: one prefix, and one list of phrases, per line
+        (``ValueError``); text where text is expected (``TypeError``, :func:`text_lines`);
+        then, as a :class:`TargetTextError` naming the line, more than
+        :data:`~nmtkit.decode.limits.MAX_PHRASES` phrases, or a token the target
+        vocabulary lacks (:meth:`known_ids`). The server calls it to answer such requests
+        with a 422 before they queue."""
+        forced = None
+        if prefixes is not None:
+            texts = list(text_lines(prefixes, "prefixes"))
+            if len(texts) != n_lines:
+                raise UserError(f"{len(texts)} prefixes for {n_lines} lines: give one per line "
+                                 "(an empty one for none)")
+            if self.reverse_target and any(p.strip() for p in texts):
+                raise UserError("a right-to-left model (data.reverse_target) writes the "
+                                 "translation's end first: it cannot continue a forced prefix")
+            forced = [self.known_ids("prefixes", i, p, max_length) for i, p in enumerate(texts)]
+        phrases = None
+        if constraints is not None:
+            if isinstance(constraints, (str, bytes, bytearray)):
+                raise TypeError("constraints must be a list (one per line) of lists of str, got "
+                                f"{type(constraints).__name__}")
+            rows = [[p for p in text_lines(cs, f"constraints[{i}]") if p.strip()]
+                    for i, cs in enumerate(constraints)]
+            if len(rows) != n_lines:
+                raise UserError(f"{len(rows)} constraint lists for {n_lines} lines: give one "
+                                 "per line (an empty one for none)")
+            step = -1 if self.reverse_target else 1
+            for i, row in enumerate(rows):
+                if len(row) > MAX_PHRASES:
+                    raise TargetTextError("constraints", i, f"{len(row)} phrases, more than "
+                                          f"{MAX_PHRASES} a line (each one costs search work "
+                                          "for every hypothesis at every step)")
+            phrases = [[self.known_ids("constraints", i, p, max_length)[::step] for p in row]
+                       for i, row in enumerate(rows)]  # a right-to-left model writes them reversed
+        return forced, phrases
+
+    def known_ids(self, field: str, index: int, text: str, max_length: int | None) -> list[int]:
+        """Target ids of a forced prefix (``field`` "prefixes") or a constraint phrase
+        ("constraints") of line ``index``, cut to ``max_length`` tokens (:meth:`prefix_tokens`).
+        A :class:`TargetTextError` if a token of it is not in the target vocabulary: the
+        search would write it as ``<unk>`` (or SentencePiece's ``⁇``) into the translation.
+        With a subword tokenizer that is a piece the vocabulary lacks (a character never
+        seen in training): a word it spells in known pieces is fine."""
+        what = "prefix" if field == "prefixes" else "constraint"
+        toks = (self.forced_tokens(index, text, max_length) if field == "prefixes"
+                else self.prefix_tokens(text, max_length, what))
+        ids = self.text_ids(toks)
+        unknown = list(dict.fromkeys(t for t, i in zip(toks, ids, strict=True) if i == UNK))
+        if unknown:
+            raise TargetTextError(field, index, f"{what} {text.strip()!r}: the model's target "
+                                  f"vocabulary has no {', '.join(map(repr, unknown))} (it would "
+                                  "come out as <unk>); use words the model knows")
+        return ids
+
+    def text_ids(self, tokens: list[str]) -> list[int]:
+        """Target ids of a user's text (a forced prefix, a constraint): a literal ``<pad>``,
+        ``<s>`` or ``</s>`` in it is a word the vocabulary does not know (``<unk>``), never the
+        control token, which would end or corrupt the hypothesis."""
+        return [UNK if i in (PAD, BOS, EOS) else i
+                for i in self.tgt_vocab.encode(tokens, add_eos=False)]
+
+
+    # --- what an engine writes ------------------------------------------------------------
+
+    def search(self, sources: list[Source], request: SearchRequest) -> list[list[Found]]:
+        """The engine: the ``request.cfg.n_best`` best hypotheses of each of ``sources`` (one
+        batch, shortest first), best first."""
+        raise NotImplementedError(f"{type(self).__name__} runs no search")
+
+    def refuses(self, options: TranslateOptions, cfg: DecodeConfig, n_lines: int) -> str | None:
+        """Why this engine does not translate a call of ``n_lines`` lines with ``options``
+        (resolved: ``cfg``); ``None``: it does. Every option by default."""
+        return None
+
+    def batches(self, order: list[int], sources: list[Source],
+                request: SearchRequest) -> Iterable[list[int]]:
+        """The batches :meth:`search` gets: ``order`` (indices of ``sources``, shortest
+        first) cut into lists of indices, ``request.cfg.batch_size`` at a time by default."""
+        size = request.cfg.batch_size
+        return (order[i:i + size] for i in range(0, len(order), size))
+
+    # --- the pipeline ---------------------------------------------------------------------
+
     def translate(self, lines: Iterable[str], options: TranslateOptions | None = None
                   ) -> list[list[Translation]]:
-        """One list of translations per line, in input order (``options``: what this call
-        asks for besides the lines, ``None``: the translator's decoding options)."""
-        raise NotImplementedError
-
-    def by_sentence(self, lines: Iterable[str], o: TranslateOptions, cfg: DecodeConfig,
-                    engine: Callable[[list[str], TranslateOptions], list[list[Translation]]],
-                    attention: bool = True) -> list[list[Translation]]:
-        """:meth:`translate` with ``cfg.split_sentences`` or ``cfg.protect_spans``: the
-        lines cut into sentences (not lines with prefixes or constraints: they are read
-        whole), their spans protected, all of them translated by ``engine`` (this
-        translator's own search, both switched off; in one call, or two where some
-        sentences have spans to put back: those with the source attention that places them,
-        which costs the search about a tenth more, and the others without), the spans
-        restored and each line's sentences joined (:mod:`nmtkit.decode.lines`).
-        ``attention``: the engine gives the source attention (else spans go back by
-        relative position)."""
+        """One list of ``n_best`` translations per line, in input order: searched (or sampled)
+        with this translator's decoding options, ``options`` replacing some and asking for
+        more (forced prefixes, constraints, scores, attention, alignments; see
+        :class:`TranslateOptions`). Lines with prefixes or constraints are read whole (not
+        cut into sentences)."""
+        o = TranslateOptions() if options is None else options
         texts = list(text_lines(lines))
-        split = cfg.split_sentences and o.prefixes is None and o.constraints is None
-        plan = plan_lines(texts, self.languages[0] or "en", split,
+        cfg, max_length = self.call_options(o)
+        refused = self.refuses(o, cfg, len(texts))
+        if refused is not None:
+            if self.fallback is not None:
+                return self.handed_over().translate(texts, o)
+            raise UserError(f"the {self.engine} engine cannot do this: {refused}")
+        tag = self.target_tag(o.tgt_lang)  # a missing or unknown language: before any work
+        require_reverse(cfg, self.reverse)
+        whole = o.prefixes is not None or o.constraints is not None
+        plan = plan_lines(texts, self.languages[0] or "en", cfg.split_sentences and not whole,
                           self.unsayable if cfg.protect_spans else None)
-        inner = replace(o, split_sentences=False, protect_spans=False)
-        sentences = [p.text for p in plan.sentences]
-        # the attention that puts spans back costs ~10% of a search: asked for where needed
-        looks = [i for i, p in enumerate(plan.sentences) if p.groups] if attention else []
-        if o.need_attention or not looks or o.prefixes is not None or o.constraints is not None:
-            results = engine(sentences, replace(inner, need_attention=o.need_attention
-                                                or bool(looks)))
-        else:
-            results = [[] for _ in sentences]
-            rest = [i for i, p in enumerate(plan.sentences) if not p.groups]
-            for ids, opts in ((looks, replace(inner, need_attention=True)), (rest, inner)):
-                if ids:
-                    part = engine([sentences[i] for i in ids], opts)
-                    for i, r in zip(ids, part, strict=True):
-                        results[i] = r
-        tag = self.target_tag(o.tgt_lang)
+        results = self.translate_sentences([p.text for p in plan.sentences],
+                                           [bool(p.groups) for p in plan.sentences],
+                                           o, cfg, max_length)
         separator = sentence_separator(o.tgt_lang or self.languages[1] or "en")
         for i, p in enumerate(plan.sentences):
             if p.groups:
@@ -345,18 +451,104 @@ class TextTranslator:
                 results[i] = [replace(t, attention=None) for t in results[i]]
         return join_lines(results, plan, cfg.n_best, separator)
 
+    def translate_sentences(self, sentences: list[str], spans: list[bool], o: TranslateOptions,
+                            cfg: DecodeConfig, max_length: int | None
+                            ) -> list[list[Translation]]:
+        """Each sentence's translations, with the source attention where ``o`` asks for it
+        or its spans (``spans``) need it to be put back: in one search, or two where only
+        some sentences have spans (those with the attention, which costs the search about a
+        tenth more, and the others without)."""
+        looks = [i for i, s in enumerate(spans) if s]
+        if (o.need_attention or not looks or len(looks) == len(sentences)
+                or o.prefixes is not None or o.constraints is not None):  # (one per line)
+            return self.search_sentences(sentences, o, cfg, max_length, bool(looks))
+        results: list[list[Translation]] = [[] for _ in sentences]
+        rest = [i for i, s in enumerate(spans) if not s]
+        for ids, attention in ((looks, True), (rest, False)):
+            part = self.search_sentences([sentences[i] for i in ids], o, cfg, max_length, attention)
+            for i, r in zip(ids, part, strict=True):
+                results[i] = r
+        return results
+
+    def search_sentences(self, texts: list[str], o: TranslateOptions, asked: DecodeConfig,
+                         max_length: int | None, attention: bool) -> list[list[Translation]]:
+        """The translations of ``texts`` (sentences, or whole lines): encoded, searched in
+        length order in :meth:`batches` by :meth:`search`, back in input order, chosen among
+        (MBR, reranking; ``asked``: the call's options). ``attention``: the source attention
+        also where ``o`` does not ask for it."""
+        cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
+        tag = self.target_tag(o.tgt_lang)
+        forced, phrases = self.target_ids(o.prefixes, o.constraints, len(texts), max_length)
+        sources = [self.source(text, tag, None if forced is None else forced[i],
+                               None if phrases is None else phrases[i])
+                   for i, text in enumerate(texts)]
+        warn_of_a_long_search(cfg, [len(s.ids) for s in sources], max_length)
+        request = SearchRequest(cfg, max_length, attention or o.need_attention or o.alignments,
+                                o.token_scores, o.deadline)
+
+        def run(batch: list[int]) -> list[list[Translation]]:
+            found = self.search([sources[i] for i in batch], request)
+            return [[self.translation_of(f, sources[i], o.alignments) for f in hyps]
+                    for i, hyps in zip(batch, found, strict=True)]
+
+        results = self.in_length_order([s.tokens for s in sources], cfg.n_best,
+                                       lambda order: self.batches(order, sources, request),
+                                       run, o.progress)
+        return choose_all(results, texts, asked, self.reverse)
+
+    def source(self, text: str, tag: str = "", prefix: list[int] | None = None,
+               phrases: list[list[int]] | None = None) -> Source:
+        """The :class:`Source` of one sentence (``tag``: the target-language token,
+        :meth:`target_tag`)."""
+        toks, model_order = self.source_tokens(text, tag)
+        ids = np.asarray(self.src_vocab.encode(model_order, add_eos=True), dtype=np.int64)
+        return Source(toks, model_order, ids, prefix, phrases)
+
+    def encode_source(self, line: str, tgt_lang: str | None = None) -> tuple[list[str], np.ndarray]:
+        """(source tokens in reading order, the ids the model reads: ``</s>`` at the end); a
+        multilingual model's start with the token of ``tgt_lang`` (:meth:`target_tag`)."""
+        s = self.source(line, self.target_tag(tgt_lang))
+        return s.tokens, s.ids
+
+    def translation_of(self, found: Found, source: Source, alignments: bool) -> Translation:
+        """The :class:`Translation` of an engine's hypothesis of ``source``: detokenized, its
+        attention's source columns in reading order, its alignment where asked."""
+        attention = found.attention
+        if attention is not None and self.reverse_source:
+            attention = source_reading_order(attention, len(source.tokens))
+        alignment = None
+        if alignments and attention is not None:
+            alignment = alignment_from_attention(attention, len(source.tokens), len(found.tokens))
+        return Translation(self.tgt_tok.decode(found.tokens), found.tokens, source.tokens,
+                           found.score, attention, found.token_log_probs, alignment,
+                           found.constraints_met, found.log_prob)
+
+    def unsupported(self, options: TranslateOptions) -> str | None:
+        """What this translator cannot do of what ``options`` ask, said before any work (the
+        server answers 501 with it): :meth:`refuses`, unless a :attr:`fallback` takes it."""
+        if self.fallback is not None:
+            return None
+        return self.refuses(options, self.call_options(options)[0], 0)
+
+    def handed_over(self) -> TextTranslator:
+        """The :attr:`fallback` translator, built once, with this translator's options and
+        reranking models."""
+        if self._fallback is None:
+            assert self.fallback is not None
+            self._fallback = self.fallback()
+        self._fallback.decode_cfg, self._fallback.reverse = self.decode_cfg, self.reverse
+        return self._fallback
+
     def unsayable(self, text: str) -> list[tuple[int, int]]:
         """(start, end) of the parts of ``text`` the source tokenizer and vocabulary cannot
-        say (:func:`~nmtkit.data.placeholders.unknown_spans`); none without a vocabulary."""
-        if self.src_vocab is None:
-            return []
+        say (:func:`~nmtkit.data.placeholders.unknown_spans`)."""
         return unknown_spans(text, self.src_tok, self.src_vocab, self.source_characters)
 
     @cached_property
     def source_characters(self) -> frozenset[str]:
         """The characters the source vocabulary can say
         (:func:`~nmtkit.data.placeholders.vocabulary_characters`)."""
-        return vocabulary_characters(self.src_vocab) if self.src_vocab is not None else frozenset()
+        return vocabulary_characters(self.src_vocab)
 
     def restored(self, t: Translation, p: Protected, tag: str, separator: str) -> Translation:
         """``t`` with the protected groups of ``p`` back
@@ -365,8 +557,7 @@ class TextTranslator:
         head = 1 if tag and t.src_tokens else 0
         n_before = [head + len(self.src_tok.encode(g.before.strip())) if g.before.strip() else head
                     for g in p.groups]
-        return restore_translation(t, p, n_before, self.tgt_tok.decode, separator,
-                                   as_tensor=self.tensor_attention)
+        return restore_translation(t, p, n_before, self.tgt_tok.decode, separator)
 
     def translate_lines(self, lines: list[str], beam: int | None = None,
                         batch_size: int | None = None, *, tgt_lang: str | None = None,

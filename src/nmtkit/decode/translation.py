@@ -9,10 +9,8 @@ importing each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import torch
+import numpy as np
 
 
 @dataclass
@@ -21,11 +19,11 @@ class Translation:
     tokens: list[str]
     src_tokens: list[str]
     score: float
-    attention: torch.Tensor | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
+    attention: np.ndarray | None = None  # (len(tokens) + 1, len(src_tokens) + 1)
     """On request: the source attention per output step (the last decoder layer's, heads
     averaged, as the search saw it; or the ``decode.alignment_layer``/``alignment_head`` named,
-    :func:`chosen_source_attention`). A tensor in what a translator returns (inside the numpy
-    engine, :mod:`nmtkit.decode.lite_translator`, a numpy array that it never returns)."""
+    :func:`chosen_source_attention`), float32, as every engine gives it
+    (:class:`~nmtkit.decode.engine.Found`)."""
     token_log_probs: list[float] | None = None
     """On request: log P of each token and of ``</s>`` (len(tokens) + 1 values, their sum
     the translation's log-probability)."""

@@ -2,10 +2,10 @@
 engine ``nmtkit serve --engine ctranslate2`` (:class:`CTranslate2Translator`,
 :func:`load_export_bundle`). Writing the export is :mod:`nmtkit.export.ctranslate2`.
 
-The engine shares nmtkit's text pipeline (:class:`~nmtkit.decode.text_translator.TextTranslator`:
-tokenizers, sentence splitting, protected spans, forced prefixes) and replaces only the
-search by CTranslate2's; what CTranslate2 cannot do (lexically constrained search) is refused
-with the reason.
+The engine runs in nmtkit's text pipeline (:class:`~nmtkit.decode.text_translator.TextTranslator`:
+tokenizers, sentence splitting, protected spans, forced prefixes) and supplies only the
+search of a batch (:meth:`CTranslate2Translator.search`), CTranslate2's; what CTranslate2
+cannot do (lexically constrained search) is refused with the reason.
 """
 
 from __future__ import annotations
@@ -13,37 +13,26 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import ctranslate2
+import numpy as np
 
 from ..config import Config, ConfigError, DataConfig, DecodeConfig, ModelConfig
 from ..data.directions import target_tags
 from ..data.sentences import text_languages
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
-from ..data.vocab import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK, Vocab
-from ..decode.choice import candidate_options, choose_all
+from ..data.vocab import Vocab
+from ..decode.engine import Found, SearchRequest, Source
 from ..decode.options import TranslateOptions
-from ..decode.rerank import require_reverse
-from ..decode.text_translator import (
-    TargetTextError,
-    TextTranslator,
-    alignment_from_attention,
-    decode_options,
-    text_lines,
-)
-from ..decode.translation import Translation
+from ..decode.text_translator import TextTranslator, decode_options
 from ..errors import UserError
 from ..rules import output_cap
 from . import ExportError
 from .ctranslate2_format import META_FILE, META_FORMAT, META_VERSION, NEVER, NEVER_SET
-
-if TYPE_CHECKING:
-    import torch
-
 
 log = logging.getLogger(__name__)
 
@@ -103,27 +92,30 @@ def _target_vocabulary(model_dir: Path, side: str = "target") -> list[str]:
                       "shared_vocabulary.json)")
 
 
-def _with_eos_column(rows: list[list[float]]) -> torch.Tensor:
+def _with_eos_column(rows: list[list[float]]) -> np.ndarray:
     """CTranslate2's source attention rows (source tokens only: it leaves out the ``</s>`` it
     appended) with the ``</s>`` column put back: each row is a softmax over the tokens and
     ``</s>``, so ``</s>`` has what the tokens leave. (rows, S) -> (rows, S + 1)."""
-    import torch  # (the engine itself needs none: only a translation's attention is a tensor)
+    att = np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)  # (rows, S)
+    eos = np.maximum(np.float32(1.0) - att.sum(axis=1, keepdims=True), np.float32(0.0))  # (rows, 1)
+    return np.concatenate([att, eos], axis=1)
 
-    att = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), -1)  # (rows, S)
-    eos = (1.0 - att.sum(dim=1, keepdim=True)).clamp_min(0.0)  # (rows, 1)
-    return torch.cat([att, eos], dim=1)
+
+Hyps = list[list[tuple[list[str], float]]]
+"""CTranslate2's n best of each sentence: (tokens, score)."""
 
 
 class CTranslate2Translator(TextTranslator):
     """Text in, text out with an exported model, as :class:`nmtkit.decode.translator.Translator`.
 
-    The text side is nmtkit's own (:class:`~nmtkit.decode.text_translator.TextTranslator`: the
-    checkpoint's tokenizer, truncation to the position table, ``reverse_source``, options,
-    empty lines, length order, detokenizing). It gives CTranslate2 the same length cap per
-    sentence (CTranslate2's ``max_decoding_length`` is per call: see :meth:`translate`) and
-    never returns ``<pad>``/``<s>`` (nmtkit's search cannot produce them).
+    The text side is nmtkit's own pipeline (:class:`~nmtkit.decode.text_translator.TextTranslator`:
+    the checkpoint's tokenizer, truncation to the position table, ``reverse_source``, options,
+    empty lines, length order, detokenizing); this engine supplies the search
+    (:meth:`search`). It gives CTranslate2 the same length cap per sentence (CTranslate2's
+    ``max_decoding_length`` is per call: see :meth:`search`) and never returns ``<pad>``/``<s>``
+    (nmtkit's search cannot produce them).
 
-    It gives what nmtkit's search gives but constraints (:meth:`unsupported`): n-best lists
+    It gives what nmtkit's search gives but constraints (:meth:`refuses`): n-best lists
     (``num_hypotheses``), forced prefixes (``target_prefix``), token scores (``score_batch``:
     teacher forcing) and the source attention with alignments and the confidence view's
     coverage (``return_attention``; of the layer and heads chosen at export,
@@ -141,6 +133,8 @@ class CTranslate2Translator(TextTranslator):
     - a sentence whose unconstrained search output contains ``<pad>``/``<s>`` is searched
       again with both suppressed, and then its scores are normalised over the other tokens.
     """
+
+    engine = "ctranslate2"
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default",
                  intra_threads: int = 0, inter_threads: int = 1, **translator_kwargs: Any) -> None:
@@ -161,21 +155,20 @@ class CTranslate2Translator(TextTranslator):
         self.tgt_vocab = Vocab(_target_vocabulary(self.model_dir))
         self.src_vocab = Vocab(_target_vocabulary(self.model_dir, "source"))  # protected spans
         self.device = device
+        self.exact_caps = True
+        """Each sentence searched at its own length cap (:meth:`search`); False: every
+        sentence of a call at the largest cap among them (one CTranslate2 call)."""
         self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
                                                  compute_type=compute_type,
                                                  intra_threads=intra_threads,
                                                  inter_threads=inter_threads, **translator_kwargs)
 
-    def encode_source(self, line: str, tgt_lang: str | None = None) -> tuple[list[str], list[str]]:
-        """(source tokens in reading order, the tokens CTranslate2 gets; it appends </s>);
-        a multilingual model's start with the token of ``tgt_lang``."""
-        return self.source_tokens(line, self.target_tag(tgt_lang))
-
-    def unsupported(self, options: TranslateOptions) -> str | None:
+    def refuses(self, options: TranslateOptions, cfg: DecodeConfig | None = None,
+                n_lines: int = 0) -> str | None:
         """Why this engine cannot do what ``options`` ask (``None``: it can): constraints
         (:data:`NO_CONSTRAINTS`), or the source attention of another layer or head than the
         one chosen at export (CTranslate2 returns that one only). The server answers 501 with
-        it."""
+        it (:meth:`~nmtkit.decode.text_translator.TextTranslator.unsupported`)."""
         if options.constraints is not None:
             return NO_CONSTRAINTS
         if not (options.alignments or options.need_attention):
@@ -199,208 +192,159 @@ class CTranslate2Translator(TextTranslator):
 
     def target_ids(self, prefixes: Sequence[str] | None,
                    constraints: Sequence[Sequence[str]] | None, n_lines: int,
-                   max_length: int | None = None) -> tuple[list[list[int]] | None, None]:
-        """(each line's forced prefix as target ids, ``None``), checked as
-        :meth:`Translator.target_ids <nmtkit.decode.translator.Translator.target_ids>` checks
-        them: one per line, text, a :class:`~nmtkit.decode.text_translator.TargetTextError` naming
-        the line for a token the target vocabulary lacks (CTranslate2 would force ``<unk>``);
-        constraints: a ``ValueError`` (:data:`NO_CONSTRAINTS`)."""
+                   max_length: int | None = None
+                   ) -> tuple[list[list[int]] | None, list[list[list[int]]] | None]:
+        """(each line's forced prefix as target ids, ``None``), checked as nmtkit's search
+        checks them (:meth:`~nmtkit.decode.text_translator.TextTranslator.target_ids`);
+        constraints: a ``UserError`` (:data:`NO_CONSTRAINTS`)."""
         if constraints is not None:
             raise UserError(NO_CONSTRAINTS)
-        if prefixes is None:
-            return None, None
-        texts = list(text_lines(prefixes, "prefixes"))
-        if len(texts) != n_lines:
-            raise ValueError(f"{len(texts)} prefixes for {n_lines} lines: give one per line "
-                             "(an empty one for none)")
-        forced = []
-        for i, text in enumerate(texts):
-            toks = self.forced_tokens(i, text, max_length)
-            ids = [UNK if t in (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN) else self.tgt_vocab.stoi.get(t, UNK)
-                   for t in toks]  # a literal control token is a word the model does not know
-            unknown = list(dict.fromkeys(t for t, j in zip(toks, ids, strict=True) if j == UNK))
-            if unknown:
-                raise TargetTextError("prefixes", i, f"prefix {text.strip()!r}: the model's target "
-                                      f"vocabulary has no {', '.join(map(repr, unknown))} (it would "
-                                      "come out as <unk>); use words the model knows")
-            forced.append(ids)
-        return forced, None
+        return super().target_ids(prefixes, None, n_lines, max_length)
 
-    def translate(self, lines: Iterable[str], options: TranslateOptions | None = None, *,
-                  exact_caps: bool = True) -> list[list[Translation]]:
-        """One list of ``n_best`` :class:`Translation` per input line, in input order, with
-        the exported decoding options, ``options`` replacing some and asking for more, as
-        :meth:`Translator.translate`: forced prefixes (CTranslate2's ``target_prefix``), token
-        scores, the source attention and alignments (:meth:`_extras`). What CTranslate2 cannot
-        do is a ``ValueError`` (:meth:`unsupported`).
+    def steps(self, source: Source, request: SearchRequest) -> int:
+        """The tokens before ``</s>`` that ``source`` may produce: nmtkit's length cap, raised
+        to fit its forced prefix."""
+        cfg = request.cfg
+        cap = output_cap(len(source.tokens) + 1, cfg.max_len_a, cfg.max_len_b, request.max_length) - 1
+        return max(cap, len(source.prefix or []))
 
-        Every sentence is searched in one CTranslate2 call (which batches them by length),
-        capped at the largest length cap among them, since CTranslate2's
-        ``max_decoding_length`` is per call. ``exact_caps`` then gives each sentence nmtkit's
-        own cap: greedy search chooses each token without looking at the cap, so an output
-        that went past its cap is cut there (and its score recomputed as CTranslate2 gives it
-        at the cap); a beam search that reached its sentence's cap is run again at that cap
-        (one call per distinct cap, for those sentences only; a beam search that ended before
-        its cap keeps its result, unless a hypothesis cut at the cap would have outscored it,
-        which CTranslate2 would rank too). False: the shared cap only. A forced prefix raises
-        its sentence's cap to fit it, as nmtkit's search does.
+    def batches(self, order: list[int], sources: list[Source],
+                request: SearchRequest) -> list[list[int]]:
+        """Every sentence in one CTranslate2 call, which batches them by length itself
+        (``max_batch_size``); those whose cap leaves room for ``</s>`` only on their own."""
+        none = [i for i in order if self.steps(sources[i], request) == 0]  # nothing to search
+        rest = [i for i in order if self.steps(sources[i], request) > 0]  # (in length order)
+        return [b for b in (none, rest) if b]
+
+    def search(self, sources: list[Source], request: SearchRequest) -> list[list[Found]]:
+        """CTranslate2's n best of each source, with what ``request`` asks for besides them
+        (:meth:`_found`).
+
+        The sentences are searched in one CTranslate2 call, capped at the largest length cap
+        among them, since CTranslate2's ``max_decoding_length`` is per call. With
+        :attr:`exact_caps` each sentence then gets nmtkit's own cap (:meth:`_exact_caps`). A
+        forced prefix raises its sentence's cap to fit it, as nmtkit's search does.
 
         ``score`` is CTranslate2's: the log-probability (``</s>`` included) divided by
         ``(len(tokens) + 1) ** length_penalty`` (a hypothesis cut at the length cap has no
         ``</s>``: ``len(tokens) ** length_penalty``); for greedy search the log-probability,
         as nmtkit's. With a forced prefix it counts the prefix's tokens too, as nmtkit's
-        (CTranslate2's own leaves them out). ``mbr``: minimum Bayes risk decoding over that
-        many candidates, as :meth:`Translator.translate` (each candidate's log-probability
-        recovered from its score, :meth:`_log_prob`). ``decode.rerank``: the candidates
-        reranked with :attr:`reverse` (nmtkit models of the reverse direction), as
-        :meth:`Translator.translate`.
+        (CTranslate2's own leaves them out).
         """
-        o = TranslateOptions() if options is None else options
-        refused = self.unsupported(o)
-        if refused:
-            raise ValueError(f"the ctranslate2 engine cannot do this: {refused}")
-        asked, max_length = self.call_options(o)
-        if asked.split_sentences or asked.protect_spans:  # lines -> sentences -> here again
-            return self.by_sentence(lines, o, asked, lambda sentences, inner: self.translate(
-                sentences, inner, exact_caps=exact_caps))
-        cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
-        self.target_tag(o.tgt_lang)  # a missing or unknown language: an error before any work
-        require_reverse(asked, self.reverse)
-        texts = list(text_lines(lines))
-        encoded = [self.encode_source(line, o.tgt_lang) for line in texts]
-        forced, _ = self.target_ids(o.prefixes, None, len(texts), max_length)
-        prefix = [[self.tgt_vocab.itos[j] for j in ids] for ids in forced] if forced else None
-        # tokens before EOS that each sentence may produce (one output_cap per source length),
-        # raised to fit its forced prefix
-        caps: dict[int, int] = {}
-        for toks, _ in encoded:
-            if len(toks) not in caps:
-                caps[len(toks)] = output_cap(len(toks) + 1, cfg.max_len_a, cfg.max_len_b, max_length) - 1
-        steps = [max(caps[len(toks)], len(prefix[i]) if prefix else 0)
-                 for i, (toks, _) in enumerate(encoded)]
-        ct2_options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
-                           num_hypotheses=cfg.n_best,
-                           length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
-                           min_decoding_length=0, max_input_length=0, return_scores=True)
+        steps = [self.steps(s, request) for s in sources]
+        n_steps = max(steps)
+        if n_steps == 0:  # only </s> fits
+            return self._found(sources, [[([], 0.0)] * request.cfg.n_best for _ in sources],
+                               steps, request)
+        out = self._search(sources, n_steps, request)
+        if self.exact_caps:
+            out = self._exact_caps(sources, steps, n_steps, out, request)
+        return self._found(sources, out, steps, request)
 
-        def search(idx: list[int], n_steps: int) -> list[list[tuple[list[str], float]]]:
-            """CTranslate2's n-best (tokens, score) of the sentences ``idx``, ``n_steps`` tokens
-            at most. Suppressing tokens renormalises CTranslate2's softmax over the others,
-            which nmtkit does not do (it computes log-probabilities over all tokens, then
-            excludes <pad>/<s>): search unconstrained first, then again only where that
-            produced them. ``o.deadline`` is checked before each call: CTranslate2's search
-            cannot be stopped once started (``nmtkit serve`` bounds a request's work up
-            front, :mod:`nmtkit.serve.limits`)."""
-            if o.deadline is not None:
-                o.deadline.check()
-            sources = [encoded[i][1] for i in idx]
-            starts = [prefix[i] or None for i in idx] if prefix else None
-            out = [list(zip(r.hypotheses, r.scores, strict=True))
-                   for r in self.translator.translate_batch(sources, starts,
-                                                            max_decoding_length=n_steps,
-                                                            **ct2_options)]
-            redo = [j for j, hyps in enumerate(out) if any(not NEVER_SET.isdisjoint(h) for h, _ in hyps)]
-            if redo:
-                if o.deadline is not None:
-                    o.deadline.check()
-                again = self.translator.translate_batch(
-                    [sources[j] for j in redo], [starts[j] for j in redo] if starts else None,
-                    max_decoding_length=n_steps, **ct2_options,
-                    suppress_sequences=[[t] for t in NEVER])
-                for j, r in zip(redo, again, strict=True):
-                    out[j] = list(zip(r.hypotheses, r.scores, strict=True))
-            return out
+    def _search(self, sources: list[Source], n_steps: int, request: SearchRequest) -> Hyps:
+        """CTranslate2's n-best (tokens, score) of ``sources``, ``n_steps`` tokens at most.
+        Suppressing tokens renormalises CTranslate2's softmax over the others, which nmtkit
+        does not do (it computes log-probabilities over all tokens, then excludes
+        <pad>/<s>): search unconstrained first, then again only where that produced them.
+        The deadline is checked before each call: CTranslate2's search cannot be stopped
+        once started (``nmtkit serve`` bounds a request's work up front,
+        :mod:`nmtkit.serve.limits`)."""
+        cfg, deadline = request.cfg, request.deadline
+        options = dict(max_batch_size=cfg.batch_size, beam_size=cfg.beam,
+                       num_hypotheses=cfg.n_best,
+                       length_penalty=cfg.length_penalty if cfg.beam > 1 else 0.0,
+                       min_decoding_length=0, max_input_length=0, return_scores=True,
+                       max_decoding_length=n_steps)
+        tokens = [s.model_tokens for s in sources]
+        starts = ([self.tgt_vocab.decode(s.prefix, strip_special=False) if s.prefix else None
+                   for s in sources] if any(s.prefix is not None for s in sources) else None)
+        if deadline is not None:
+            deadline.check()
+        out = [list(zip(r.hypotheses, r.scores, strict=True))
+               for r in self.translator.translate_batch(tokens, starts, **options)]
+        redo = [j for j, hyps in enumerate(out) if any(not NEVER_SET.isdisjoint(h) for h, _ in hyps)]
+        if redo:
+            if deadline is not None:
+                deadline.check()
+            again = self.translator.translate_batch(
+                [tokens[j] for j in redo], [starts[j] for j in redo] if starts else None,
+                **options, suppress_sequences=[[t] for t in NEVER])
+            for j, r in zip(redo, again, strict=True):
+                out[j] = list(zip(r.hypotheses, r.scores, strict=True))
+        return out
 
-        def batches(todo: list[int]) -> list[list[int]]:
-            none = [i for i in todo if steps[i] == 0]  # only EOS fits: nothing to search
-            rest = [i for i in todo if steps[i] > 0]  # (in length order, as given)
-            return [b for b in (none, rest) if b]
+    def _exact_caps(self, sources: list[Source], steps: list[int], n_steps: int, out: Hyps,
+                    request: SearchRequest) -> Hyps:
+        """``out`` (searched at the call's cap ``n_steps``) with each sentence at its own cap
+        (``steps``): greedy search chooses each token without looking at the cap, so an output
+        that went past its cap is cut there (and its score recomputed as CTranslate2 gives it
+        at the cap); a beam search that reached its sentence's cap is run again at that cap
+        (one call per distinct cap, for those sentences only; a beam search that ended before
+        its cap keeps its result, unless a hypothesis cut at the cap would have outscored it,
+        which CTranslate2 would rank too)."""
+        reached = [j for j in range(len(sources)) if steps[j] < n_steps
+                   and any(len(h) >= steps[j] for h, _ in out[j])]
+        if reached and request.cfg.beam == 1:  # greedy: cut at the cap, score without </s>
+            cut = [out[j][0][0][:steps[j]] for j in reached]
+            scored = self.translator.score_batch([sources[j].model_tokens for j in reached], cut,
+                                                 max_input_length=0)
+            for j, toks, r in zip(reached, cut, scored, strict=True):
+                out[j] = [(toks, float(sum(r.log_probs[:len(toks)])))]
+        elif reached:  # beam: search those again, each at its own cap
+            by_cap: dict[int, list[int]] = {}
+            for j in reached:
+                by_cap.setdefault(steps[j], []).append(j)
+            for cap, js in by_cap.items():
+                for j, hyps in zip(js, self._search([sources[j] for j in js], cap, request),
+                                   strict=True):
+                    out[j] = hyps
+        return out
 
-        def run(idx: list[int]) -> list[list[Translation]]:
-            n_steps = max(steps[i] for i in idx)
-            if n_steps == 0:
-                out: list[list[tuple[list[str], float]]] = [[([], 0.0)] * cfg.n_best for _ in idx]
-                return self._extras(idx, out, encoded, steps, prefix, o, cfg)
-            out = search(idx, n_steps)
-            # sentences whose own cap is below the call's and whose search reached it
-            reached = [j for j, i in enumerate(idx) if steps[i] < n_steps
-                       and any(len(h) >= steps[i] for h, _ in out[j])] if exact_caps else []
-            if reached and cfg.beam == 1:  # greedy: cut at the cap, score without </s>
-                cut = [out[j][0][0][:steps[idx[j]]] for j in reached]
-                scored = self.translator.score_batch([encoded[idx[j]][1] for j in reached], cut,
-                                                     max_input_length=0)
-                for j, toks, r in zip(reached, cut, scored, strict=True):
-                    out[j] = [(toks, float(sum(r.log_probs[:len(toks)])))]
-            elif reached:  # beam: search those again, each at its own cap
-                by_cap: dict[int, list[int]] = {}
-                for j in reached:
-                    by_cap.setdefault(steps[idx[j]], []).append(j)
-                for cap, js in by_cap.items():
-                    for j, hyps in zip(js, search([idx[j] for j in js], cap), strict=True):
-                        out[j] = hyps
-            return self._extras(idx, out, encoded, steps, prefix, o, cfg)
-
-        return choose_all(self.in_length_order([toks for toks, _ in encoded], cfg.n_best,
-                                               batches, run, o.progress),
-                          texts, asked, self.reverse)
-
-    def _extras(self, idx: list[int], out: list[list[tuple[list[str], float]]],
-                encoded: list[tuple[list[str], list[str]]], steps: list[int],
-                prefix: list[list[str]] | None, o: TranslateOptions,
-                cfg: DecodeConfig) -> list[list[Translation]]:
-        """The :class:`Translation` of each sentence's n-best (tokens, score) ``out`` (the
-        sentences ``idx``), with what ``o`` asks for besides the text:
+    def _found(self, sources: list[Source], out: Hyps, steps: list[int],
+               request: SearchRequest) -> list[list[Found]]:
+        """The :class:`~nmtkit.decode.engine.Found` of each sentence's n-best (tokens, score)
+        ``out``, with what ``request`` asks for besides the text:
 
         - token log-probabilities (``token_scores``; and always with a forced prefix, whose
           tokens CTranslate2's score leaves out): ``score_batch``, teacher forcing, nmtkit's
           ``token_log_probs`` (the tokens, then ``</s>``); a prefixed sentence's score and
           ``log_prob`` are recomputed from them (and its list reordered by them);
-        - the source attention (``need_attention``, ``alignments``): :meth:`_source_attention`;
-          alignments from it as nmtkit's (:func:`~nmtkit.decode.text_translator.alignment_from_attention`).
+        - the source attention: :meth:`_source_attention`.
         """
-        flat = [(i, toks) for i, hyps in zip(idx, out, strict=True) for toks, _ in hyps]
-        prefixed = {i for i in idx if prefix and prefix[i]}
+        cfg = request.cfg
+        flat = [(j, toks) for j, hyps in enumerate(out) for toks, _ in hyps]
+        prefixed = {j for j, s in enumerate(sources) if s.prefix}
         log_probs: list[list[float]] = []
-        if o.token_scores or prefixed:
+        if request.token_scores or prefixed:
             log_probs = [list(r.log_probs) for r in self.translator.score_batch(
-                [encoded[i][1] for i, _ in flat], [toks for _, toks in flat],
+                [sources[j].model_tokens for j, _ in flat], [toks for _, toks in flat],
                 max_batch_size=cfg.batch_size, max_input_length=0)]
-        attention: list[torch.Tensor] = []
-        if o.need_attention or o.alignments:
-            attention = self._source_attention([encoded[i][1] for i, _ in flat],
+        attention: list[np.ndarray] = []
+        if request.attention:
+            attention = self._source_attention([sources[j].model_tokens for j, _ in flat],
                                                [toks for _, toks in flat], cfg.batch_size)
         results, k = [], 0
-        for i, hyps in zip(idx, out, strict=True):
-            src_tokens, row = encoded[i][0], []
+        for j, hyps in enumerate(out):
+            row = []
             for toks, score in hyps:
-                cut = len(toks) >= steps[i]  # stopped at the cap: no </s>
-                log_prob = self._log_prob(toks, score, steps[i], cfg)
-                if i in prefixed:  # CTranslate2's score leaves the forced tokens out
+                cut = len(toks) >= steps[j]  # stopped at the cap: no </s>
+                log_prob = self._log_prob(toks, score, steps[j], cfg)
+                if j in prefixed:  # CTranslate2's score leaves the forced tokens out
                     log_prob = float(sum(log_probs[k][:len(toks)] if cut else log_probs[k]))
                     n = len(toks) if cut else len(toks) + 1
                     score = (log_prob / n ** cfg.length_penalty if cfg.beam > 1 and n
                              else log_prob)
-                att, align = None, None
-                if attention:
-                    att = attention[k]  # (len(toks) + 1, len(src_tokens) + 1), model order
-                    if self.reverse_source:
-                        from ..decode.attention import reading_order
-
-                        att = reading_order(att, len(src_tokens), dims=[1])
-                    if o.alignments:
-                        align = alignment_from_attention(att, len(src_tokens), len(toks))
-                row.append(self.translation(
-                    toks, src_tokens, score, att if o.need_attention else None,
-                    token_log_probs=log_probs[k] if o.token_scores else None, alignment=align,
-                    log_prob=log_prob))
+                row.append(Found(toks, score, log_prob,
+                                 log_probs[k] if request.token_scores else None,
+                                 attention[k] if attention else None))
                 k += 1
-            if i in prefixed:
-                row.sort(key=lambda t: -t.score)  # (stable: ties keep CTranslate2's order)
+            if j in prefixed:
+                row.sort(key=lambda f: -f.score)  # (stable: ties keep CTranslate2's order)
             results.append(row)
         return results
 
     def _source_attention(self, sources: list[list[str]], outputs: list[list[str]],
-                          batch_size: int) -> list[torch.Tensor]:
+                          batch_size: int) -> list[np.ndarray]:
         """(len(output) + 1, len(source) + 1) source attention of each output given its source,
         rows the steps that predict its tokens, then ``</s>``; columns the source tokens (in
         the order the model reads them), then ``</s>``: the layer and heads chosen at export
@@ -423,7 +367,7 @@ class CTranslate2Translator(TextTranslator):
 
     @staticmethod
     def _log_prob(tokens: list[str], score: float, cap: int, cfg: DecodeConfig) -> float:
-        """The log-probability behind CTranslate2's ``score`` (see :meth:`translate`): the
+        """The log-probability behind CTranslate2's ``score`` (see :meth:`search`): the
         score times ``n ** length_penalty``, ``n`` the tokens and ``</s>``, or the tokens
         alone for a hypothesis that reached its sentence's ``cap`` (cut, no ``</s>``)."""
         if cfg.beam == 1 or cfg.length_penalty == 0:
@@ -435,14 +379,19 @@ class CTranslate2Translator(TextTranslator):
                         batch_size: int | None = None, exact_caps: bool = True, *,
                         tgt_lang: str | None = None,
                         progress: Callable[[int, int], None] | None = None) -> list[str]:
-        options = TranslateOptions(beam=beam, batch_size=batch_size, tgt_lang=tgt_lang,
-                                   progress=progress)
-        return [r[0].text for r in self.translate(lines, options, exact_caps=exact_caps)]
+        """As :meth:`TextTranslator.translate_lines`; ``exact_caps``: :attr:`exact_caps` for
+        this call."""
+        tr = self
+        if exact_caps != self.exact_caps:
+            tr = copy.copy(self)
+            tr.exact_caps = exact_caps
+        return TextTranslator.translate_lines(tr, lines, beam, batch_size, tgt_lang=tgt_lang,
+                                              progress=progress)
 
     def score(self, sources: list[str], targets: list[str]) -> list[list[float]]:
         """Per-token log-probabilities of each target (its tokens, then </s>) given its source,
         from CTranslate2 (``score_batch``); nmtkit's teacher-forced ``forward`` gives the same."""
-        src = [self.encode_source(s)[1] for s in sources]
+        src = [self.source(s, self.target_tag(None)).model_tokens for s in sources]
         tgt = [self.tgt_tok.encode(t.strip()) for t in targets]
         return [list(r.log_probs) for r in self.translator.score_batch(src, tgt, max_input_length=0)]
 

@@ -74,7 +74,7 @@ def attention_for_text(bundle: Bundle, text: str, beam: int | None = None,
                              need_attention=True, tgt_lang=tgt_lang,
                              max_src_tokens=MAX_PLOT_TOKENS)
     hyp, tokens = att.translation, att.tokens
-    search = hyp.attention.float().numpy() if hyp.attention is not None else None
+    search = hyp.attention.astype(np.float32) if hyp.attention is not None else None
     return AttentionMaps(
         source=text.strip(), translation=hyp.text, src_tokens=tokens["source"],
         tgt_in_tokens=tokens["target_in"], tgt_out_tokens=tokens["target"],
