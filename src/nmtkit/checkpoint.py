@@ -14,10 +14,10 @@ that names the file.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,13 +25,14 @@ from typing import Any, ClassVar
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .checkpoint_format import FORMAT, VERSION, WeightBytes
+from .checkpoint_format import weights_digest as digest_of
 from .config import Config, ConfigError
 from .data.prepare import vocab_from_state
 from .data.tokenizers import Tokenizer
 from .data.vocab import Vocab
 from .errors import UserError
 from .io import atomic_save
-from .lite.checkpoint import FORMAT, VERSION
 from .models import build_model
 from .models.seq2seq import Seq2Seq
 
@@ -65,13 +66,14 @@ def is_release(ckpt: dict[str, Any]) -> bool:
 
 
 def weights_digest(state: dict[str, torch.Tensor]) -> str:
-    """sha256 over the weights (names, dtypes, shapes and bytes, in name order)."""
-    h = hashlib.sha256()
-    for name in sorted(state):
-        t = state[name].detach().cpu().contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().data)  # (the bytes in place, no copy)
-    return h.hexdigest()
+    """:func:`nmtkit.checkpoint_format.weights_digest` of these tensors (each copied to the
+    CPU only when its turn comes)."""
+    def weights() -> Iterator[WeightBytes]:
+        for name in sorted(state):
+            t = state[name].detach().cpu().contiguous()
+            data = t.reshape(-1).view(torch.uint8).numpy().data  # (the bytes in place, no copy)
+            yield WeightBytes(name, str(t.dtype), tuple(t.shape), data)
+    return digest_of(weights())
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:

@@ -9,8 +9,12 @@ checkpoint and runs the Transformer's inference in numpy instead:
 - :mod:`.transformer`: the model's forward pass for translation (encoder, decoder step with
   key/value caches, Vaswani et al. 2017 Sec. 3), from the checkpoint's weights;
 - :mod:`.search`: greedy and beam search over one sentence, the same algorithm as
-  :mod:`nmtkit.decode.search` (length caps, GNMT length penalty, finished hypotheses that
-  keep competing for the beam's slots, early stopping, n best, token scores).
+  :mod:`nmtkit.decode.search` under the same rules (:mod:`nmtkit.rules`: length caps, GNMT
+  length penalty, ranking), finished hypotheses that keep competing for the beam's slots,
+  early stopping, n best, token scores.
+
+The rest is shared, not copied: the sinusoid table is :mod:`nmtkit.models.sinusoid`, the
+checkpoint's marker, version and checksum :mod:`nmtkit.checkpoint_format`.
 
 It exists only for speed, so it is switchable (``nmtkit translate --engine torch`` or
 ``--no-fast`` never use it) and ``tests/test_lite.py`` checks that both give the same

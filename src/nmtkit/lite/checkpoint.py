@@ -3,30 +3,27 @@
 
 The checks of :func:`nmtkit.checkpoint.load_checkpoint` that decide whether a file may be
 used (format marker, version, entries, finite float32 weights of exactly the config's
-shapes, their stored checksum) are made here too, but a file that fails one is not
+shapes, their stored checksum; the marker, version and checksum are
+:mod:`nmtkit.checkpoint_format`'s, the PyTorch reader's own) are made here too, but a file that fails one is not
 explained here: :class:`LiteUnsupported` sends the caller to PyTorch, whose loader names
 the file and the problem. So this path either gives the model PyTorch would build, or none.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..checkpoint_format import FORMAT, VERSION, WeightBytes
+from ..checkpoint_format import weights_digest as digest_of
 from ..config import Config, ConfigError
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import Vocab
 from .torch_file import TORCH_DTYPE_NAMES, UnsupportedFile, read_torch_file
 from .transformer import NumpyTransformer, UnsupportedModel
-
-FORMAT = "nmtkit-checkpoint"
-"""The marker every nmtkit checkpoint carries (written by :mod:`nmtkit.checkpoint`)."""
-VERSION = 1
-"""The newest checkpoint version this nmtkit reads."""
 
 
 class LiteUnsupported(Exception):
@@ -34,14 +31,11 @@ class LiteUnsupported(Exception):
 
 
 def weights_digest(state: dict[str, np.ndarray]) -> str:
-    """sha256 over the weights (names, dtypes as PyTorch prints them, shapes and bytes, in
-    name order): :func:`nmtkit.checkpoint.weights_digest` of the same tensors."""
-    h = hashlib.sha256()
-    for name in sorted(state):
-        a = np.ascontiguousarray(state[name])
-        h.update(f"{name}|{TORCH_DTYPE_NAMES[a.dtype]}|{tuple(a.shape)}|".encode())
-        h.update(a.reshape(-1).view(np.uint8).data)
-    return h.hexdigest()
+    """:func:`nmtkit.checkpoint_format.weights_digest` of these arrays (dtypes named as
+    PyTorch prints them): :func:`nmtkit.checkpoint.weights_digest` of the same tensors."""
+    return digest_of(WeightBytes(name, TORCH_DTYPE_NAMES[a.dtype], tuple(a.shape),
+                                 np.ascontiguousarray(a).reshape(-1).view(np.uint8).data)
+                     for name, a in sorted(state.items()))
 
 
 @dataclass

@@ -4,8 +4,8 @@ The same computation as :class:`nmtkit.models.transformer.Transformer` in evalua
 (no dropout), for one source sentence at a time (no padding, so no source mask), with the
 weights' names and shapes of its ``state_dict``:
 
-- embeddings times sqrt(d_model), plus the sinusoidal table (Sec. 3.4, 3.5) or a learned
-  one;
+- embeddings times sqrt(d_model), plus the sinusoidal table (Sec. 3.4, 3.5; the PyTorch
+  model's own, :mod:`nmtkit.models.sinusoid`) or a learned one;
 - each sub-layer inside a residual connection with layer norm, before it (``norm: pre``,
   then a final norm after each stack) or after the sum (``post``, the paper's Sec. 3.1);
 - multi-head attention, softmax(Q K^T / sqrt(d_k)) V per head (Eq. 1), Q, K and V from one
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import ModelConfig, dec_layers, enc_layers
+from ..models.sinusoid import sinusoid_table
 
 
 class UnsupportedModel(Exception):
@@ -66,17 +67,6 @@ def expected_shapes(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> dict[st
     if cfg.output_bias:
         shapes["generator.bias"] = (tgt_vocab,)
     return shapes
-
-
-def sinusoid_table(max_len: int, d_model: int) -> np.ndarray:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d))
-    (Sec. 3.5), computed in float64 as the model's table is, then float32: (max_len, d)."""
-    pos = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
-    inv_freq = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))
-    pe = np.zeros((max_len, d_model), dtype=np.float64)
-    pe[:, 0::2] = np.sin(pos * inv_freq)
-    pe[:, 1::2] = np.cos(pos * inv_freq[: d_model // 2])
-    return pe.astype(np.float32)
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:

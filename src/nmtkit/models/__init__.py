@@ -1,9 +1,17 @@
-"""Models: one builder from config to a module implementing :mod:`nmtkit.models.seq2seq`."""
+"""Models: one builder from config to a module implementing :mod:`nmtkit.models.seq2seq`.
+
+Importing this package imports no PyTorch (the builders import their modules when called),
+so that :mod:`.sinusoid` serves the numpy forward pass's cold start too.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..config import ModelConfig
-from .seq2seq import Seq2Seq
+
+if TYPE_CHECKING:
+    from .seq2seq import Seq2Seq
 
 
 def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:

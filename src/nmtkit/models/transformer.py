@@ -25,6 +25,7 @@ from ..data.vocab import PAD
 from .attention import MultiHeadAttention
 from .positions import EmbeddingDropout, LearnedPositionalEmbedding, RotaryEmbedding, shapes_only
 from .seq2seq import Seq2Seq
+from .sinusoid import sinusoid_table as numpy_sinusoid_table
 
 
 class Embeddings(nn.Module):
@@ -41,19 +42,14 @@ class Embeddings(nn.Module):
 
 
 def sinusoid_table(max_len: int, d_model: int) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) (Sec. 3.5).
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) (Sec. 3.5):
+    :func:`nmtkit.models.sinusoid.sinusoid_table` (the numpy forward pass's too) as a tensor.
 
     Returns (max_len, d_model).
     """
     if shapes_only():
         return torch.empty(max_len, d_model)
-    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64)
-                         * (-math.log(10000.0) / d_model))  # (d_model / 2,)
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(pos * inv_freq)
-    pe[:, 1::2] = torch.cos(pos * inv_freq[: d_model // 2])
-    return pe.float()
+    return torch.from_numpy(numpy_sinusoid_table(max_len, d_model))
 
 
 class PositionalEncoding(nn.Module):
