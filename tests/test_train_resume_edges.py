@@ -217,7 +217,7 @@ def test_a_finished_budget_plan_is_not_stretched(tmp_path, monkeypatch):
     first = Trainer(budget_cfg(), run).run()
     assert (first["step"], first["stop_reason"]) == (29, "the budget plan's 29 updates "
                                                            "(max_minutes=0.5)")
-    resume_changes_nothing(run, budget_cfg(), "the budget plan's 29 updates")
+    resume_changes_nothing(run, budget_cfg(), first["stop_reason"])
     with pytest.raises(ValueError) as e:
         Trainer(budget_cfg(1.0), run, resume=True)
     assert str(e.value).startswith(f"{run / 'last.pt'}: cannot resume with train.max_minutes=1 "

@@ -38,22 +38,33 @@ INTERRUPTED = "interrupted (Ctrl-C)"
 """The stop reason of a run that Ctrl-C (KeyboardInterrupt) stopped."""
 
 
-def already_ended(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> str | None:
-    """Why the run has nothing left to do under its current settings, before an update
-    (None: it has). The loop's own stop conditions, so that resuming a run that ended,
-    whatever ended it (``max_steps``, ``patience``, ``max_minutes``, its budget plan),
-    with the same recipe trains nothing and reports how it ended; raising the limit
-    that ended it continues the run (except a budget plan's end: see
-    :func:`check_budget_resumable`)."""
+def exhausted(t: TrainConfig, p: Progress, plan: BudgetPlan | None,
+              out_of_time: bool) -> str | None:
+    """The budget that leaves the run nothing to do at update ``p.step``, if any: the steps,
+    the minutes (``out_of_time``), or the budget plan's last update. The one place of these
+    conditions: before the first update of a session (:func:`already_ended`) and after each
+    update (:func:`spent`) they read the same."""
     if p.step >= t.max_steps:
         return f"max_steps={t.max_steps}"
-    if (reason := stalled(t, p)) is not None:
-        return reason
-    if t.max_minutes and p.elapsed_s >= t.max_minutes * 60:
+    if out_of_time:
         return f"max_minutes={t.max_minutes}"
     if plan is not None and p.step >= plan.steps:
-        return f"the budget plan's {plan.steps} updates"
+        return f"the budget plan's {plan.steps} updates (max_minutes={t.max_minutes})"
     return None
+
+
+def out_of_time(t: TrainConfig, elapsed_s: float) -> bool:
+    """Whether ``train.max_minutes`` (0: none) are spent after ``elapsed_s`` of training."""
+    return bool(t.max_minutes) and elapsed_s >= t.max_minutes * 60
+
+
+def already_ended(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> str | None:
+    """Why the run has nothing left to do under its current settings, before an update
+    (None: it has): early stopping's patience, or a budget (:func:`exhausted`), so that
+    resuming a run that ended, whatever ended it, with the same recipe trains nothing and
+    reports how it ended; raising the limit that ended it continues the run (except a
+    budget plan's end: see :func:`check_budget_resumable`)."""
+    return stalled(t, p) or exhausted(t, p, plan, out_of_time(t, p.elapsed_s))
 
 
 def validation_due(t: TrainConfig, p: Progress, plan: BudgetPlan | None) -> bool:
@@ -77,20 +88,13 @@ def stalled(t: TrainConfig, p: Progress) -> str | None:
 def spent(t: TrainConfig, p: Progress, elapsed_s: float, plan: BudgetPlan | None, world: int,
           device: torch.device) -> str | None:
     """After an update (before its validation, whose time is not counted): the budget that
-    ends the run now, if any (the steps, the minutes after ``elapsed_s`` of training, or the
-    budget plan's last update). Under torchrun every rank stops at the same update (the
-    minutes are agreed on: call it on every rank)."""
-    out_of_time = bool(t.max_minutes) and elapsed_s >= t.max_minutes * 60
+    ends the run now, if any (:func:`exhausted` after ``elapsed_s`` of training). Under
+    torchrun every rank stops at the same update (the minutes are agreed on: call it on
+    every rank)."""
+    late = out_of_time(t, elapsed_s)
     if world > 1:
-        out_of_time = distributed.agree(out_of_time, device)
-    plan_done = plan is not None and p.step >= plan.steps
-    if p.step >= t.max_steps:
-        return f"max_steps={t.max_steps}"
-    if out_of_time:
-        return f"max_minutes={t.max_minutes}"
-    if plan_done:
-        return f"the budget plan's {p.step} updates (max_minutes={t.max_minutes})"
-    return None
+        late = distributed.agree(late, device)
+    return exhausted(t, p, plan, late)
 
 
 def save_interrupted(p: Progress, saved_at: tuple[int, int, int] | None, save: Callable[[], None],
