@@ -272,8 +272,8 @@ def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: st
             for key, split in (("val", valid), ("test", test))}
     chosen = max(ckpts, key=lambda n: (ckpts[n]["val"][a.metric], -CANDIDATES.index(n)))
     log = (run.parent / f"{run.name}.log").read_text(encoding="utf-8", errors="replace")
-    plans = [x.split("nmtkit.train.loop: ", 1)[1] for x in log.splitlines()
-             if "nmtkit.train.loop: " in x and ("budget plan" in x or "stopped:" in x)]
+    plans_file = run / "budget_plans.json"  # the plans as the run made them (budget_schedule)
+    plans = json.loads(plans_file.read_text(encoding="utf-8")) if plans_file.exists() else []
     tok_s = [int(x) for x in re.findall(r"tgt tok/s (\d+)", log)]
     curve = []
     metrics = run / "metrics.csv"
@@ -286,8 +286,7 @@ def run_record(a: argparse.Namespace, seed: int, run: Path, valid: str, test: st
         "seed": seed, **({"overrides": a.seed_set[seed]} if seed in a.seed_set else {}),
         "updates": done["step"], "epochs": done["epoch"],
         "elapsed_s": done["elapsed_s"], "stop_reason": done.get("stop_reason"),
-        "budget_plans": plans[:1] + [p for p in plans[1:] if "revision" in p][-1:]
-        + [p for p in plans if p.startswith("stopped")],
+        "budget_plans": plans[:1] + plans[1:][-1:],  # the first and the last
         "train_tokens_per_s_logged": {"median": statistics.median(tok_s), "min": min(tok_s),
                                       "max": max(tok_s)} if tok_s else None,
         "matmul_gflops_before": ast.literal_eval(matmul.read_text().strip())
