@@ -10,6 +10,8 @@ from nmtkit.train.loop import Trainer
 
 from .helpers import make_cfg
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory):

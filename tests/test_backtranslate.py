@@ -49,6 +49,7 @@ def lines(path):
     return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [["--beam", "2"], ["--sampling", "--seed", "3", "--batch-size", "2"]])
 def test_backtranslate_writes_aligned_pairs_without_blank_lines(tmp_path, reverse_model, flags, capsys):
     prefix = backtranslate(tmp_path, reverse_model, *flags)
@@ -63,6 +64,7 @@ def test_backtranslate_writes_aligned_pairs_without_blank_lines(tmp_path, revers
     assert not list(tmp_path.glob(".*.tmp"))  # written atomically: no temporary file left
 
 
+@pytest.mark.slow
 def test_a_full_disk_keeps_the_back_translations_and_names_where(tmp_path, reverse_model,
                                                                    monkeypatch, capsys):
     """Hours of back-translation are never lost to the last step: a file that cannot be
@@ -85,6 +87,7 @@ def test_a_full_disk_keeps_the_back_translations_and_names_where(tmp_path, rever
     assert len(lines(Path(kept))) == 3  # the three non-blank lines' translations
 
 
+@pytest.mark.slow
 def test_sampling_with_a_seed_is_reproducible(tmp_path, reverse_model):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -93,6 +96,7 @@ def test_sampling_with_a_seed_is_reproducible(tmp_path, reverse_model):
     assert lines(a.with_suffix(".en")) == lines(b.with_suffix(".en"))
 
 
+@pytest.mark.slow
 def test_a_model_of_one_direction_takes_its_own_target_language_only(tmp_path, reverse_model,
                                                                      capsys):
     """``--tgt-lang`` picks the direction of a model of several (test_multilingual.py); a model
@@ -106,6 +110,7 @@ def test_a_model_of_one_direction_takes_its_own_target_language_only(tmp_path, r
     assert not list(tmp_path.glob("other*"))
 
 
+@pytest.mark.slow
 def test_backtranslate_needs_input_and_prefix(reverse_model, capsys):
     with pytest.raises(SystemExit):
         cli_main(["backtranslate", "--model", str(reverse_model), "-i", "x"])
@@ -177,6 +182,7 @@ def test_weight_two_doubles_and_a_half_keeps_a_seeded_half(tmp_path):
     assert weighted_indices(10, 1.5)[:10] == list(range(10)) and len(weighted_indices(10, 1.5)) == 15
 
 
+@pytest.mark.slow
 def test_trainer_reads_the_extra_pairs(tmp_path):
     trainer = Trainer(extra_cfg(tmp_path, {"weight": 2, "tag": "<bt>"}), tmp_path / "run")
     assert len(trainer.train_ids) == 3 + 20

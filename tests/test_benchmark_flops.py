@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from _common import attention_train_flops, transformer_train_flops  # noqa: E402
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("src_len, tgt_len", [(7, 7), (9, 5), (4, 11)])
 def test_counted_flops_equal_pytorchs_count_of_a_training_pass(src_len, tgt_len):
     d, d_ff, layers, v_src, v_tgt, batch = 32, 48, 2, 40, 50, 3

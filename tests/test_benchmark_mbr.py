@@ -28,6 +28,7 @@ def test_settings_are_typed_as_a_decode_section():
             mbr_bench.parse_setting(bad)
 
 
+@pytest.mark.slow
 def test_the_choice_is_made_on_val_and_test_is_scored_for_baseline_and_choice(
         model_path, tmp_path, capsys, monkeypatch):
     seen = []
@@ -57,6 +58,7 @@ def test_the_choice_is_made_on_val_and_test_is_scored_for_baseline_and_choice(
     assert r["benchmark"] == "mbr" and r["valid"] == "val" and r["test"] == "test_2016_flickr"
 
 
+@pytest.mark.slow
 def test_reranking_settings_use_the_reverse_model_given(model_path, tmp_path):
     reverse = tmp_path / "rev"
     Trainer(make_cfg(20, ["data.src_lang=en", "data.tgt_lang=de"]), reverse).run()
@@ -70,6 +72,7 @@ def test_reranking_settings_use_the_reverse_model_given(model_path, tmp_path):
         mbr_bench.compare([str(model_path)], ["beam=2", "rerank=4"], "bleu")
 
 
+@pytest.mark.slow
 def test_reranked_settings_share_one_search_and_r2l_models_score_too(model_path, tmp_path,
                                                                      monkeypatch):
 

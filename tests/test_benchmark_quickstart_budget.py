@@ -49,6 +49,7 @@ def test_the_figures_come_from_the_summaries_the_log_and_the_lines_after_the_eva
     assert out["load"] is None
 
 
+@pytest.mark.slow
 def test_the_load_runs_beside_the_training_and_is_gone_after_it(tmp_path, monkeypatch):
     started = []
     real = subprocess.Popen
@@ -66,6 +67,7 @@ def test_the_load_runs_beside_the_training_and_is_gone_after_it(tmp_path, monkey
     assert len(started) == 1 and started[0].poll() is not None  # killed long before its 60 s
 
 
+@pytest.mark.slow
 def test_a_failed_or_silent_quickstart_is_an_error(tmp_path):
     with pytest.raises(RuntimeError, match="exited with 3"):
         quickstart_budget.run_quickstart(1, "r", 0.0, 1, stand_in(tmp_path, [TRAIN, EVAL], rc=3))
@@ -73,6 +75,7 @@ def test_a_failed_or_silent_quickstart_is_an_error(tmp_path):
         quickstart_budget.run_quickstart(1, "r", 0.0, 1, stand_in(tmp_path, [TRAIN]))
 
 
+@pytest.mark.slow
 def test_runs_are_added_to_one_file_with_append(tmp_path):
     """Two conditions on one host: the second run is appended, the file's note kept."""
     script, out = stand_in(tmp_path, [TRAIN, EVAL, "a", "b"]), tmp_path / "r.json"

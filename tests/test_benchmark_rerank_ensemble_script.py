@@ -10,7 +10,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .helpers import ROOT, tiny_copy_overrides
+
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
 
 SCRIPT = "experiments/gpu_rerank_ensemble.sh"
 

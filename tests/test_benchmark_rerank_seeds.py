@@ -14,6 +14,8 @@ from .helpers import load_benchmark, make_cfg
 from .helpers import write_xyz_corpus as write_corpus
 from .helpers import xyz_cfg as tiny_cfg
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 seeds_bench = load_benchmark("rerank_seeds")
 mbr_bench = load_benchmark("mbr")
 

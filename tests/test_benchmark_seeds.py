@@ -44,6 +44,7 @@ def side_by_side(tmp_path_factory):
     return (work, *run_script(work, "--parallel", "2"))
 
 
+@pytest.mark.slow
 def test_seeds_choose_on_val_and_ensemble_the_chosen(alone):
     work, result, log = alone
     assert [r["seed"] for r in result["runs"]] == [1, 2]
@@ -109,12 +110,14 @@ def test_seeds_choose_on_val_and_ensemble_the_chosen(alone):
     assert (work / "seed1" / "last.pt").stat().st_mtime_ns == stamps[work / "seed1" / "last.pt"]
 
 
+@pytest.mark.slow
 def test_refuses_fewer_than_two_seeds(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--seeds", "1", "1",
                            "--work", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "two different seeds" in proc.stderr
 
 
+@pytest.mark.slow
 def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path):
     work = tmp_path / "mixed"
     result, log = run_script(work, "--seed-set", "2:train.max_steps=30", "--extend", "0",
@@ -166,6 +169,7 @@ def test_one_seed_changed_by_seed_set_is_named_in_the_record(tmp_path):
     assert ens.endswith(f"| **{result['ensemble']['test']['bleu_official_tok']:.2f}** |")
 
 
+@pytest.mark.slow
 def test_seed_set_refuses_what_it_cannot_apply(tmp_path):
     for bad, said in (("2-train.max_steps=30", "expected SEED:SECTION.KEY=VALUE"),
                       ("7:train.max_steps=30", "seed 7 is not in --seeds"),
@@ -315,6 +319,7 @@ def test_right_to_left_models_join_the_reranking_on_val_and_on_test(tmp_path, mo
                              "r.pt", "--r2l-weight", "1", "--r2l-model", "l1.pt"]
 
 
+@pytest.mark.slow
 def test_a_right_to_left_model_needs_the_reranking(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
                            "--seeds", "1", "2", "--work", str(tmp_path), "--no-matmul",
@@ -322,6 +327,7 @@ def test_a_right_to_left_model_needs_the_reranking(tmp_path):
     assert proc.returncode == 2
     assert "--r2l-model scores the candidates of --rerank: give --rerank too" in proc.stderr
 
+@pytest.mark.slow
 def test_seeds_trained_side_by_side_are_the_same_runs(side_by_side, alone):
     """--parallel 2: both seeds train at once (each its own log), then are evaluated side by
     side (each command a process of its own), and what follows is the procedure of
@@ -349,6 +355,7 @@ def test_seeds_trained_side_by_side_are_the_same_runs(side_by_side, alone):
     assert "+ " not in log and again["runs"] == result["runs"]
 
 
+@pytest.mark.slow
 def test_parallel_must_be_positive(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",
                            "--seeds", "1", "2", "--work", str(tmp_path), "--parallel", "0"],
@@ -366,6 +373,7 @@ def test_seeds_sharing_overrides_are_named_together():
         " (seeds 4, 5 also train.rdrop=5) (seed 6 also train.rdrop=5, model.dropout=0.2)"
 
 
+@pytest.mark.slow
 def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_path,
                                                                         side_by_side):
     """experiments/gpu_seeds.sh (run here with this interpreter and no GPU): seeds.py's JSON,
@@ -401,6 +409,7 @@ def test_the_gpu_wrapper_brings_back_scores_and_logs_without_checkpoints(tmp_pat
     assert not [n for n in names if n.endswith(".pt")]
 
 
+@pytest.mark.slow
 def test_a_recipe_of_both_directions_is_scored_per_direction_and_reranked_by_its_members(
         tmp_path):
     """data.directions: --tgt-lang picks the direction every evaluation and the tuning
@@ -431,6 +440,7 @@ def test_a_recipe_of_both_directions_is_scored_per_direction_and_reranked_by_its
     assert [r["updates"] for r in other["runs"]] == [r["updates"] for r in result["runs"]]
 
 
+@pytest.mark.slow
 def test_reverse_members_needs_a_recipe_that_reads_back(tmp_path):
     sets = [x for o in tiny_copy_overrides(20) for x in ("--set", o)]
     proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "configs/copy_task.yaml",

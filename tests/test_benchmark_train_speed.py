@@ -7,6 +7,8 @@ import pytest
 
 from .helpers import load_benchmark
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 
 @pytest.fixture(scope="module")
 def train_speed():

@@ -144,6 +144,7 @@ def budget_cfg():
         "train.min_lr=0.0001"])
 
 
+@pytest.mark.slow
 def test_a_budgeted_run_follows_its_plan_and_resumes_exactly(tmp_path, monkeypatch,
                                                              one_second_updates, caplog):
     caplog.set_level("INFO", logger="nmtkit")
@@ -182,6 +183,7 @@ def test_a_budgeted_run_follows_its_plan_and_resumes_exactly(tmp_path, monkeypat
         assert torch.equal(v, resumed.model.state_dict()[k]), k
 
 
+@pytest.mark.slow
 def test_a_slow_start_does_not_fix_a_short_warmup(tmp_path, monkeypatch, caplog):
     """The first five updates take 3 s each, the rest 0.5 s (as on a GPU whose first
     kernels for each shape, or other runs starting beside it, slow the first updates): the
@@ -271,6 +273,7 @@ def changing_speed_cfg():
         "train.min_lr=0.0001"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first_s,then_s", [(1.5, 0.4), (0.4, 1.5)])
 def test_a_run_whose_updates_speed_up_or_slow_down_later_still_fills_its_budget(
         tmp_path, monkeypatch, caplog, first_s, then_s):
@@ -303,6 +306,7 @@ def test_a_run_whose_updates_speed_up_or_slow_down_later_still_fills_its_budget(
         assert plan.steps < first_steps / 2
 
 
+@pytest.mark.slow
 def test_without_budget_schedule_nothing_is_planned(tmp_path, one_second_updates):
     cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(12) + ["train.max_minutes=1"])
     trainer = Trainer(cfg, tmp_path / "r")

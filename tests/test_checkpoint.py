@@ -25,6 +25,7 @@ from .helpers import ROOT, make_cfg, tiny_copy_overrides
 COPY = ROOT / "configs" / "copy_task.yaml"
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_translates_identically(tmp_path):
     trainer = Trainer(make_cfg(10), tmp_path)
     trainer.run()
@@ -42,6 +43,7 @@ def test_checkpoint_round_trip_translates_identically(tmp_path):
     assert len(list(tmp_path.glob("step_*.pt"))) == 1
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     straight = Trainer(make_cfg(30), tmp_path / "a")
     straight.run()
@@ -59,6 +61,7 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     assert len(list((tmp_path / "b").glob("step_*.pt"))) == 3  # keep_last
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_different_model(tmp_path):
     Trainer(make_cfg(10), tmp_path).run()
     with pytest.raises(ValueError, match="model section"):
@@ -81,6 +84,7 @@ def test_checkpoint_with_pickled_code_is_refused(tmp_path):
         load_checkpoint(raw)
 
 
+@pytest.mark.slow
 def test_truncated_and_foreign_checkpoints_give_clear_errors(tmp_path):
     Trainer(make_cfg(10), tmp_path / "run").run()
     data = (tmp_path / "run" / "last.pt").read_bytes()
@@ -121,6 +125,7 @@ def test_a_zip_archive_that_torch_cannot_read_is_a_checkpoint_error(tmp_path):
         load_checkpoint(bad)
 
 
+@pytest.mark.slow
 def test_average_is_the_elementwise_mean(tmp_path):
     Trainer(make_cfg(30), tmp_path).run()
     steps = sorted(tmp_path.glob("step_*.pt"))
@@ -154,6 +159,7 @@ def test_a_checkpoint_written_before_nmtkit_fast_loads_and_translates_the_same()
     assert isinstance(bundle.model, torch.nn.Module)
 
 
+@pytest.mark.slow
 def test_checkpoints_that_stored_amp_as_a_boolean_still_load_and_resume(tmp_path):
     """Before ``train.amp`` took off|bf16|fp16 it was a boolean, and checkpoints store it."""
     data = Path(__file__).parent / "data"
@@ -191,6 +197,7 @@ def run20(tmp_path_factory):
     return run, [r.getMessage() for r in records]
 
 
+@pytest.mark.slow
 def test_best_and_step_files_hold_weights_only_and_last_pt_the_training_state(run20):
     run, log_lines = run20
     last = load_checkpoint(run / "last.pt")
@@ -214,6 +221,7 @@ def test_best_and_step_files_hold_weights_only_and_last_pt_the_training_state(ru
     assert all(f"{name} {size}" in saves[-1] for name, size in sizes.items()), saves
 
 
+@pytest.mark.slow
 def test_a_release_checkpoint_translates_as_last_pt(run20):
     run, _ = run20
     lines = ["1 2 3 4 5", "7 7 8"]
@@ -222,6 +230,7 @@ def test_a_release_checkpoint_translates_as_last_pt(run20):
     assert got["last.pt"] == got["step_00000020.pt"]
 
 
+@pytest.mark.slow
 def test_resume_from_a_release_checkpoint_is_refused_clearly(run20, tmp_path, capsys):
     run, _ = run20
     copied = tmp_path / "copied"
@@ -238,6 +247,7 @@ def test_resume_from_a_release_checkpoint_is_refused_clearly(run20, tmp_path, ca
     assert "release checkpoint without optimizer state" in err and f"--init-from {copied}" in err
 
 
+@pytest.mark.slow
 def test_fine_tuning_starts_from_best_pt(run20, tmp_path):
     run, _ = run20
     best = load_checkpoint(run / "best.pt")

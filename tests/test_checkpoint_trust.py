@@ -33,6 +33,7 @@ def rewrite(src, dst, change):
     return dst
 
 
+@pytest.mark.slow
 def test_checksum_is_stored_and_flipped_weights_are_refused(trained, tmp_path, capsys):
     (tmp_path / "in.txt").write_text("1 2 3\n")
     ck = load_checkpoint(trained)
@@ -50,6 +51,7 @@ def test_checksum_is_stored_and_flipped_weights_are_refused(trained, tmp_path, c
     assert cli_main(["translate", "--model", str(bad), "-i", str(tmp_path / "in.txt"), "--no-verify"]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what,change,message", [
     ("nan", lambda c: next(iter(c["model"].values())).view(-1).__setitem__(0, float("nan")),
      "NaN or infinite"),
@@ -69,6 +71,7 @@ def test_bad_weights_and_greedy_configs_are_refused(trained, tmp_path, what, cha
     assert "\n" not in str(e.value) and "weights_only" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_average_of_different_shapes_is_refused(trained, tmp_path):
     def grow(c):
         k = next(k for k, v in c["model"].items() if v.dim() == 2)
@@ -79,6 +82,7 @@ def test_average_of_different_shapes_is_refused(trained, tmp_path):
     assert not (tmp_path / "avg.pt").exists()
 
 
+@pytest.mark.slow
 def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(trained, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -88,6 +92,7 @@ def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(trained, tmp_path
         Trainer(make_cfg(4), run, resume=True)
 
 
+@pytest.mark.slow
 def test_serve_port_out_of_range_is_a_usage_error(trained, capsys):
     with pytest.raises(SystemExit) as e:
         cli_main(["serve", "--model", str(trained), "--port", "99999"])
@@ -95,6 +100,7 @@ def test_serve_port_out_of_range_is_a_usage_error(trained, capsys):
     assert "port must be in 0..65535" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_saved_checkpoints_verify(trained, tmp_path):
     ck = load_checkpoint(trained)
     save_checkpoint(tmp_path / "copy.pt", {k: v for k, v in ck.items() if k != "weights_sha256"})
@@ -125,6 +131,7 @@ def test_the_bounds_checks_shapes_only_build_has_the_real_models_shapes(sets):
     assert table[1, 0].item() == pytest.approx(0.8414710) and table[1, 1].item() == pytest.approx(0.5403023)
 
 
+@pytest.mark.slow
 def test_loading_and_translating_import_no_compiler(trained):
     """The bounds check's meta build used to run Python reference kernels that import
     torch._dynamo: about a second of every command's start, for nothing."""

@@ -3,7 +3,11 @@ average. A tiny model and a few steps: this checks the plumbing, not the quality
 
 import json
 
+import pytest
+
 from .helpers import ROOT, nmtkit
+
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
 
 
 def test_train_translate_evaluate_average_on_multi30k(tmp_path, multi30k_mirror):

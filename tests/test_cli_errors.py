@@ -11,6 +11,8 @@ from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, make_cfg
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):

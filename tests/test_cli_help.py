@@ -96,6 +96,7 @@ def test_defaults_are_shown(capsys):
     assert "(default: 100)" in capsys.readouterr().out  # --dpi
 
 
+@pytest.mark.slow
 def test_python_m_runs_the_same_command():
     import subprocess
     import sys

@@ -13,6 +13,8 @@ from nmtkit.train.loop import Trainer
 
 from .helpers import make_cfg, refused
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):

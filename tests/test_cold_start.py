@@ -66,6 +66,7 @@ def test_piped_translate_imports_only_what_it_uses(copy_run):
     assert not modules & set(NOT_FOR_TRANSLATE), sorted(modules & set(NOT_FOR_TRANSLATE))
 
 
+@pytest.mark.slow
 def test_console_script_exits_with_mains_status_and_all_its_output(copy_run, tmp_path):
     """``console`` freezes the collector before the shutdown: the status of ``main`` still
     comes out, the output file is whole, and an error still says what it is."""

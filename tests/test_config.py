@@ -356,6 +356,7 @@ def test_build_model_accepts_every_arch_norm_attention_and_init():
         build_model(ModelConfig(arch="nope", **TINY), 20, 20)
 
 
+@pytest.mark.slow
 def test_the_tokenizers_accept_every_kind_and_spm_model_type():
     from nmtkit.data.tokenizers import SentencePieceTokenizer, tokenizer_from_state, train_tokenizers
 

@@ -6,6 +6,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,8 @@ from nmtkit.cli import main as cli_main
 from nmtkit.config import Config, ConfigError, load
 
 from .helpers import ROOT
+
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}

@@ -71,6 +71,7 @@ def test_every_constraint_appears_in_a_batch_and_each_sentence_gets_what_it_gets
         search(model, src, mask, DecodeConfig(sampling=True), constraints=cons)
 
 
+@pytest.mark.slow
 def test_constraints_appear_in_a_trained_models_translations(tmp_path):
     from nmtkit.checkpoint import load_bundle
     from nmtkit.train.loop import Trainer

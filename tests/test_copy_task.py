@@ -15,7 +15,7 @@ from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT
 
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.slow]  # slow: not in the fast tier
 
 EXAMPLES = ["1 2 3 4 5 6 7 8 9 10", "3 3 7 1 9 2 2 8 5 4", "10 9 8 7 6 5 4 3 2 1"]
 

@@ -82,6 +82,7 @@ def test_read_lines_empty_missing_and_broken_gzip(tmp_path):
 # --- multi30k_file --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_multi30k_missing_split_lists_what_exists(no_network):
     with pytest.raises(CorpusError, match=r"test_2017_mscoco.*'cs'.*de/en/fr"):
         multi30k_file("test_2017_mscoco", "cs")
@@ -159,6 +160,7 @@ def test_multi30k_trust_on_first_use(monkeypatch, tmp_path, caplog):
     assert sidecar.read_text().split()[0] == sha(payload)
 
 
+@pytest.mark.slow
 def test_multi30k_mirror_miss_falls_through(monkeypatch, tmp_path):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
@@ -269,6 +271,7 @@ def tsv_split_cfg(path: Path, ratios=(0.8, 0.05, 0.15), seed: int = 1234) -> Dat
                       tsv_split=ratios, tsv_seed=seed, train="train", valid="valid", test="test")
 
 
+@pytest.mark.slow
 def test_tsv_split_cuts_one_file_by_ratios_with_a_seed(tmp_path):
     path = write(tmp_path / "data.txt", [f"en {i}\tru {i}" for i in range(200)])
     cfg = tsv_split_cfg(path)
@@ -297,6 +300,7 @@ def test_load_empty_file(tmp_path):
         load_parallel(DataConfig(corpus="tsv"), str(tmp_path / "e.tsv"))
 
 
+@pytest.mark.slow
 def test_copy_task_is_deterministic():
     cfg = DataConfig(
         corpus="copy", copy_vocab=11, copy_len=10, copy_train_size=50, copy_valid_size=7
@@ -312,6 +316,7 @@ def test_copy_task_is_deterministic():
     assert corpora.copy_task("train", 1, 10, 11)[0] == [train.src[0]]
 
 
+@pytest.mark.slow
 def test_copy_task_golden_value():
     # random.Random(zlib.crc32(b"train")): the same in every process and Python version
     src, tgt = corpora.copy_task("train", 2, 5, 11)

@@ -185,6 +185,7 @@ def test_blocked_loss_in_bf16_agrees_with_the_readable_path_under_autocast(monke
     assert not torch.equal(exact, l1)
 
 
+@pytest.mark.slow
 def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weights(monkeypatch, tmp_path):
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: True)
     cfg = make_cfg(steps=12, extra=["train.amp=bf16", "train.fast=true"])
@@ -201,6 +202,7 @@ def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weight
                for v in s.values() if torch.is_tensor(v) and v.is_floating_point())
 
 
+@pytest.mark.slow
 def test_without_bf16_in_hardware_bf16_trains_in_float32_with_the_blocked_loss(monkeypatch, tmp_path, caplog):
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: False)
     with caplog.at_level("INFO", logger=step.__name__):

@@ -105,6 +105,7 @@ def small_model(**kw):
     return build_model(cfg, 50, 50)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_padding_to_a_static_shape_changes_neither_loss_nor_gradients(norm):
     model = small_model(norm=norm)
@@ -152,6 +153,7 @@ def test_graphed_loss_without_capture_adds_the_scaled_gradient():
     assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_trainer_with_cuda_graphs_on_a_cpu_trains_like_the_readable_path(tmp_path):
     extra = ["model.dropout=0.0", "train.fast=false", "train.device=cpu"]
     plain = Trainer(make_cfg(6, extra), tmp_path / "plain")
@@ -178,6 +180,7 @@ def test_trainer_with_cuda_graphs_on_a_cpu_trains_like_the_readable_path(tmp_pat
     assert shapes and all(w in widths for _, w, _ in shapes)
 
 
+@pytest.mark.slow
 def test_compiled_loss_with_fixed_shapes_on_a_cpu_trains_like_the_readable_path(tmp_path):
     # train.compile with train.cuda_graphs: the whole loss compiled once for symbolic shapes
     extra = ["model.dropout=0.0", "train.fast=false", "train.device=cpu"]
@@ -258,6 +261,7 @@ def test_captured_graphs_replay_the_eager_loss_and_gradients(bf16, compiled, cap
         assert captured == len(graphed.shapes) or "capture failed" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_run_with_fixed_shapes_resumes_exactly_and_keeps_its_batching(tmp_path, monkeypatch):
     extra = ["train.cuda_graphs=true", "train.device=cpu"]
     straight = Trainer(make_cfg(6, extra), tmp_path / "a")

@@ -77,6 +77,7 @@ def _mirror_without(tmp_path: Path, shared: Path, damage: str) -> Path:
     return mirror.parent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "none"])
 def test_evaluate_without_the_official_reference_keeps_every_other_score(
         multi30k_mirror, tmp_path, monkeypatch, caplog, capsys, damage):
@@ -217,6 +218,7 @@ def test_prepare_finds_a_corrupted_prepared_file_and_builds_it_again(caplog):
     assert any(f"{train}: sha256 mismatch" in r.message for r in caplog.records)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("iwslt_mirror")
 def test_reading_a_corrupted_prepared_file_says_it_is_the_cache_and_how_to_rebuild():
     cfg = DataConfig(corpus="iwslt14", src_lang="de", tgt_lang="en", train="train",

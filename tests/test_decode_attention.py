@@ -96,6 +96,7 @@ def test_sentence_attention_refuses_empty_and_long_sources():
         sentence_attention(tr, "1 2 3 4", max_src_tokens=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reverse_source", [False, True])
 def test_viz_and_serve_return_the_same_numbers(reverse_source):
     pytest.importorskip("matplotlib")

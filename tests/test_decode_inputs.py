@@ -56,6 +56,7 @@ def write(path, text):
 
 # --- 4: a cap on constraint phrases, the same everywhere ------------------------------------------
 
+@pytest.mark.slow
 def test_a_constraints_file_line_over_the_phrase_cap_is_refused_naming_file_and_line(
         model_path, tr, tmp_path, capsys):
     src = write(tmp_path / "in.txt", "1 2 3\n4 5\n")
@@ -75,6 +76,7 @@ def test_a_constraints_file_line_over_the_phrase_cap_is_refused_naming_file_and_
 
 # --- 8: words the model cannot write --------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, what", [("--constraints-file", "constraint"),
                                         ("--prefix-file", "prefix")])
 def test_an_unknown_word_in_a_constraint_or_prefix_is_refused_naming_file_line_and_phrase(
@@ -89,6 +91,7 @@ def test_an_unknown_word_in_a_constraint_or_prefix_is_refused_naming_file_line_a
     assert "<unk>" in err and not out.exists()
 
 
+@pytest.mark.slow
 def test_the_library_and_the_server_refuse_unknown_words_too(tr, bundle):
     with pytest.raises(TargetTextError, match=r"constraints\[0\]: constraint 'qqq'"):
         tr.translate(["1 2"], TranslateOptions(constraints=[["1", "qqq"]]))
@@ -111,6 +114,7 @@ def test_the_library_and_the_server_refuse_unknown_words_too(tr, bundle):
                        ).status_code == 200
 
 
+@pytest.mark.slow
 def test_a_subword_spelling_of_an_unseen_word_is_fine_a_piece_the_vocabulary_lacks_is_not(tr):
     """SentencePiece spells a word it never saw in the pieces it has: no <unk>. Only a piece
     the model's target vocabulary lacks (here a character never seen) would be one."""
@@ -127,6 +131,7 @@ def test_a_subword_spelling_of_an_unseen_word_is_fine_a_piece_the_vocabulary_lac
 
 # --- 9: phrases that do not fit, and n-best lists -------------------------------------------------
 
+@pytest.mark.slow
 def test_a_constraint_longer_than_the_output_cap_is_cut_with_the_prefixs_warning(tr, caplog):
     with caplog.at_level(logging.WARNING, logger="nmtkit.decode.translator"):
         (h,), = tr.translate(["1 2"], TranslateOptions(constraints=[[" ".join(["7"] * 20)]]))
@@ -140,6 +145,7 @@ def test_a_constraint_longer_than_the_output_cap_is_cut_with_the_prefixs_warning
         tr.translate(["1 2"], TranslateOptions(prefixes=[" ".join(["7"] * 20)]))
 
 
+@pytest.mark.slow
 def test_a_line_whose_constraints_did_not_fit_is_named_in_a_warning(model_path, tr, tmp_path,
                                                                     caplog, capsys):
     too_much = [" ".join(["7"] * 10), " ".join(["8"] * 10)]  # 20 tokens under a cap of 15
@@ -186,6 +192,7 @@ def test_n_best_output_leaves_out_translations_that_lack_a_phrase(caplog):
 
 # --- 11, 16: the Python API's arguments -----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lines, message", [
     ("1 2 3", "lines must be an iterable of str, got str"),
     (b"1 2", "lines must be an iterable of str, got bytes"),
@@ -199,6 +206,7 @@ def test_translate_lines_takes_a_list_of_str_only(tr, lines, message):
         tr.translate_lines(lines)
 
 
+@pytest.mark.slow
 def test_lines_are_checked_as_they_are_consumed_and_any_iterable_of_str_is_fine(tr):
     assert tr.translate_lines(iter(["1 2", "3"])) == tr.translate_lines(["1 2", "3"])
     with pytest.raises(TypeError, match=r"constraints\[0\] must be an iterable of str, got str"):
@@ -207,6 +215,7 @@ def test_lines_are_checked_as_they_are_consumed_and_any_iterable_of_str_is_fine(
         tr.translate(["1 2"], TranslateOptions(prefixes="7"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options, message", [
     ({"beam": "4"}, "beam: expected int, got '4'"),
     ({"beam": 2.5}, "beam: expected int, got 2.5"),
@@ -232,6 +241,7 @@ def test_load_bundle_names_a_path_of_the_wrong_type(path):
         load_bundle(path)
 
 
+@pytest.mark.slow
 def test_load_bundle_checks_the_device_as_the_command_line_does(model_path, capsys):
     with pytest.raises(ValueError, match="load_bundle: device 'tpu' is not a torch device"):
         load_bundle(model_path, device="tpu")

@@ -12,6 +12,8 @@ from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, tiny_copy_overrides
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 COPY = ROOT / "configs" / "copy_task.yaml"
 
 

@@ -19,6 +19,8 @@ from nmtkit.checkpoint import load_checkpoint
 
 from .helpers import ROOT, tiny_copy_overrides
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 
 def free_port() -> int:
     with socket.socket() as s:

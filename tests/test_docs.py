@@ -64,6 +64,7 @@ def test_page_is_built_from_its_source(src, page, tmp_path):
                     f"`python docs/build.py`. Changed excerpts: {stale or 'none (prose changed)'}")
 
 
+@pytest.mark.slow
 def test_check_mode_finds_a_stale_page(tmp_path):
     out = tmp_path / "guide.md"
     out.write_text("stale\n", encoding="utf-8")
@@ -307,6 +308,7 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
+@pytest.mark.slow
 def test_the_homework_table_is_the_recipe_against_the_defaults():
     cfg = config.load(HOMEWORK)
     switches = _switches()

@@ -65,6 +65,7 @@ def test_linked_html_exists():
         assert page.is_file() and page.is_relative_to(ROOT), page
 
 
+@pytest.mark.slow
 def test_untrained_model_snippet_runs_and_repeats_itself():
     """The guide's untrained-model example runs as printed, and says what it prints: each
     seed's output is one token repeated to the length cap, or nothing at all."""
@@ -109,6 +110,7 @@ def _check_page(driver, page: Path) -> dict:
     return seen
 
 
+@pytest.mark.slow
 def test_plot_attention_html_renders_in_chromium(browser, tmp_path, capsys):
     cfg = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(steps=10))
     Trainer(cfg, tmp_path / "run").run()
@@ -124,6 +126,7 @@ def test_plot_attention_html_renders_in_chromium(browser, tmp_path, capsys):
     assert severe_browser_errors(browser) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", HTMLS, ids=lambda p: os.path.relpath(p, ROOT))
 def test_committed_attention_page_renders_in_chromium(browser, page: Path):
     seen = _check_page(browser, page)

@@ -22,7 +22,7 @@ from .helpers import ANNOTATED_REFERENCE, ROOT, parity_batch, parity_models
 from .helpers import PARITY_D as D
 from .helpers import PARITY_SRC_V as SRC_V
 
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.slow]  # slow: not in the fast tier
 
 REF_PATH = ANNOTATED_REFERENCE
 if not REF_PATH.exists():

@@ -26,6 +26,7 @@ def test_every_nav_page_exists_in_docs():
     assert [p for p in pages if not (ROOT / "docs" / p).is_file()] == []
 
 
+@pytest.mark.slow
 def test_site_builds_strictly(tmp_path):
     exe = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     if exe is None:

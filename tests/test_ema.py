@@ -33,6 +33,7 @@ def test_the_average_follows_the_formula():
     assert torch.equal(w.weight, torch.ones(1, 2))
 
 
+@pytest.mark.slow
 def test_checkpoints_hold_the_average_that_validation_scored(tmp_path):
     trainer = Trainer(make_cfg(30), tmp_path)
     trainer.run()
@@ -58,6 +59,7 @@ def test_checkpoints_hold_the_average_that_validation_scored(tmp_path):
     assert all(torch.equal(bundle.model.state_dict()[k], best["model"][k]) for k in weights)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tied", [True, False])
 def test_resume_with_an_average_is_exact(tmp_path, tied):
     extra = [] if tied else ["model.tie_output=false", "model.tie_all=false"]

@@ -64,6 +64,7 @@ def bundle(tmp_path_factory):
     return load_bundle(run / "last.pt")
 
 
+@pytest.mark.slow
 def test_ensemble_translator_checks_vocabularies_and_names_the_files(bundle):
     lines = ["1 2 3", "4 5 6 7"]
     scores = TranslateOptions(token_scores=True)

@@ -73,6 +73,7 @@ def tokens_allowed(line: str, cfg: DecodeConfig) -> int:
     return output_cap(len(line.split()) + 1, cfg.max_len_a, cfg.max_len_b) - 1
 
 
+@pytest.mark.slow
 def test_exported_files(copy_export):
     ckpt, out = copy_export
     names = {p.name for p in out.iterdir()}
@@ -89,6 +90,7 @@ def test_exported_files(copy_export):
     assert "CTranslate2Translator" in (out / "README.txt").read_text()
 
 
+@pytest.mark.slow
 def test_token_log_probs_equal_teacher_forcing(copy_export):
     ckpt, out = copy_export
     bundle, tr = load_bundle(ckpt), CTranslate2Translator(out, intra_threads=1)
@@ -100,6 +102,7 @@ def test_token_log_probs_equal_teacher_forcing(copy_export):
         np.testing.assert_allclose(got, want.numpy(), atol=2e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_greedy_output_equals_nmtkit(copy_export):
     ckpt, out = copy_export
     lines = sentences() + ["w3 unknown-symbol w4", ""]
@@ -120,6 +123,7 @@ def test_greedy_output_equals_nmtkit(copy_export):
     assert sum(h[0].text == line for h, line in zip(ours, lines, strict=True)) >= 2  # not random
 
 
+@pytest.mark.slow
 def test_beam_output_equals_nmtkit(copy_export):
     """Beam 4 without length penalty: both rank by log P(y, </s>). The outputs must agree,
     except where CTranslate2 returns a hypothesis that nmtkit's own model scores at least
@@ -143,6 +147,7 @@ def test_beam_output_equals_nmtkit(copy_export):
     assert same >= 0.8 * len(lines)
 
 
+@pytest.mark.slow
 def test_beam_with_length_penalty_is_consistent(copy_export):
     """With alpha > 0 CTranslate2 divides by len ** alpha where nmtkit uses the GNMT penalty
     ((5 + len) / 6) ** alpha (len counts </s> in both), so only the scoring is checked, and
@@ -163,6 +168,7 @@ def test_beam_with_length_penalty_is_consistent(copy_export):
     assert agree >= 0.5 * len(lines)
 
 
+@pytest.mark.slow
 def test_pad_and_bos_are_never_produced(tmp_path):
     """A model that prefers <s> everywhere: nmtkit takes the best other token, and so does the
     export (searched again with <pad>/<s> suppressed)."""
@@ -183,6 +189,7 @@ def test_pad_and_bos_are_never_produced(tmp_path):
         assert not any(t in ("<s>", "<pad>") for hyp in h for t in hyp.tokens)
 
 
+@pytest.mark.slow
 def test_max_length_and_cap_are_respected(copy_export):
     ckpt, out = copy_export
     tr = CTranslate2Translator(out, intra_threads=1)
@@ -203,6 +210,7 @@ def test_max_length_and_cap_are_respected(copy_export):
         tr.translate(lines, TranslateOptions(beam=2, n_best=3))
 
 
+@pytest.mark.slow
 def test_one_shared_call_gives_each_sentence_its_own_cap(copy_export):
     """All sentences go to CTranslate2 in one call at the largest cap; greedy outputs past
     their own cap are cut there and rescored, beams that reached it are searched again:
@@ -235,6 +243,7 @@ def assert_same_extras(o, t, capped: bool):
     np.testing.assert_allclose(t.attention, o.attention[:n, :s], atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
 def test_prefixes_n_best_scores_attention_and_alignments_equal_nmtkit(copy_export):
     """What the server asks of an engine besides the text, from both engines: the same
     wherever the outputs are the same (every greedy output; most of each beam's n best), in
@@ -263,6 +272,7 @@ def test_prefixes_n_best_scores_attention_and_alignments_equal_nmtkit(copy_expor
         assert same == len(lines) if beam == 1 else same >= 0.75 * n_best * len(lines), (beam, same)
 
 
+@pytest.mark.slow
 def test_the_export_returns_the_attention_decode_names(tmp_path):
     """``decode.alignment_layer``/``alignment_head`` go into the export (CTranslate2's
     alignment_layer/alignment_heads): layer 0, head 0 gives nmtkit's layer 0, head 0; another
@@ -294,6 +304,7 @@ def test_the_export_returns_the_attention_decode_names(tmp_path):
     assert export_attention({}) == (-1, 0)  # an export made before: CTranslate2's default
 
 
+@pytest.mark.slow
 def test_an_unknown_prefix_token_is_refused_as_nmtkit_refuses_it(copy_export):
     ckpt, out = copy_export
     lines, prefixes = ["w1 w2", "w3"], ["w1", "w1 <s> zz"]
@@ -343,6 +354,7 @@ def test_sentencepiece_export_translates_like_nmtkit(spm_checkpoint, tmp_path):
     assert theirs == ours and theirs[2] == ""
 
 
+@pytest.mark.slow
 def test_int8_export_loads_and_translates(copy_export, tmp_path):
     """int8 weights approximate the model: its token log-probabilities stay near nmtkit's
     (a broken export, e.g. a transposed matrix, is off by nats), and it translates within
@@ -429,6 +441,7 @@ def test_rope_is_refused_by_a_ctranslate2_without_rotary_encoders(tmp_path, monk
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_cli_export_end_to_end(spm_checkpoint, tmp_path, capsys):
     out = tmp_path / "exported"
     proc = subprocess.run([sys.executable, "-m", "nmtkit.cli", "export", "--format", "ctranslate2",
@@ -495,6 +508,7 @@ def test_force_replaces_an_earlier_export_and_nothing_else(tiny_checkpoint, tmp_
     assert _tree(out) == before
 
 
+@pytest.mark.slow
 def test_force_refuses_a_directory_of_other_files(tiny_checkpoint, tmp_path, capsys):
     """A user's directory is refused before any work, its files untouched, the message naming
     them (a few at most); the command line says so with exit status 2."""

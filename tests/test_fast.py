@@ -109,6 +109,7 @@ def test_swap_refuses_a_class_that_is_not_a_subclass():
         swap_class(torch.nn.Linear(2, 2), FastDropout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("on", [True, False])
 def test_the_trainer_follows_train_fast(tmp_path, on):
     trainer = Trainer(make_cfg(2, [f"train.fast={str(on).lower()}", "train.retain_freed_memory=false"]),
@@ -119,6 +120,7 @@ def test_the_trainer_follows_train_fast(tmp_path, on):
     assert not any(type(m).__name__.startswith("Packed") for m in trainer.model.modules())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope"])
 def test_translations_agree_with_fast_on_and_off(tmp_path, positional):
     """A model trained a few steps translates the same with packed weights and without."""
@@ -136,6 +138,7 @@ def test_translations_agree_with_fast_on_and_off(tmp_path, positional):
         assert a[0].score == pytest.approx(b[0].score, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_train_no_fast_flag_turns_both_switches_off(monkeypatch, tmp_path):
     import nmtkit.train.loop as loop
     from nmtkit.cli import main as cli_main

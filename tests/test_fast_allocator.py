@@ -28,6 +28,7 @@ def probe(mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings")
 def test_retained_memory_is_reused_without_page_faults():
     pages = (64 + 88 + 16) * 2**20 // 4096

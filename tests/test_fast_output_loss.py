@@ -85,6 +85,7 @@ def test_a_transformer_gets_the_same_gradients_through_the_blocked_loss(tie):
         assert torch.allclose(g0[k], g1[k], atol=1e-6), k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sets, blocked", [
     ([], True),
     (["train.fast=false"], False),

@@ -34,6 +34,7 @@ def parent(tmp_path_factory):
     return run, trainer
 
 
+@pytest.mark.slow
 def test_init_from_starts_from_the_parent_weights_with_a_fresh_optimizer(parent, tmp_path):
     run, trainer = parent
     parent_valid = trainer.validate()
@@ -50,6 +51,7 @@ def test_init_from_starts_from_the_parent_weights_with_a_fresh_optimizer(parent,
     assert saved["progress"]["step"] == 5
 
 
+@pytest.mark.slow
 def test_the_new_corpus_is_encoded_with_the_parents_vocabulary(parent, tmp_path, caplog):
     run, trainer = parent
     # Symbols 11..15 never occurred in the parent's data: they become <unk>.
@@ -63,6 +65,7 @@ def test_the_new_corpus_is_encoded_with_the_parents_vocabulary(parent, tmp_path,
     assert 25 < src_pct < 42 and 25 < tgt_pct < 42
 
 
+@pytest.mark.slow
 def test_the_model_section_must_match_the_parents(parent, tmp_path):
     run, _ = parent
     with pytest.raises(ConfigError, match=r"model\.d_ff = 64 in the parent, 128 here"):
@@ -70,6 +73,7 @@ def test_the_model_section_must_match_the_parents(parent, tmp_path):
     assert not (tmp_path / "last.pt").exists()
 
 
+@pytest.mark.slow
 def test_vocab_from_takes_the_vocabularies_only_and_the_two_runs_ensemble(parent, tmp_path, caplog):
     """--vocab-from: the other checkpoint's tokenizers and vocabularies with fresh weights of
     any size, so that the runs can decode as one ensemble; without it, a corpus with more
@@ -99,6 +103,7 @@ def test_vocab_from_takes_the_vocabularies_only_and_the_two_runs_ensemble(parent
         ensemble_translator([bundles[0], load_bundle(tmp_path / "own" / "last.pt")])
 
 
+@pytest.mark.slow
 def test_vocab_from_on_the_command_line(parent, tmp_path):
     run, _ = parent
     args = ["train", str(COPY), "--run-dir", str(tmp_path / "student"), "--vocab-from",
@@ -111,6 +116,7 @@ def test_vocab_from_on_the_command_line(parent, tmp_path):
     assert mine["tokenizers"] == theirs["tokenizers"] and mine["vocab"] == theirs["vocab"]
 
 
+@pytest.mark.slow
 def test_init_from_and_vocab_from_are_refused_together(parent, tmp_path):
     run, _ = parent
     with pytest.raises(ConfigError, match="cannot be combined"):
@@ -127,6 +133,7 @@ def weight_names(model):
     return {n for n, _ in model.named_parameters(remove_duplicate=False)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("frozen", [("encoder",), ("embeddings",), ("decoder",),
                                     ("encoder", "embeddings")])
 def test_frozen_parameters_do_not_change(parent, tmp_path, frozen):
@@ -148,6 +155,7 @@ def test_frozen_parameters_do_not_change(parent, tmp_path, frozen):
     assert all(not p.requires_grad for g in frozen for p in parameter_groups(child.model)[g])
 
 
+@pytest.mark.slow
 def test_freezing_the_decoder_leaves_a_tied_output_projection_trainable(parent, tmp_path):
     """The tied pre-softmax matrix is the target embedding: it trains unless ``embeddings``
     is frozen (the output bias belongs to the decoder)."""
@@ -175,6 +183,7 @@ def test_every_parameter_is_in_exactly_one_group(arch, tie):
     assert {id(p) for p in groups["embeddings"]} == embeddings
 
 
+@pytest.mark.slow
 def test_forgetting_report_before_and_after(parent, tmp_path, capsys):
     run, _ = parent
     args = ["train", str(COPY), "--run-dir", str(tmp_path / "child"), "--init-from",
@@ -196,6 +205,7 @@ def test_forgetting_report_before_and_after(parent, tmp_path, capsys):
                                   for k in ("bleu", "chrf")}
 
 
+@pytest.mark.slow
 def test_forgetting_before_survives_a_resume(parent, tmp_path, monkeypatch):
     run, _ = parent
     cfg = make_cfg(10, ["train.forgetting_splits=[val]"])
@@ -211,6 +221,7 @@ def test_forgetting_before_survives_a_resume(parent, tmp_path, monkeypatch):
     assert report["splits"]["val"]["before"] == before["val"]
 
 
+@pytest.mark.slow
 def test_the_command_line_reports_a_bad_parent_in_one_line(parent, tmp_path, capsys):
     run, _ = parent
     base = ["train", str(COPY), "--run-dir", str(tmp_path / "child")]
@@ -297,6 +308,7 @@ def write_mapped_corpus(root, n_train=400, n_valid=20):
     return root
 
 
+@pytest.mark.slow
 def test_forgetting_report_across_directions(tmp_path, capsys):
     """A parent trained xx -> yy, fine-tuned yy -> xx with ``--report-splits VAL
     xx-yy:VAL``: the plain split is read in the child's direction, the qualified one in the

@@ -88,6 +88,7 @@ def test_unwritable_places_raise_oserror(tmp_path):
     assert (tmp_path / "dir").is_dir()
 
 
+@pytest.mark.slow
 def test_dev_stdout_into_a_pipe_is_written_through():
     import subprocess
     import sys

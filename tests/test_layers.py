@@ -73,6 +73,7 @@ def test_no_import_cycle_between_modules() -> None:
     assert module_cycles(graph) == []
 
 
+@pytest.mark.slow
 def test_layers_contract_holds() -> None:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if exe is None:

@@ -93,6 +93,7 @@ def test_the_reader_refuses_what_a_plain_checkpoint_does_not_hold(tmp_path, payl
         read_torch_file(tmp_path / "p.pt")
 
 
+@pytest.mark.slow
 def test_the_reader_refuses_damaged_files(tmp_path, copy_ckpt):
     (tmp_path / "text.pt").write_text("not a zip")
     data = copy_ckpt.read_bytes()
@@ -200,6 +201,7 @@ LINES = ["Ein Mann fährt mit dem Fahrrad die Straße entlang. Zwei Kinder spiel
          "", "Ein Hund läuft über die Wiese", "Der Mann liest ein Buch! Die Frau sitzt."]
 
 
+@pytest.mark.slow
 def test_the_lite_translator_translates_as_the_torch_translator(sp_ckpt):
     lite, torch_tr, calls = lite_translator(sp_ckpt)
     for options in (None, TranslateOptions(beam=1), TranslateOptions(n_best=2, token_scores=True),
@@ -214,6 +216,7 @@ def test_the_lite_translator_translates_as_the_torch_translator(sp_ckpt):
     assert not calls  # all of it in numpy
 
 
+@pytest.mark.slow
 def test_spans_go_back_through_numpys_own_attention(sp_ckpt):
     lite, torch_tr, calls = lite_translator(sp_ckpt)
     spans = ["Der Preis ist 5 € für 3 cm.", "Ein Hund 🐕 läuft.", "🐕", "5 €"]  # not in its vocabulary
@@ -228,6 +231,7 @@ def test_spans_go_back_through_numpys_own_attention(sp_ckpt):
     assert not calls  # all in numpy
 
 
+@pytest.mark.slow
 def test_the_numpy_search_records_the_attention_torchs_does(sp_ckpt):
     bundle, lite = load_bundle(sp_ckpt), load_lite_bundle(sp_ckpt).model
     ids = np.asarray(bundle.src_vocab.encode(bundle.src_tok.encode("Ein Mann liest ein Buch"),
@@ -240,6 +244,7 @@ def test_the_numpy_search_records_the_attention_torchs_does(sp_ckpt):
             np.testing.assert_allclose(g.attention, w.attention.numpy(), atol=2e-5)
 
 
+@pytest.mark.slow
 def test_what_numpy_does_not_do_goes_to_torch(sp_ckpt):
     lite, torch_tr, calls = lite_translator(sp_ckpt)
     lite.translate_lines(["Ein Mann."])
@@ -295,6 +300,7 @@ def test_translate_refuses_what_numpy_cannot_do(copy_ckpt, tmp_path, capsys, arg
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_short_piped_translate_imports_no_torch_and_a_damaged_file_is_named(copy_ckpt, tmp_path):
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "nmtkit", "translate",
                            "--model", str(copy_ckpt)], input="w3 w4 w5\nw7 🐕 w1\n",

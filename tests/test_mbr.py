@@ -142,6 +142,7 @@ def model_path(tmp_path_factory):
 LINES = ["1 2 3 4 5", "7 7 8", "", "3 9 1 4 4 2", "5"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("utility,scale", [("bleu", 1.0), ("chrf", 0.0), ("bleu", 0.3)])
 def test_the_translator_chooses_among_the_beams_n_best_as_mbr_says(model_path, utility, scale):
     """decode.mbr = 6: the output is the n-best list of a beam of 6, reordered by the
@@ -162,6 +163,7 @@ def test_the_translator_chooses_among_the_beams_n_best_as_mbr_says(model_path, u
         assert [t.mbr_utility for t in out] == pytest.approx([eu[i] for i in order])
 
 
+@pytest.mark.slow
 def test_mbr_over_samples_weighs_each_draw_the_same(model_path):
     bundle = load_bundle(model_path)
     opts = {"sampling": True, "sampling_seed": 3, "sampling_temperature": 2.0}
@@ -172,6 +174,7 @@ def test_mbr_over_samples_weighs_each_draw_the_same(model_path):
         assert len(out) == 1 and out[0].text == cs[max(range(10), key=lambda i: (eu[i], -i))].text
 
 
+@pytest.mark.slow
 def test_translate_takes_mbr_flags(model_path, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n")
@@ -198,6 +201,7 @@ def test_translate_takes_mbr_flags(model_path, tmp_path, capsys):
     assert "decode.mbr must be 0 (off) or at least decode.n_best" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
     """The exported engine recovers each candidate's log-probability from its
     length-normalised score (what MBR weighs), and chooses as nmtkit.decode.mbr does."""
@@ -222,6 +226,7 @@ def test_ctranslate2_gives_log_probabilities_and_the_same_mbr_choice(tmp_path):
         assert got[0].tokens == cs[max(range(4), key=lambda i: (eu[i], -i))].tokens
 
 
+@pytest.mark.slow
 def test_validation_stays_greedy_when_the_recipe_decodes_with_mbr(tmp_path, monkeypatch):
     """decode.mbr in a recipe is for translate/evaluate: the greedy BLEU of validation (and
     its sample translations) must not become a beam of decode.mbr."""

@@ -201,6 +201,7 @@ def test_given_vocabularies_get_their_own_ids(tmp_path, monkeypatch):
     assert int(np.max(ids2.src_tokens)) < len(other.src_vocab)
 
 
+@pytest.mark.slow
 def test_training_on_memory_maps_equals_training_in_memory(tmp_path, monkeypatch):
     monkeypatch.setenv("NMTKIT_CACHE", str(tmp_path / "cache"))
     plain = Trainer(make_cfg(12), tmp_path / "plain")
@@ -233,6 +234,7 @@ def _prepare_in_child(prefix: str, cache: str) -> list[int]:
     return np.asarray(ids.src_tokens).tolist()
 
 
+@pytest.mark.slow
 def test_processes_preparing_the_same_store_at_once_take_turns(tmp_path, monkeypatch):
     write_corpus(tmp_path / "c", n=2000)
     cache = tmp_path / "cache"
@@ -287,6 +289,7 @@ def test_a_meta_file_missing_a_field_is_a_clear_error(tmp_path):
         mmap_ids.open_ids(tmp_path / "s")
 
 
+@pytest.mark.slow
 def test_the_store_of_a_split_tsv_file_depends_on_that_file(tmp_path):
     """``data.tsv_split``: the training split is cut from ``data.tsv_file`` (not a file named
     by ``data.train``), so that file's path, size and time key the prepared store."""

@@ -94,6 +94,7 @@ def test_forgetting_splits_of_a_multilingual_run_name_their_direction():
     assert cfg(["de-en:val", "en-de:val", "fr-en:val"]).train.forgetting_splits[2] == "fr-en:val"
 
 
+@pytest.mark.slow
 def test_forgetting_scores_each_named_direction_of_a_multilingual_model(trained):
     from nmtkit.train.finetune import score_splits
 
@@ -159,6 +160,7 @@ def test_the_training_set_holds_both_directions_in_the_temperature_ratio(tmp_pat
     assert src[0] == "<2z>" and src[1:] == tgt[::-1]
 
 
+@pytest.mark.slow
 def test_a_resumed_run_samples_the_same_directions(tmp_path):
     root = write_corpus(tmp_path, n_train=60, blank_z=40)  # 60 : 20 pairs, sampled at T = 3
     sets = ["data.direction_temperature=3", "train.max_tokens=60", "train.valid_every=7",
@@ -209,6 +211,7 @@ def test_target_tag_of_one_direction_and_of_many():
     assert capped.source_tokens("a b c d", "<2de>")[0] == ["<2de>", "a"]  # tag + 1 + </s> = 3
 
 
+@pytest.mark.slow
 def test_one_model_learns_both_directions_and_reports_bleu_per_direction(trained):
     root, run = trained
     rows = list(csv.DictReader((run / "metrics.csv").open()))
@@ -234,6 +237,7 @@ def test_one_model_learns_both_directions_and_reports_bleu_per_direction(trained
         tr.translate_lines(sources)
 
 
+@pytest.mark.slow
 def test_cli_translate_needs_tgt_lang_and_evaluate_scores_one_direction(trained, tmp_path, capsys):
     root, run = trained
     model = str(run / "last.pt")
@@ -270,6 +274,7 @@ def test_evaluation_direction_resolves_and_checks_the_languages():
         evaluation_direction(single, "en", "de")
 
 
+@pytest.mark.slow
 def test_the_server_takes_tgt_lang(trained):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
@@ -296,6 +301,7 @@ def test_the_server_takes_tgt_lang(trained):
         assert client.post("/v1/attention", json={"text": "a b c"}).status_code == 422
 
 
+@pytest.mark.slow
 def test_a_ctranslate2_export_asks_for_the_language_too(trained, tmp_path):
     pytest.importorskip("ctranslate2")
     from nmtkit.export.ctranslate2 import export_ctranslate2
@@ -323,6 +329,7 @@ def both_ways(tmp_path_factory):
     return root, run
 
 
+@pytest.mark.slow
 def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trained, tmp_path,
                                                                  capsys):
     from nmtkit.data.directions import Direction
@@ -378,6 +385,7 @@ def test_a_model_of_both_directions_reranks_its_own_translations(both_ways, trai
 # --- back-translation, attention figures, TensorBoard ----------------------------------------
 
 
+@pytest.mark.slow
 def test_backtranslate_asks_for_the_target_language(trained, tmp_path, capsys):
     root, run = trained
     model, mono, prefix = str(run / "last.pt"), str(root / "val.x"), tmp_path / "synth"
@@ -394,6 +402,7 @@ def test_backtranslate_asks_for_the_target_language(trained, tmp_path, capsys):
     assert (tmp_path / "synth.y").read_text().splitlines() == val_lines(root, "x")
 
 
+@pytest.mark.slow
 def test_plot_attention_asks_for_the_target_language(trained, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from nmtkit.viz.attention import attention_for_text
@@ -415,6 +424,7 @@ def test_plot_attention_asks_for_the_target_language(trained, tmp_path, capsys):
     assert "name the target language" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_tensorboard_draws_the_first_directions_attention(tmp_path, caplog):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -468,6 +478,7 @@ def live_server(trained):
     sock.close()
 
 
+@pytest.mark.slow
 def test_the_page_translates_into_the_language_picked(browser, live_server):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -514,6 +525,7 @@ def test_the_page_translates_into_the_language_picked(browser, live_server):
 # --- Multi30k by name ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_multi30k_language_and_test_split_has_a_pinned_name(monkeypatch):
     asked = []
     monkeypatch.setattr(corpora, "fetch_file", lambda *a: asked.append(a) or (a[1], a[3]))

@@ -196,6 +196,7 @@ def copier(sp_copy_checkpoint):
     return Translator.from_bundle(load_bundle(sp_copy_checkpoint))
 
 
+@pytest.mark.slow
 def test_emoji_numbers_and_unknown_characters_survive(copier):
     lines = [DOG, PRICE, "Ein Mann 🐕 fährt 12,5 km. Zwei Kinder spielen im Sand 🐕!"]
     out = copier.translate_lines(lines)
@@ -209,6 +210,7 @@ def test_emoji_numbers_and_unknown_characters_survive(copier):
     assert "🐕" not in off[0][0].text and "Ø" not in off[1][0].text  # the vocabulary lacks them
 
 
+@pytest.mark.slow
 def test_scores_and_alignments_name_the_carried_spans(copier):
     h = copier.translate([PRICE], TranslateOptions(token_scores=True, alignments=True))[0][0]
     assert h.tokens[3] == "5 €" and h.src_tokens[3] == "5 €" and (3, 3) in h.alignment
@@ -216,6 +218,7 @@ def test_scores_and_alignments_name_the_carried_spans(copier):
     assert h.attention is None  # only on request
 
 
+@pytest.mark.slow
 def test_a_sentence_of_nothing_but_groups(copier):
     h = copier.translate(["🐕", "Ein Hund läuft. 🐕 🐕"],
                          TranslateOptions(token_scores=True, need_attention=True))

@@ -224,6 +224,7 @@ def test_steps_after_a_beam_reorder_equal_the_teacher_forced_pass(positional):
 # --- checkpoints --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("positional", ["learned", "rope"])
 def test_checkpoint_round_trip_translates_identically(tmp_path, positional):
     trainer = Trainer(make_cfg(10, [f"model.positional={positional}", "train.retain_freed_memory=false"]),

@@ -64,6 +64,7 @@ def lines_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_translate_on_a_terminal_shows_a_bar_a_pipe_and_quiet_do_not(copy_run, lines_file,
                                                                        tmp_path):
     args = ["translate", "--model", str(copy_run / "last.pt"), "-i", str(lines_file), "-o",

@@ -82,6 +82,7 @@ def test_iwslt14_prepared_splits(iwslt_mirror, tmp_path):
     assert not any("<" in d or "<" in e for d, e in split_pairs("train"))
 
 
+@pytest.mark.slow
 def test_iwslt14_built_once(iwslt_mirror, monkeypatch):
     recipes.split_files("iwslt14", "train", "de", "en")
     manifest = recipes.prepared_text_dir("iwslt14") / "iwslt14.manifest.json"
@@ -109,6 +110,7 @@ def test_iwslt14_changed_archive_is_rebuilt(iwslt_mirror, monkeypatch):
     assert split_pairs("dev2012") == [("neu", "new")]
 
 
+@pytest.mark.slow
 def test_iwslt14_unchanged_archive_elsewhere_is_not_rebuilt(iwslt_mirror, monkeypatch, tmp_path):
     recipes.split_files("iwslt14", "train", "de", "en")
     other = tmp_path / "other-mirror"
@@ -125,6 +127,7 @@ def test_iwslt14_unchanged_archive_elsewhere_is_not_rebuilt(iwslt_mirror, monkey
     assert manifest["archives"]["de-en.tgz"]["path"] == str(other / "iwslt14" / "de-en.tgz")
 
 
+@pytest.mark.slow
 def test_mirror_wrong_hash_names_file(iwslt_mirror, monkeypatch):
     monkeypatch.setitem(recipes.SHA256["iwslt14"], "de-en.tgz", "0" * 64)
     with pytest.raises(CorpusError, match=r"iwslt14/de-en\.tgz: sha256 mismatch"):
@@ -149,6 +152,7 @@ def _urlopen(url, *args, **kwargs):
     return urllib.request.build_opener(urllib.request.FileHandler()).open(url, *args, **kwargs)
 
 
+@pytest.mark.slow
 def test_corrupted_download_leaves_nothing(monkeypatch, tmp_path):
     archive = make_tgz(tmp_path / "remote" / "de-en.tgz", iwslt_members())
     monkeypatch.setitem(recipes.URLS["iwslt14"], "de-en.tgz", archive.as_uri())
@@ -173,6 +177,7 @@ def test_unpinned_download_is_trusted_on_first_use(monkeypatch, tmp_path, caplog
     assert sidecar.read_text().split()[0] == sha(archive)
 
 
+@pytest.mark.slow
 def test_missing_member_is_named(monkeypatch, tmp_path):
     mirror = tmp_path / "mirror"
     archive = make_tgz(mirror / "iwslt14" / "de-en.tgz",
@@ -186,6 +191,7 @@ def test_missing_member_is_named(monkeypatch, tmp_path):
     assert not list(recipes.prepared_text_dir("iwslt14").glob("*.gz"))
 
 
+@pytest.mark.slow
 def test_mismatched_line_counts_are_named(monkeypatch, tmp_path):
     mirror = tmp_path / "mirror"
     archive = make_tgz(mirror / "iwslt14" / "de-en.tgz", iwslt_members(**{
@@ -211,6 +217,7 @@ def test_malformed_segment_names_member_and_line(monkeypatch, tmp_path):
         recipes.split_files("iwslt14", "tst2010", "de", "en")
 
 
+@pytest.mark.slow
 def test_not_an_archive(monkeypatch, tmp_path):
     mirror = tmp_path / "mirror"
     (mirror / "iwslt14").mkdir(parents=True)
@@ -222,6 +229,7 @@ def test_not_an_archive(monkeypatch, tmp_path):
         recipes.split_files("iwslt14", "train", "de", "en")
 
 
+@pytest.mark.slow
 def test_load_parallel_iwslt14_both_directions(iwslt_mirror):
     train, _ = expected_iwslt_train()
     cfg = DataConfig(corpus="iwslt14", src_lang="de", tgt_lang="en", train="train",
@@ -300,6 +308,7 @@ def wmt_mirror(monkeypatch, tmp_path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_wmt14_prepared_splits(wmt_mirror):
     assert split_pairs("train", "en", "de", "wmt14") == [
         ("Europarl one", "Europarl eins"), ("Europarl three", "Europarl drei"),
@@ -312,6 +321,7 @@ def test_wmt14_prepared_splits(wmt_mirror):
     assert split_pairs("test", "de", "en", "wmt14") == [(d, e) for e, d in test]
 
 
+@pytest.mark.slow
 def test_wmt14_eval_sets_do_not_need_the_training_archives(wmt_mirror):
     (wmt_mirror / "training-parallel-commoncrawl.tgz").unlink()
     assert len(split_pairs("newstest2014", "en", "de", "wmt14")) == 2
@@ -349,6 +359,7 @@ def test_configs_load(name):
     assert {cfg.data.src_lang, cfg.data.tgt_lang} == set(recipe.langs)
 
 
+@pytest.mark.slow
 def test_training_on_synthetic_iwslt14(iwslt_mirror, tmp_path):
     from nmtkit.train.loop import Trainer
 
@@ -362,6 +373,7 @@ def test_training_on_synthetic_iwslt14(iwslt_mirror, tmp_path):
     assert (tmp_path / "run" / "last.pt").exists()
 
 
+@pytest.mark.slow
 def test_iwslt14_a_sentence_starting_with_a_bracket_on_one_side_drops_only_its_pair(
         monkeypatch, tmp_path):
     de = list(TRAIN_DE)
@@ -377,6 +389,7 @@ def test_iwslt14_a_sentence_starting_with_a_bracket_on_one_side_drops_only_its_p
             assert (d, e) in pairs
 
 
+@pytest.mark.slow
 def test_a_build_killed_half_way_leaves_nothing_after_the_next_one(iwslt_mirror):
     prepared = recipes.prepared_text_dir("iwslt14")
     (prepared / ".iwslt14.killed.tmp" / "scratch").mkdir(parents=True)
@@ -386,6 +399,7 @@ def test_a_build_killed_half_way_leaves_nothing_after_the_next_one(iwslt_mirror)
     assert (prepared / "train.de.gz").is_file()
 
 
+@pytest.mark.slow
 def test_nmtkit_prepare_command(iwslt_mirror, capsys):
     from nmtkit.cli import main as cli_main
 

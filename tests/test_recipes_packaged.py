@@ -79,6 +79,7 @@ def test_recipe_purpose_is_the_first_sentence_of_its_opening_comment(tmp_path):
     assert recipe_purpose(recipe) == ""
 
 
+@pytest.mark.slow
 def test_train_list_names_every_recipe_with_its_purpose(capsys):
     assert main(["train", "--list"]) == 0
     out = capsys.readouterr().out
@@ -119,6 +120,7 @@ def _fresh_venv_with_the_wheel(tmp: Path) -> Path:
     return venv
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_trains_a_recipe_by_name(tmp_path):
     venv = _fresh_venv_with_the_wheel(tmp_path)
     work = tmp_path / "work"  # no configs/ here, and the repository's src/ is not on the path

@@ -63,6 +63,7 @@ def copy_cfg(*extra):
 NO_DROPOUT = ["model.dropout=0", "model.attention_dropout=0", "model.relu_dropout=0"]
 
 
+@pytest.mark.slow
 def test_rdrop_without_dropout_gives_the_plain_loss_and_gradients(tmp_path):
     """With every dropout off the two passes agree: the KL term and its gradient vanish, and
     R-Drop's loss and gradients are the plain ones (up to the rounding of a batch twice as
@@ -81,6 +82,7 @@ def test_rdrop_without_dropout_gives_the_plain_loss_and_gradients(tmp_path):
         assert torch.allclose(g, grads[1][k], rtol=1e-4, atol=1e-6), k
 
 
+@pytest.mark.slow
 def test_rdrop_with_dropout_adds_a_positive_kl_and_resumes_exactly(tmp_path, monkeypatch):
     seen = []
     real = regularize.symmetric_kl
@@ -105,6 +107,7 @@ def test_rdrop_with_dropout_adds_a_positive_kl_and_resumes_exactly(tmp_path, mon
         assert torch.equal(v, resumed.model.state_dict()[k]), k
 
 
+@pytest.mark.slow
 def test_word_dropout_reaches_the_model_in_training_only(tmp_path, monkeypatch):
     trainer = Trainer(copy_cfg("train.word_dropout=0.5"), tmp_path / "r")
     inputs = []

@@ -48,6 +48,7 @@ def wait_for(path, proc, timeout=120):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigkill_at_a_random_moment_loses_nothing_and_resume_matches(tmp_path):
     steps = 40
     straight = subprocess.run(cli_train(tmp_path / "straight", steps), capture_output=True,
@@ -85,6 +86,7 @@ def _sigint_as_at_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen(cli_train(run, 100000), stdout=subprocess.PIPE,
@@ -105,6 +107,7 @@ def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     assert ckpt["progress"]["step"] > 0
 
 
+@pytest.mark.slow
 def test_non_finite_loss_is_skipped_then_stops_with_a_clear_message(tmp_path, caplog):
     cfg = load(COPY, tiny_copy_overrides(12) + ["train.max_nonfinite=3"])
     trainer = Trainer(cfg, tmp_path / "one")
@@ -163,6 +166,7 @@ def test_hostile_lines_give_one_output_each_in_order(bundle, beam, caplog):
     assert single == out[3:]  # batching and sorting never mix lines up
 
 
+@pytest.mark.slow
 def test_cli_translate_keeps_line_count_with_odd_separators(tmp_path, bundle):
     from nmtkit.checkpoint import save_checkpoint
 

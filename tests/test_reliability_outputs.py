@@ -132,6 +132,7 @@ def float_fields(schema: dict, name: str) -> list[str]:
     return [f for f, s in body["properties"].items() if numbers(s)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, body, model", [
     ("/v1/translate", {"texts": ["1 2"], "confidence": True}, "TranslateRequest"),
     ("/v1/attention", {"text": "1 2", "confidence": True}, "AttentionRequest"),
@@ -172,6 +173,7 @@ def float_options() -> list[tuple[str, argparse.Action]]:
 SERVE_LIMITS = {"--timeout", "--timeout-keep-alive", "--max-wait-ms"}
 
 
+@pytest.mark.slow
 def test_every_float_flag_refuses_infinities_and_nan_before_any_model_loads(capsys):
     options = float_options()
     assert {"--length-penalty", "--temperature", "--mbr-scale"} <= {a.option_strings[0]
@@ -190,6 +192,7 @@ def test_every_float_flag_refuses_infinities_and_nan_before_any_model_loads(caps
                 assert "argument " + flag in err  # refused by the parser: finite_float
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("section", ["data", "model", "train", "decode"])
 def test_every_float_of_a_config_refuses_infinities_and_nan(section):
     import dataclasses
@@ -296,6 +299,7 @@ def files_of(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verbose", [[], ["-v"]])
 def test_a_full_disk_at_the_lock_names_it_and_leaves_nothing(copy_run, tmp_path, monkeypatch,
                                                             capsys, verbose):
@@ -315,6 +319,7 @@ def test_a_full_disk_at_the_lock_names_it_and_leaves_nothing(copy_run, tmp_path,
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_a_checkpoint_names_it_and_leaves_nothing_half_made(
         copy_run, tmp_path, monkeypatch, capsys):
     run = tmp_path / "run"
@@ -410,6 +415,7 @@ def test_n_samples_and_n_best_together_are_refused(copy_run, capsys):
 
 # --- decided: fine-tuning data the parent's vocabulary does not cover --------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("copy_vocab, warned", [(16, True), (11, False)])
 def test_fine_tuning_on_data_the_parents_vocabulary_misses_is_a_warning(copy_run, tmp_path,
                                                                         caplog, copy_vocab, warned):
@@ -438,6 +444,7 @@ def test_fine_tuning_on_data_the_parents_vocabulary_misses_is_a_warning(copy_run
 
 # --- decided: backtranslate and distill replace both files or neither --------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fails", ["writing the second file", "renaming the second file"])
 def test_backtranslate_replaces_both_files_or_neither(copy_run, tmp_path, monkeypatch, capsys,
                                                       fails):

@@ -35,6 +35,7 @@ def models(tmp_path_factory):
     return run / "fwd" / "last.pt", run / "rev" / "last.pt"
 
 
+@pytest.mark.slow
 def test_the_reverse_score_is_the_mean_log_probability_of_the_source(models):
     rev = load_bundle(models[1])
     pairs = [("1 2 3", "1 2 3"), ("", "4 4"), ("9 8 7 6 5 4 3 2 1", "1"), ("2", "3 3 3 3 3 3")]
@@ -70,6 +71,7 @@ def test_choose_adds_the_weighted_reverse_score_to_the_beams():
     assert rerank.choose(empty, DecodeConfig(rerank=3)) == empty[:1]
 
 
+@pytest.mark.slow
 def test_the_translator_reranks_its_n_best_with_the_reverse_model(models):
     fwd, rev = load_bundle(models[0]), load_bundle(models[1])
     scorer = ReverseScorer([Translator.from_bundle(rev)])
@@ -96,6 +98,7 @@ def test_the_translator_reranks_its_n_best_with_the_reverse_model(models):
         r[0].tokens for r in Translator.from_bundle(fwd).translate(LINES, TranslateOptions(beam=6))]
 
 
+@pytest.mark.slow
 def test_a_reverse_model_must_translate_the_other_way(models):
     fwd, rev = load_bundle(models[0]), load_bundle(models[1])
     with pytest.raises(ValueError, match="same.pt translates de->en: a reverse model for a "
@@ -111,6 +114,7 @@ def test_a_reverse_model_must_translate_the_other_way(models):
         ReverseScorer([Translator.from_bundle(rev)], [None, None])
 
 
+@pytest.mark.slow
 def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):
     fwd, rev = map(str, models)
     src = tmp_path / "in.txt"
@@ -147,6 +151,7 @@ def test_cli_translate_and_evaluate_rerank(models, tmp_path, capsys):
     assert (result["rerank"], result["reverse_weight"], result["reverse_model"]) == (6, 3.0, [rev])
 
 
+@pytest.mark.slow
 def test_cli_tune_tries_reverse_weights_on_one_search_and_its_flags_decode_as_scored(
         models, tmp_path, capsys):
     fwd, rev = map(str, models)
@@ -185,6 +190,7 @@ def test_cli_tune_tries_reverse_weights_on_one_search_and_its_flags_decode_as_sc
         capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_validation_does_not_rerank_when_the_recipe_does(tmp_path):
     """decode.rerank in a recipe is for translate/evaluate with a reverse model: validation
     (greedy BLEU, sample translations) has none and must not ask for one."""
@@ -195,6 +201,7 @@ def test_validation_does_not_rerank_when_the_recipe_does(tmp_path):
         Translator.from_bundle(trainer.bundle()).translate(["1 2 3"])
 
 
+@pytest.mark.slow
 def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
     """The exported engine's n best, scored by the same reverse model, are reranked by the
     same rule (its scores are CTranslate2's own: log P / (len + 1) ** length_penalty)."""
@@ -219,6 +226,7 @@ def test_ctranslate2_reranks_as_nmtkit_does(tmp_path):
     assert any(got[0].tokens != cs[0].tokens for cs, got in zip(cands, chosen, strict=True))
 
 
+@pytest.mark.slow
 def test_readers_without_a_reverse_model_answer_with_the_beams_best(tmp_path, caplog):
     """A checkpoint whose recipe reranks (decode.rerank) is still served, plotted and scored
     during fine-tuning: those readers load no reverse model, so they use the beam's best
@@ -242,6 +250,7 @@ def test_readers_without_a_reverse_model_answer_with_the_beams_best(tmp_path, ca
     assert set(score_splits(bundle, bundle.cfg.data, ("val",))) == {"val"}
 
 
+@pytest.mark.slow
 def test_the_server_reranks_every_answer_with_the_reverse_models_given(models):
     """`nmtkit serve --reverse-model R --rerank N --reverse-weight W`: /v1/translate and
     /v1/attention answer with the translation `nmtkit translate` gives with the same flags,

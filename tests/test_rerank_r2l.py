@@ -44,6 +44,7 @@ def test_reverse_target_reverses_the_training_targets_only():
     assert v.tgt_vocab.decode(t) == ["z", "y", "x"]
 
 
+@pytest.mark.slow
 def test_the_translator_puts_a_right_to_left_output_back_in_reading_order(models):
     bundle = load_bundle(models[1])
     tr = Translator.from_bundle(bundle)
@@ -71,6 +72,7 @@ def step_by_step_r2l(bundle, candidate: str, source: str) -> float:
     return step_by_step(bundle, source, " ".join(candidate.split()[::-1]))
 
 
+@pytest.mark.slow
 def test_the_r2l_score_is_the_mean_log_probability_of_the_reversed_candidate(models):
     r2l = load_bundle(models[1])
     pairs = [("1 2 3", "1 2 3"), ("4 4 9", "9 4"), ("1", "9 8 7 6 5 4 3 2 1"), ("", "3")]
@@ -103,6 +105,7 @@ def test_choose_adds_each_kind_of_score_with_its_own_weight():
     assert rerank.choose(only_r2l, DecodeConfig(rerank=2, r2l_weight=1.0))[0].text == "y"
 
 
+@pytest.mark.slow
 def test_the_translator_reranks_with_both_kinds(models):
     l2r, r2l = load_bundle(models[0]), load_bundle(models[1])
     scorer = reverse_scorer([], Direction("de", "en"), r2l=[r2l])
@@ -123,6 +126,7 @@ def test_the_translator_reranks_with_both_kinds(models):
     assert any(o[0].tokens != cs[0].tokens for cs, o in zip(cands, got, strict=True))  # it matters
 
 
+@pytest.mark.slow
 def test_right_to_left_models_are_checked(models):
     l2r, r2l = load_bundle(models[0]), load_bundle(models[1])
     with pytest.raises(ValueError, match="l2r.pt writes left to right"):
@@ -138,6 +142,7 @@ def test_right_to_left_models_are_checked(models):
         sentence_attention(Translator.from_bundle(r2l), "1 2 3")
 
 
+@pytest.mark.slow
 def test_constraint_phrases_come_out_in_reading_order(models):
     tr = Translator.from_bundle(load_bundle(models[1]))
     out = tr.translate(["1 2 3 4 5", "7 7 8"], TranslateOptions(beam=4, constraints=[["9 3"], ["5 6 2"]]))
@@ -145,6 +150,7 @@ def test_constraint_phrases_come_out_in_reading_order(models):
     assert all(h[0].constraints_met for h in out)
 
 
+@pytest.mark.slow
 def test_ctranslate2_export_refuses_a_right_to_left_model(models):
     pytest.importorskip("ctranslate2")
     from nmtkit.export.ctranslate2 import ExportError, check_exportable
@@ -153,6 +159,7 @@ def test_ctranslate2_export_refuses_a_right_to_left_model(models):
         check_exportable(load_bundle(models[1]), "r2l.pt")
 
 
+@pytest.mark.slow
 def test_cli_reranks_tunes_and_evaluates_with_r2l_models(models, tmp_path, capsys):
     l2r, r2l = map(str, models)
     src, ref = tmp_path / "in.txt", tmp_path / "ref.txt"
@@ -190,6 +197,7 @@ def test_cli_reranks_tunes_and_evaluates_with_r2l_models(models, tmp_path, capsy
     assert result["bleu"] == pytest.approx(trials[3]["bleu"])
 
 
+@pytest.mark.slow
 def test_the_server_reranks_with_r2l_models_and_says_so(models):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient

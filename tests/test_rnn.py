@@ -271,6 +271,7 @@ def copy_overrides(steps: int, extra=()) -> list[str]:
             f"train.max_steps={steps}", *extra]
 
 
+@pytest.mark.slow
 def test_copy_task_is_learned(tmp_path):
     cfg = load(ROOT / "configs" / "copy_task.yaml", copy_overrides(100, ["train.valid_every=100"]))
     trainer = Trainer(cfg, tmp_path)
@@ -280,6 +281,7 @@ def test_copy_task_is_learned(tmp_path):
     assert Translator.from_bundle(trainer.bundle()).translate_lines(lines, beam=3) == lines
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_and_exact_resume(tmp_path):
     extra = ["model.teacher_forcing=0.5", "model.teacher_forcing_min=0.1",
              "model.teacher_forcing_anneal_steps=20", "model.dropout=0.2", "train.valid_every=6",
@@ -302,6 +304,7 @@ def test_checkpoint_round_trip_and_exact_resume(tmp_path):
         assert Translator.from_bundle(bundle).translate_lines(lines, beam=beam) == expect
 
 
+@pytest.mark.slow
 def test_cli_train_translate_evaluate_rnn_on_multi30k(tmp_path, multi30k_mirror):
     """The plumbing on real data; trained on the small validation split to stay fast."""
     run = tmp_path / "run"

@@ -38,6 +38,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 def test_the_rules_import_neither_torch_nor_numpy():
     code = "import sys, nmtkit.rules; print(sorted({'torch', 'numpy'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

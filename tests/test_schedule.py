@@ -199,6 +199,7 @@ def _copy_cfg(steps, extra=()):
         "train.lr=3e-3", "train.min_lr=1e-4", "train.warmup=5", "train.cosine_steps=24", *extra])
 
 
+@pytest.mark.slow
 def test_adamw_with_cosine_resumes_exactly(tmp_path, monkeypatch):
     straight = Trainer(_copy_cfg(24), tmp_path / "a")
     assert isinstance(straight.optimizer, torch.optim.AdamW) and len(straight.optimizer.param_groups) == 2
@@ -219,6 +220,7 @@ def test_adamw_with_cosine_resumes_exactly(tmp_path, monkeypatch):
     assert load_checkpoint(tmp_path / "b" / "last.pt")["config"]["train"]["optimizer"] == "adamw"
 
 
+@pytest.mark.slow
 def test_a_run_checkpointed_before_these_keys_existed_still_resumes(tmp_path):
     """A checkpoint's config lacks keys added later (train.optimizer, data.subword_alpha...):
     they read as their defaults, so the data and model sections still match."""

@@ -45,6 +45,7 @@ def test_the_recipe_is_the_homeworks_setup():
             assert " # " in line, f"uncommented key: {line}"
 
 
+@pytest.mark.slow
 def test_seed003_trains_and_evaluates_on_a_homework_file(tmp_path, capsys):
     pytest.importorskip("spacy")
     data = tmp_path / "data.txt"

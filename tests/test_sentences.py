@@ -83,6 +83,7 @@ def copier(sp_copy_checkpoint):
     return Translator.from_bundle(load_bundle(sp_copy_checkpoint))
 
 
+@pytest.mark.slow
 def test_a_line_of_two_sentences_keeps_both(copier):
     assert copier.translate_lines([TWO]) == [TWO]
     # read whole, the line is longer than anything the model learned: a sentence is lost
@@ -90,6 +91,7 @@ def test_a_line_of_two_sentences_keeps_both(copier):
     assert whole != TWO and "Sand" not in whole
 
 
+@pytest.mark.slow
 def test_one_output_line_per_input_line(copier):
     lines = [TWO, "", "Ein Hund läuft.", "   ", f"{FIRST} {SECOND} {FIRST}"]
     out = copier.translate_lines(lines)
@@ -98,6 +100,7 @@ def test_one_output_line_per_input_line(copier):
     assert [len(r) for r in results] == [2] * 5
 
 
+@pytest.mark.slow
 def test_n_best_scores_and_alignments_of_a_split_line(copier):
     o = TranslateOptions(n_best=2, token_scores=True, alignments=True, need_attention=True)
     line = copier.translate([TWO], o)[0]
@@ -123,6 +126,7 @@ def test_n_best_scores_and_alignments_of_a_split_line(copier):
     assert line[0].score >= line[1].score  # still in the order of the scores
 
 
+@pytest.mark.slow
 def test_prefixes_read_the_line_whole(copier):
     # a prefix is the whole line's beginning: the line is not cut (its translation starts with it)
     out = copier.translate([TWO], TranslateOptions(prefixes=["Ein Mann"]))[0][0].text
@@ -142,6 +146,7 @@ def test_the_flags_reach_the_decode_config():
     assert DecodeConfig().split_sentences and DecodeConfig().protect_spans  # on by default
 
 
+@pytest.mark.slow
 def test_translate_and_evaluate_split_lines(sp_copy_checkpoint, tmp_path):
     src, ref = tmp_path / "in.de", tmp_path / "ref.en"
     src.write_text(f"{TWO}\nEin Hund läuft.\n", encoding="utf-8")
@@ -154,6 +159,7 @@ def test_translate_and_evaluate_split_lines(sp_copy_checkpoint, tmp_path):
     assert json.loads(ev)["bleu"] == pytest.approx(100.0)
 
 
+@pytest.mark.slow
 def test_the_server_splits_unless_asked_not_to(sp_copy_checkpoint):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient

@@ -66,6 +66,7 @@ def make_client(bundle, **limits):
 
 # --- translate ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_translate_returns_translations_in_order(client, copy_bundle):
     texts = ["1 2 3 4 5", "", "7 7 8", "9 1 2 3 4 5 6 7", "3"]
     r = client.post("/v1/translate", json={"texts": texts, "beam": 2})
@@ -75,6 +76,7 @@ def test_translate_returns_translations_in_order(client, copy_bundle):
     assert r.json()["translations"][1] == ""
 
 
+@pytest.mark.slow
 def test_translate_returns_prefixes_scores_and_alignments_on_request(client, copy_bundle):
     texts = ["1 2 3 4 5", "", "7 7 8"]
     r = client.post("/v1/translate", json={"texts": texts, "beam": 2, "prefixes": ["9 9", "", ""],
@@ -104,6 +106,7 @@ def test_translate_returns_prefixes_scores_and_alignments_on_request(client, cop
     assert "2" in cons["translations"][2].split()
 
 
+@pytest.mark.slow
 def test_translate_with_mbr_is_the_translators_mbr_choice(client, copy_bundle):
     texts = ["1 2 3 4 5", "", "7 7 8", "9 1 2 3 4 5 6 7"]
     want = [hs[0] for hs in Translator.from_bundle(copy_bundle).translate(
@@ -127,6 +130,7 @@ def test_translate_with_mbr_is_the_translators_mbr_choice(client, copy_bundle):
     assert client.get("/health").json()["default_mbr"] == copy_bundle.cfg.decode.mbr == 0
 
 
+@pytest.mark.slow
 def test_translate_returns_the_n_best_as_translate_n_best_does(client, copy_bundle):
     texts = ["1 2 3 4 5", "", "7 7 8"]
     want = Translator.from_bundle(copy_bundle).translate(texts, TranslateOptions(
@@ -157,6 +161,7 @@ def test_translate_returns_the_n_best_as_translate_n_best_does(client, copy_bund
     assert set(one) == {"translations"}  # n_best 1: the answer old clients know
 
 
+@pytest.mark.slow
 def test_n_best_is_bounded_as_the_command_lines(client, copy_bundle):
     """At most the beam (or MBR's candidates), the rule of ``nmtkit translate --n-best``
     (:func:`decode_options`), and at most --max-beam, the beam's own limit."""
@@ -187,6 +192,7 @@ def test_max_length_caps_the_output(client):
     assert len(r.json()["translations"][0].split()) <= 2
 
 
+@pytest.mark.slow
 def test_concurrent_requests_share_model_calls(copy_bundle):
     texts = [f"{i} {i % 3 + 1} 5 6" for i in range(1, 11)]
     expected = Translator.from_bundle(copy_bundle).translate_lines(texts, beam=1)
@@ -325,6 +331,7 @@ def check_attention(body, expect_kinds):
                     assert abs(sum(r) - 1.0) < 1e-3 and min(r) >= 0.0, kind
 
 
+@pytest.mark.slow
 def test_attention_shapes_and_rows_sum_to_one(client, copy_bundle):
     r = client.post("/v1/attention", json={"text": "1 2 3 4 5", "beam": 2})
     assert r.status_code == 200, r.text
@@ -357,6 +364,7 @@ class OnlySourceAttention:
         return {"decoder_src": [w.mean(dim=1, keepdim=True)]}  # (b, 1, T, S)
 
 
+@pytest.mark.slow
 def test_attention_with_only_decoder_src(copy_bundle):
     bundle = replace(copy_bundle, model=OnlySourceAttention(copy_bundle.model))
     with TestClient(create_app(bundle, translator=Translator.from_bundle(copy_bundle))) as c:
@@ -366,6 +374,7 @@ def test_attention_with_only_decoder_src(copy_bundle):
     assert r.json()["attention"]["decoder_src"]["heads"] == 1
 
 
+@pytest.mark.slow
 def test_rnn_model_is_served_with_its_one_map(tmp_path):
     pytest.importorskip("nmtkit.models.rnn")
     cfg = load(ROOT / "configs" / "copy_task.yaml",
@@ -382,6 +391,7 @@ def test_rnn_model_is_served_with_its_one_map(tmp_path):
     assert (r.json()["attention"]["decoder_src"]["layers"],
             r.json()["attention"]["decoder_src"]["heads"]) == (1, 1)
 
+@pytest.mark.slow
 def test_attention_reverse_source_is_shown_in_reading_order(copy_bundle):
     cfg = replace(copy_bundle.cfg, data=replace(copy_bundle.cfg.data, reverse_source=True))
     bundle = replace(copy_bundle, cfg=cfg)
@@ -392,6 +402,7 @@ def test_attention_reverse_source_is_shown_in_reading_order(copy_bundle):
     check_attention(r.json(), {"encoder"})
 
 
+@pytest.mark.slow
 def test_attention_of_a_german_sentence(m30_bundle):
     with TestClient(create_app(m30_bundle)) as c:
         r = c.post("/v1/attention", json={"text": "Zwei Hunde spielen im Schnee.", "beam": 1})
@@ -411,6 +422,7 @@ def test_health_describes_the_model(client, copy_bundle):
     assert h["limits"]["max_texts"] == ServeLimits().max_texts
 
 
+@pytest.mark.slow
 def test_openapi_lists_the_routes(client):
     spec = client.get("/openapi.json").json()
     assert {"/v1/translate", "/v1/attention", "/health"} <= set(spec["paths"])
@@ -419,6 +431,7 @@ def test_openapi_lists_the_routes(client):
     assert "TranslateRequest" in schema and "AttentionRequest" in schema
 
 
+@pytest.mark.slow
 def test_page_and_its_assets_are_served(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -479,6 +492,7 @@ def test_bad_attention_requests_get_a_422_with_a_message(client, body, message):
     assert message in r.json()["detail"]
 
 
+@pytest.mark.slow
 def test_body_size_limit_gives_413(copy_bundle):
     with make_client(copy_bundle, max_body_bytes=200) as c:
         big = {"texts": ["1 2 3"] * 40}
@@ -504,6 +518,7 @@ def test_unparseable_bodies_get_a_400_that_says_why(client, body, message):
     assert r.status_code == 400 and message in r.json()["detail"]
 
 
+@pytest.mark.slow
 def test_a_request_past_its_time_limit_gets_503(copy_bundle):
     # the batcher waits 2 s for company, the request may take 0.2 s
     with make_client(copy_bundle, timeout_s=0.2, max_wait_ms=2000) as c:
@@ -522,6 +537,7 @@ def test_unknown_routes_and_methods_are_json(client):
     assert r.status_code == 405 and "detail" in r.json()
 
 
+@pytest.mark.slow
 def test_the_app_survives_a_restarted_lifespan(copy_bundle):
     app = create_app(copy_bundle)
     for _ in range(2):  # the first shutdown must not leave the batcher without its thread
@@ -565,6 +581,7 @@ def live_server(m30_bundle):
     sock.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
                     reason="needs Debian's chromium and chromium-driver (apt)")
 def test_page_in_headless_chromium(live_server, tmp_path):
@@ -646,6 +663,7 @@ def test_page_in_headless_chromium(live_server, tmp_path):
         driver.quit()
 
 
+@pytest.mark.slow
 def test_load_benchmark_runs_at_toy_size(copy_run, tmp_path):
     out = tmp_path / "load.json"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "serve_load.py"),
@@ -683,6 +701,7 @@ def fuzz_app(copy_bundle):
     return create_app(copy_bundle, ServeLimits(**FUZZ_LIMITS))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["positive", "negative"])
 @pytest.mark.parametrize("method,path", FUZZ_OPERATIONS, ids=[p for _, p in FUZZ_OPERATIONS])
 def test_schemathesis_fuzzing_of_the_openapi_schema(fuzz_app, method, path, mode):
@@ -756,6 +775,7 @@ def junk_bodies(fields: dict):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["/v1/translate", "/v1/attention"])
 def test_arbitrary_json_bodies_get_a_4xx_with_a_message_never_a_500(fuzz_app, path):
     """Hypothesis beyond the schema: junk bodies, any content type; the answer is 200 with the
@@ -852,6 +872,7 @@ def hang_up(address, data: bytes, wait: float = 0.0) -> None:
         time.sleep(wait)
 
 
+@pytest.mark.slow
 def test_clients_that_disconnect_mid_request_do_not_stall_others(copy_bundle, serve_live):
     import httpx
 
@@ -889,6 +910,7 @@ def test_a_real_server_refuses_an_oversized_body_before_reading_it(copy_bundle, 
     assert answer.startswith(b"HTTP/1.1 413") and b"at most 1000 bytes" in answer
 
 
+@pytest.mark.slow
 def test_a_client_gone_while_queued_is_dropped_and_does_not_block_the_batcher(copy_bundle,
                                                                              serve_live, caplog):
     """A holds the model; B queues behind it and hangs up; C queues too. Once A is done, C is

@@ -101,6 +101,7 @@ def client(bundle):
         yield c
 
 
+@pytest.mark.slow
 def test_translate_returns_the_confidence_view_on_request(client, bundle):
     texts = ["1 2 3 4 5", "", "7 7 8"]
     body = client.post("/v1/translate", json={"texts": texts, "beam": 2, "confidence": True,
@@ -127,6 +128,7 @@ def test_translate_returns_the_confidence_view_on_request(client, bundle):
     assert named["coverage"] != pytest.approx(body["confidence"][0]["coverage"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_attention_with_a_prefix_and_confidence(client):
     r = client.post("/v1/attention", json={"text": "1 2 3 4", "beam": 1, "prefix": "9 9",
                                            "confidence": True})
@@ -152,6 +154,7 @@ def test_attention_with_a_prefix_and_confidence(client):
     assert "the model's target vocabulary has no '<pad>'" in odd.json()["detail"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, message", [
     ({"alignment_layer": 2}, "alignment_layer: Input should be less than or equal to 1"),
     ({"alignment_head": 2}, "alignment_head: Input should be less than or equal to 1"),
@@ -165,6 +168,7 @@ def test_bad_confidence_options_are_a_422(client, extra, message):
         assert r.status_code == 422 and message in r.json()["detail"], r.text
 
 
+@pytest.mark.slow
 def test_the_rnn_has_no_layer_or_head_to_choose(tmp_path):
     pytest.importorskip("nmtkit.models.rnn")
     cfg = load(ROOT / "configs" / "copy_task.yaml",
@@ -219,6 +223,7 @@ def page_view(driver) -> dict:
                 kind: c.dataset.kind};""")
 
 
+@pytest.mark.slow
 def test_confidence_view_and_prefix_editing_in_chromium(browser, live_server, client):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys

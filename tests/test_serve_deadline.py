@@ -62,6 +62,7 @@ def slow_bundle(copy_run):
     return bundle, heavy_steps, started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(HEAVY))
 def test_a_heavy_request_never_delays_a_small_one_past_the_deadline(slow_bundle, copy_bundle, kind):
     """A heavy request (8 s of search) gets its 503 at the deadline and its search stops
@@ -210,6 +211,7 @@ def steps_of(bundle, n_tokens: int) -> int:
     return math.floor(d.max_len_a * (n_tokens + 1) + d.max_len_b)
 
 
+@pytest.mark.slow
 def test_the_work_of_a_request_is_bounded_in_proportion_to_the_timeout(copy_bundle):
     steps = steps_of(copy_bundle, 5)
     body = {"texts": ["1 2 3 4 5"] * 4, "beam": 4}
@@ -264,6 +266,7 @@ def test_the_ctranslate2_engine_bounds_its_work_up_front_and_checks_its_deadline
 
 # --- constraints that cannot fit (item 3) ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_constraints_longer_than_the_output_cap_are_refused_naming_the_text(copy_bundle):
     dogs = " ".join(["5"] * 200)
     with TestClient(create_app(copy_bundle, ServeLimits(max_length=40))) as c:

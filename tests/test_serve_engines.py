@@ -55,6 +55,7 @@ def ct2_bundle(copy_export):
     return load_export_bundle(copy_export[1], compute_type="float32", threads=1)
 
 
+@pytest.mark.slow
 def test_both_engines_translate_alike_with_greedy_search(torch_bundle, ct2_bundle):
     with TestClient(create_app(torch_bundle)) as a, TestClient(create_app(ct2_bundle)) as b:
         ours = a.post("/v1/translate", json={"texts": TEXTS, "beam": 1})
@@ -67,6 +68,7 @@ def test_both_engines_translate_alike_with_greedy_search(torch_bundle, ct2_bundl
     assert sum(bool(t) for t in theirs.json()["translations"]) >= 5  # not all empty
 
 
+@pytest.mark.slow
 def test_ctranslate2_engine_beam_max_length_and_micro_batching(ct2_bundle):
     texts = [f"{i} {i % 3 + 1} 5 6" for i in range(1, 11)]
     expected = ct2_bundle.translator().translate_lines(texts, beam=1)
@@ -94,6 +96,7 @@ def test_ctranslate2_engine_beam_max_length_and_micro_batching(ct2_bundle):
     assert after["model_calls"] - before["model_calls"] < len(texts), after
 
 
+@pytest.mark.slow
 def test_ctranslate2_engine_health_page_and_attention(ct2_bundle, torch_bundle):
     with TestClient(create_app(ct2_bundle)) as c:
         h = c.get("/health").json()
@@ -138,6 +141,7 @@ def candidates(body: dict) -> list[list[dict]]:
             for i in range(len(body["translations"]))]
 
 
+@pytest.mark.slow
 def test_ctranslate2_engine_serves_prefixes_scores_n_best_alignments_as_torch(exact_pair):
     """The same request to both engines: the same fields, and the same values wherever the
     search found the same translation (always with greedy search; most of the n best with
@@ -178,6 +182,7 @@ def test_ctranslate2_engine_serves_prefixes_scores_n_best_alignments_as_torch(ex
                     theirs.json()), strict=True) for c in cs)
 
 
+@pytest.mark.slow
 def test_ctranslate2_engine_refuses_only_what_it_cannot_do(exact_pair):
     """Constraints (CTranslate2 has no constrained search) and another attention than the one
     exported: a 501 that says why. Bad input is the same 422 from both engines."""
@@ -206,6 +211,7 @@ def test_ctranslate2_engine_refuses_only_what_it_cannot_do(exact_pair):
         assert "501" in documented
 
 
+@pytest.mark.slow
 def test_an_export_without_a_stored_config_is_still_served(copy_export, tmp_path):
     """Exports made before nmtkit.json stored the config: served, languages unknown."""
     import shutil
@@ -238,6 +244,7 @@ def served_app(monkeypatch):
     return serve
 
 
+@pytest.mark.slow
 def test_cli_serve_picks_the_engine_by_flag(copy_export, served_app):
     ckpt, ct2 = copy_export
     with served_app(["--model", str(ckpt)]) as c:  # torch is the default
@@ -253,6 +260,7 @@ def test_cli_serve_picks_the_engine_by_flag(copy_export, served_app):
         assert c.get("/health").json()["device"] == "cpu (float32)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["--engine", "ctranslate2", "--model", "{tmp}/missing"], "missing: not found; the ctranslate2 "
                                                              "engine serves the directory"),
@@ -272,6 +280,7 @@ def test_cli_serve_refuses_what_the_engine_cannot_serve(copy_export, tmp_path, s
     assert err.startswith("nmtkit: error: ") and message in err, err
 
 
+@pytest.mark.slow
 def test_cli_serve_refuses_a_device_that_is_not_one(copy_export, capsys):
     with pytest.raises(SystemExit) as e:  # the command line's check, for either engine
         cli_main(["serve", "--engine", "ctranslate2", "--model", str(copy_export[1]),
@@ -279,6 +288,7 @@ def test_cli_serve_refuses_a_device_that_is_not_one(copy_export, capsys):
     assert e.value.code == 2 and "'gpu' is not a torch device" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_corrupt_export_is_named(copy_export, tmp_path):
     import shutil
 
@@ -293,6 +303,7 @@ def test_cli_rejects_an_unknown_engine():
         cli_main(["serve", "--engine", "onnx", "--model", "m.pt"])
 
 
+@pytest.mark.slow
 def test_load_benchmark_compares_both_engines_at_toy_size(copy_export, tmp_path):
     ckpt, ct2 = copy_export
     out = tmp_path / "load.json"
@@ -315,6 +326,7 @@ def test_load_benchmark_compares_both_engines_at_toy_size(copy_export, tmp_path)
     assert all(r["requests_per_s_ratio"] > 0 for r in result["ctranslate2_vs_torch"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (Path("/usr/bin/chromium").exists() and Path("/usr/bin/chromedriver").exists()),
                     reason="needs Debian's chromium and chromium-driver (apt)")
 def test_page_with_the_ctranslate2_engine_in_headless_chromium(ct2_bundle, tmp_path):

@@ -124,6 +124,7 @@ def test_a_prefix_longer_than_the_requests_max_length_is_a_422(capped):
     assert "the request's max_length (3)" in r.json()["detail"]
 
 
+@pytest.mark.slow
 def test_a_prefix_within_the_cap_is_kept_and_the_output_stays_under_it(capped):
     # the source allows floor(1.0 * 2 + 2) = 4 tokens: the search stretches that to fit the prefix
     r = capped.post("/v1/translate", json={"texts": ["1 2"], "beam": 1,
@@ -136,6 +137,7 @@ def test_a_prefix_within_the_cap_is_kept_and_the_output_stays_under_it(capped):
     assert r.status_code == 200 and r.json()["forced_tokens"] == 2
 
 
+@pytest.mark.slow
 def test_the_servers_max_length_caps_a_request_that_sets_none(copy_bundle):  # noqa: F811
     """``--max-length`` is the most output tokens of any answer: a request without
     ``max_length`` is capped by it too, not by the model's length rule alone (which allows a

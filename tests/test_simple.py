@@ -85,6 +85,7 @@ def trained(request):
     return model.eval()
 
 
+@pytest.mark.slow
 def test_greedy_decode_gives_the_production_tokens(trained):
     cfg = DecodeConfig(beam=1)
     right = 0
@@ -97,6 +98,7 @@ def test_greedy_decode_gives_the_production_tokens(trained):
     assert 0 < right < len(sources())  # a partly trained model: neither noise nor perfect
 
 
+@pytest.mark.slow
 def test_beam_search_gives_the_production_tokens(trained):
     differs = 0
     for beam, alpha in [(4, 0.6), (3, 0.0)]:
@@ -119,6 +121,7 @@ def test_a_short_cap_forces_the_end(trained):
             == beam_search(trained, src, mask, cfg)[0][0].tokens)
 
 
+@pytest.mark.slow
 def test_train_step_matches_the_trainer(tmp_path, monkeypatch):
     """One update of the Trainer and one train_step, from the same weights on the same batch:
     the same loss and the same gradients (recorded when the Trainer's optimizer steps)."""

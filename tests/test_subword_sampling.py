@@ -104,6 +104,7 @@ def test_alpha_zero_changes_nothing():
     assert on.src_vocab.itos[:len(vocabs.src_vocab)] == vocabs.src_vocab.itos  # seen ones first
 
 
+@pytest.mark.slow
 def test_unigram_samples_among_the_n_best():
     par = corpus()
     cfg = data_cfg(spm_model_type="unigram", subword_alpha=0.5, subword_nbest=2)
@@ -147,6 +148,7 @@ def train_cfg(tmp_path, steps, extra=()):
         "data.vocab_size=60", "data.subword_alpha=0.2", "train.valid_every=5", *extra])
 
 
+@pytest.mark.slow
 def test_training_with_bpe_dropout_runs_and_resumes_exactly(tmp_path, monkeypatch):
     # How many batches an epoch holds depends on the sampled segmentations (and so on the
     # host's sentencepiece build): the test counts them instead of assuming a number.
@@ -201,6 +203,7 @@ def test_training_with_bpe_dropout_runs_and_resumes_exactly(tmp_path, monkeypatc
         encode_parallel(straight.cfg.data, straight.valid_text, straight.vocabs, False).src_tokens)
 
 
+@pytest.mark.slow
 def test_training_without_sampling_keeps_one_segmentation(tmp_path):
     trainer = Trainer(train_cfg(tmp_path, 2, ["data.subword_alpha=0"]), tmp_path / "r")
     assert trainer.sampler is None

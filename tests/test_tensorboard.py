@@ -29,6 +29,7 @@ def bundle(tmp_path_factory):
     return trainer.bundle()
 
 
+@pytest.mark.slow
 def test_the_figures_attention_image_is_an_rgb_picture(bundle):
     pytest.importorskip("matplotlib")
     from nmtkit.viz.attention import attention_image
@@ -38,6 +39,7 @@ def test_the_figures_attention_image_is_an_rgb_picture(bundle):
     assert 0.0 <= float(img.min()) and float(img.max()) <= 1.0 and float(img.std()) > 0
 
 
+@pytest.mark.slow
 def test_the_grey_map_without_a_drawing_is_the_last_layers_mean_source_attention(bundle):
     from nmtkit.decode.sentence_attention import sentence_attention
 
@@ -49,6 +51,7 @@ def test_the_grey_map_without_a_drawing_is_the_last_layers_mean_source_attention
     assert torch.equal(img[0], img[2])
 
 
+@pytest.mark.slow
 def test_a_failing_image_is_only_a_warning(bundle, caplog):
     class Writer:
         def add_image(self, *a):

@@ -50,6 +50,7 @@ def spm_bpe(de_en_2000) -> SentencePieceTokenizer:
 # --- SentencePiece ----------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_multi30k
 def test_spm_training_is_deterministic(de_en_2000, spm_bpe):
     again = SentencePieceTokenizer.train(de_en_2000, vocab_size=500, model_type="bpe")
@@ -59,6 +60,7 @@ def test_spm_training_is_deterministic(de_en_2000, spm_bpe):
     assert spm_bpe.pieces()[0] == "<unk>"
 
 
+@pytest.mark.slow
 @needs_multi30k
 def test_spm_unigram_is_deterministic(de_en_2000):
     lines = de_en_2000[:600] + de_en_2000[1000:1600]
@@ -67,6 +69,7 @@ def test_spm_unigram_is_deterministic(de_en_2000):
     assert a.model_proto == b.model_proto
 
 
+@pytest.mark.slow
 @needs_multi30k
 def test_spm_round_trip_on_multi30k(spm_bpe):
     sents = multi30k("val", "de", 200) + multi30k("val", "en", 200)
@@ -80,6 +83,7 @@ def test_spm_round_trip_on_multi30k(spm_bpe):
     assert len(pieces) > 1
 
 
+@pytest.mark.slow
 @needs_multi30k
 def test_spm_state_round_trip_through_torch(spm_bpe):
     state = spm_bpe.state()
@@ -115,6 +119,7 @@ def test_spm_lowercase_and_errors():
 # --- word level (spaCy) -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_word_tokenizer_splits_punctuation():
     pytest.importorskip("spacy")
     de = WordTokenizer("de")
@@ -199,6 +204,7 @@ def test_tokenizer_from_state_rejects_unknown():
         tokenizer_from_state({})
 
 
+@pytest.mark.slow
 def test_train_tokenizers_sentencepiece_joint_and_separate():
     src = ["ein mann läuft", "eine frau singt", "zwei hunde spielen"] * 5
     tgt = ["a man runs", "a woman sings", "two dogs play"] * 5
@@ -222,6 +228,7 @@ def test_train_tokenizers_sentencepiece_joint_and_separate():
     assert "y" not in "".join(s.pieces()) and "y" in "".join(t.pieces())
 
 
+@pytest.mark.slow
 def test_train_tokenizers_word_and_whitespace():
     cfg = DataConfig(tokenizer="whitespace", lowercase=True)
     s, t = train_tokenizers(cfg, ["A"], ["B"])

@@ -2,11 +2,14 @@
 
 import math
 
+import pytest
 import torch
 
 from nmtkit.train.loop import Trainer
 
 from .helpers import make_cfg
+
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
 
 
 def test_compiled_training_matches_eager(tmp_path):

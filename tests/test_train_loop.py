@@ -13,6 +13,8 @@ from nmtkit.train.step import TrainingError
 
 from .helpers import ROOT, make_cfg, run_until_ctrl_c, tiny_copy_overrides
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 
 def parallel_cfg(tmp_path, src_lines, tgt_lines, extra=()):
     for lang, lines in (("de", src_lines), ("en", tgt_lines)):

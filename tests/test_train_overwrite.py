@@ -16,6 +16,8 @@ from nmtkit.train.step import TrainingError
 
 from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 COPY = ROOT / "configs" / "copy_task.yaml"
 
 

@@ -16,6 +16,8 @@ from nmtkit.train.run_dir import RunDirLock
 
 from .helpers import ROOT, clocked_updates, run_until_ctrl_c, tiny_copy_overrides
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 COPY = ROOT / "configs" / "copy_task.yaml"
 
 

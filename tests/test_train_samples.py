@@ -3,12 +3,16 @@ into the log and appended to <run>/samples.txt (issue 14, item 3)."""
 
 import logging
 
+import pytest
+
 from nmtkit.config import load
 from nmtkit.data.corpora import load_parallel
 from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
 
 from .helpers import ROOT, tiny_copy_overrides
+
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
 
 COPY = ROOT / "configs" / "copy_task.yaml"
 

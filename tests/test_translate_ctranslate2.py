@@ -13,6 +13,8 @@ from nmtkit.cli import main as cli_main  # noqa: E402
 
 from .helpers import ROOT, copy_sentences, exported_copy_model, imported_modules  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains a model or starts processes: not in the fast tier
+
 LINES = [*copy_sentences(12, seed=5), "", "3 4 5"]
 
 

@@ -32,6 +32,7 @@ def test_decode_options_keep_defaults_for_none():
     assert cfg.beam == DecodeConfig().beam  # the original is not changed
 
 
+@pytest.mark.slow
 def test_from_bundle_uses_stored_options_and_n_best(bundle):
     tr = Translator.from_bundle(bundle)
     assert tr.decode_cfg == bundle.cfg.decode
@@ -43,6 +44,7 @@ def test_from_bundle_uses_stored_options_and_n_best(bundle):
     assert Translator.from_bundle(bundle).decode_cfg == tr.decode_cfg  # the shorthand is the same door
 
 
+@pytest.mark.slow
 def test_order_empty_lines_and_caps(bundle):
     tr = Translator.from_bundle(bundle, beam=1)
     lines = ["1 2 3 4 5 6", "", "7", "   ", "2 3"]
@@ -57,6 +59,7 @@ def test_order_empty_lines_and_caps(bundle):
         tr.translate(["1"], TranslateOptions(max_length=0))
 
 
+@pytest.mark.slow
 def test_attention_is_returned_per_output_token(bundle):
     hyp = Translator.from_bundle(bundle, beam=1).translate(["1 2 3"],
                                                           TranslateOptions(need_attention=True))[0][0]
@@ -70,6 +73,7 @@ LINES = ["1 2 3 4 5 6", "", "7 8", "3 3 4", "9 1 2 3"]
 PREFIX_TEXTS = ["9 9", "5", "", "4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 1 2", "1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam", [1, 3])
 def test_prefixes_appear_verbatim_and_decoding_continues(bundle, beam):
     tr = Translator.from_bundle(bundle, beam=beam, n_best=1)
@@ -86,6 +90,7 @@ def test_prefixes_appear_verbatim_and_decoding_continues(bundle, beam):
         tr.translate(LINES, TranslateOptions(prefixes=["1", "2"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("word", ["<pad>", "<s>", "</s>"])
 def test_control_tokens_in_prefixes_and_constraints_are_unknown_words(bundle, word):
     """A user's prefix or constraint is text: a literal control token in it is a word the model
@@ -100,6 +105,7 @@ def test_control_tokens_in_prefixes_and_constraints_are_unknown_words(bundle, wo
         tr.translate(["1 2 3"], TranslateOptions(constraints=[[word]]))
 
 
+@pytest.mark.slow
 def test_alignments_point_at_the_argmax_of_the_attention(bundle):
     tr = Translator.from_bundle(bundle, beam=2, n_best=1)
     out = tr.translate(LINES, TranslateOptions(need_attention=True, alignments=True, token_scores=True))
@@ -117,6 +123,7 @@ def test_alignments_point_at_the_argmax_of_the_attention(bundle):
     assert bare.attention is None and bare.alignment is not None  # attention only if asked
 
 
+@pytest.mark.slow
 def test_every_feature_gives_the_same_output_without_fast(bundle):
     from nmtkit.checkpoint import load_bundle
     from nmtkit.decode.ensemble import ensemble_translator
@@ -141,6 +148,7 @@ def test_every_feature_gives_the_same_output_without_fast(bundle):
                 assert (h.token_log_probs or []) == pytest.approx(g.token_log_probs or [], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_decode_fast_keeps_freed_memory_in_the_process(bundle, monkeypatch):
     """A translator with decode.fast applies nmtkit.fast.allocator's setting; without it, or
     for a training run's validation (fast.inference), nothing changes the process."""
@@ -157,6 +165,7 @@ def test_decode_fast_keeps_freed_memory_in_the_process(bundle, monkeypatch):
     assert calls == ["retain"]
 
 
+@pytest.mark.slow
 def test_translate_command_prefixes_scores_alignments_sampling_ensembles(bundle, tmp_path, capsys):
     from nmtkit import cli
 
@@ -203,6 +212,7 @@ def test_translate_command_prefixes_scores_alignments_sampling_ensembles(bundle,
     assert "prefix.txt has 1 lines but the input has 2" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_stream_answers_each_line_before_the_input_ends(bundle):
     import select
     import subprocess
@@ -240,6 +250,7 @@ def deep_bundle(tmp_path_factory):
     return load_bundle(run / "last.pt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reverse", [False, True])
 def test_alignments_from_a_named_layer_and_head(deep_bundle, reverse):
     from dataclasses import replace
@@ -277,6 +288,7 @@ def test_alignments_from_a_named_layer_and_head(deep_bundle, reverse):
         assert float(np.abs(d.attention[:, n:]).sum()) == 0.0
 
 
+@pytest.mark.slow
 def test_a_bad_layer_or_head_is_a_clear_error(deep_bundle, tmp_path, capsys):
     from nmtkit import cli
     from nmtkit.decode.ensemble import ensemble_translator

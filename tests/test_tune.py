@@ -149,6 +149,7 @@ def checkpoint(tmp_path_factory):
     return run / "last.pt"
 
 
+@pytest.mark.slow
 def test_cli_tune_prints_each_trial_and_writes_the_best(checkpoint, tmp_path, capsys):
     src, ref = tmp_path / "dev.src", tmp_path / "dev.ref"
     lines = ["1 2 3 4 5", "7 7 3 9", "10 2 2 5 6 1"]
@@ -170,6 +171,7 @@ def test_cli_tune_prints_each_trial_and_writes_the_best(checkpoint, tmp_path, ca
         assert summary["edge"] is None
 
 
+@pytest.mark.slow
 def test_cli_tune_tries_mbr_and_its_flags_decode_as_scored(checkpoint, tmp_path, capsys):
     src, ref = tmp_path / "dev.src", tmp_path / "dev.ref"
     src.write_text("1 2 3 4 5\n7 7 3 9\n10 2 2 5 6 1\n")
@@ -186,6 +188,7 @@ def test_cli_tune_tries_mbr_and_its_flags_decode_as_scored(checkpoint, tmp_path,
     assert score(hyps, ref.read_text().splitlines())["bleu"] == printed[1]["bleu"]
 
 
+@pytest.mark.slow
 def test_cli_tune_chooses_by_the_metric_asked_for(checkpoint, tmp_path, capsys):
     src = tmp_path / "dev.src"
     src.write_text("1 2 3 4 5\n7 7 3 9\n")
@@ -212,6 +215,7 @@ def test_cli_tune_chooses_by_the_metric_asked_for(checkpoint, tmp_path, capsys):
     assert "invalid choice: 'meteor'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_tune_of_a_lowercased_model_names_the_metric_that_fits(tmp_path, capsys):
     Trainer(make_cfg(10, ["data.lowercase=true"]), tmp_path / "lc").run()
     src = tmp_path / "dev.src"
@@ -224,12 +228,14 @@ def test_cli_tune_of_a_lowercased_model_names_the_metric_that_fits(tmp_path, cap
     assert "data.lowercase" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_tune_refuses_a_test_split(checkpoint, capsys):
     for split in ("test", "test_2016_flickr"):
         assert main(["tune", "--model", str(checkpoint), "--split", split]) == 2
         assert "is a test set" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_decoding_flags_reach_the_search(checkpoint, tmp_path, capsys):
     src = tmp_path / "dev.src"
     src.write_text("1 2 3 4 5\n")
@@ -243,6 +249,7 @@ def test_cli_decoding_flags_reach_the_search(checkpoint, tmp_path, capsys):
     assert "length_penalty" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["evaluate", "tune"])
 def test_cli_threads_sets_torchs_threads(checkpoint, tmp_path, capsys, command):
     import torch
@@ -263,6 +270,7 @@ def test_cli_threads_sets_torchs_threads(checkpoint, tmp_path, capsys, command):
     assert e.value.code == 2 and "threads must be 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["evaluate", "tune"])
 def test_cli_unmatched_or_missing_references_exit_2(checkpoint, tmp_path, capsys, command):
     src, ref = tmp_path / "dev.src", tmp_path / "dev.ref"

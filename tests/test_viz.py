@@ -144,6 +144,7 @@ def copy_run(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_training_draws_the_curves(copy_run):
     assert_png(copy_run / "curves.png")
     m = viz.read_metrics(copy_run)
@@ -185,6 +186,7 @@ def test_a_failed_plot_does_not_stop_training(tmp_path, caplog, monkeypatch):
     assert curves_callback() is None
 
 
+@pytest.mark.slow
 def test_training_does_not_import_the_figures():
     import subprocess
 
@@ -225,6 +227,7 @@ def test_attention_of_a_checkpoint(copy_run, reverse_source):
     assert data["kinds"]["decoder_src"]["rows"] == att.tgt_out_tokens
 
 
+@pytest.mark.slow
 def test_attention_of_an_rnn_checkpoint(tmp_path):
     """The RNN has one attention (decoder over source: 1 layer, 1 head) and reads the source
     reversed in its recipe; the maps come back in reading order and match the search."""
@@ -267,6 +270,7 @@ def test_plot_single_figures(tmp_path, capsys):
     assert names == ["label_smoothing.png", "lr_schedule.png", "positional.png"]
 
 
+@pytest.mark.slow
 def test_plot_all_with_run_and_model(copy_run, tmp_path, capsys):
     out = tmp_path / "figs"
     rc = main(["plot", "all", "--out", str(out), "--run", str(copy_run),
@@ -355,6 +359,7 @@ def test_rnn_architecture_figure(tmp_path):
         architecture_figure(arch="cnn")
 
 
+@pytest.mark.slow
 def test_plot_architecture_from_a_recipe(tmp_path, capsys):
     copy = str(ROOT / "configs" / "copy_task.yaml")
     assert main(["plot", "architecture", "--config", copy, "--set", "model.layers=4",
@@ -412,6 +417,7 @@ def test_teacher_forcing_schedule_is_the_models():
 
 
 
+@pytest.mark.slow
 def test_attention_page_in_chromium(browser, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -461,6 +467,7 @@ def test_attention_page_in_chromium(browser, tmp_path):
     assert severe_browser_errors(browser) == []
 
 
+@pytest.mark.slow
 def test_single_attention_page_in_chromium(browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
