@@ -40,6 +40,7 @@ def ckpt(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.slow  # (trains a model)
 def test_auto_is_numpy_for_a_few_lines_and_pytorch_for_the_rest(ckpt):
     lines = copy_sentences(MAX_LINES + 1, seed=3)
     tr = load_translator(ckpt)
@@ -73,6 +74,7 @@ def test_options_that_do_not_go_together_are_refused_before_loading(tmp_path, en
 
 
 @pytest.mark.slow
+@pytest.mark.slow  # (trains a model, starts a process)
 def test_the_readme_example_starts_without_pytorch(ckpt):
     """The README's Python example, as written there, on a checkpoint: numpy's engine, no
     PyTorch imported (as fast as the command's start)."""

@@ -73,7 +73,9 @@ def load_translator(models: str | Path | Sequence[str | Path], engine: str = "au
 
     def torch_translator() -> Translator:
         return checkpoint_translator(paths, device, verify, threads, decode,
-                                     (reverse_models, r2l_models, src_lang, tgt_lang, rerank_given))
+                                     reverse_models=reverse_models, r2l_models=r2l_models,
+                                     src_lang=src_lang, tgt_lang=tgt_lang,
+                                     rerank_given=rerank_given)
 
     numpy = engine == "numpy" or (engine == "auto" and len(paths) == 1 and device == "cpu"
                                   and decode.get("fast") is not False and not reranks)
@@ -144,14 +146,11 @@ def export_translator(model: str, device: str, compute_type: str | None, threads
 
 
 def checkpoint_translator(paths: Sequence[str], device: str, verify: bool, threads: int,
-                          decode: dict[str, Any],
-                          rerank: tuple[Sequence[str | Path], Sequence[str | Path], str | None,
-                                        str | None, bool] = ((), (), None, None, True)
-                          ) -> Translator:
+                          decode: dict[str, Any], *, reverse_models: Sequence[str | Path] = (),
+                          r2l_models: Sequence[str | Path] = (), src_lang: str | None = None,
+                          tgt_lang: str | None = None, rerank_given: bool = True) -> Translator:
     """PyTorch's translator of the checkpoints ``paths`` (an ensemble of several), with the
-    models that rerank its candidates where ``rerank`` = (reverse models, right-to-left
-    models, source language, target language, refuse them without ``decode.rerank``) names
-    some."""
+    models that rerank its candidates (see :func:`load_translator`)."""
     import torch
 
     from ..checkpoint import load_bundle
@@ -163,7 +162,7 @@ def checkpoint_translator(paths: Sequence[str], device: str, verify: bool, threa
     bundles = [load_bundle(m, device, verify=verify) for m in paths]
     tr = ensemble_translator(bundles, paths, decode=decode_options(bundles[0].cfg.decode, **decode))
     tr.bundle = bundles[0]
-    reverse, r2l, src_lang, tgt_lang, rerank_given = rerank
+    reverse, r2l = reverse_models, r2l_models
     if reverse or r2l:
         from ..data.directions import evaluation_direction
         from .reverse_models import reverse_scorer
