@@ -21,8 +21,7 @@ if [ -z "${RECIPE:-}" ]; then
   fi
 fi
 echo "quickstart: $RECIPE for $MINUTES minutes into $RUN"
-.venv/bin/nmtkit train "$RECIPE" --run-dir "$RUN" --overwrite \
-  --set train.max_minutes="$MINUTES" --set train.valid_every=200
+.venv/bin/nmtkit train "$RECIPE" --run-dir "$RUN" --overwrite --set train.max_minutes="$MINUTES"
 .venv/bin/nmtkit evaluate --model "$RUN/best.pt" --split test_2016_flickr --beam 5 \
   -o "$RUN/test_2016_flickr.hyp.en"
 printf 'Ein Mann fährt mit dem Fahrrad die Straße entlang.\nZwei Kinder spielen im Sand.\n' \

@@ -326,11 +326,18 @@ def recipe_changes(name: str) -> dict:
 
 def test_the_quick_recipe_is_the_small_one_fitted_to_a_short_budget():
     """configs/multi30k_transformer_quick.yaml (what the quickstart trains under 30 minutes)
-    differs from the small recipe only where the guide's table says why: the budget
-    schedule, 512-token batches and dropout 0.1. Any other drift is a mistake in one of them."""
+    differs from the small recipe only where its header says why (each measured on val:
+    ablation_quick10_shape_lr_avx2_cpu_2026-12-07.json): the budget schedule with
+    validations held to 3% of it, 512-token batches, a narrow model (width 128, 4+4 layers),
+    dropout 0.1 and its Noam factor. Any other drift is a mistake in one of them."""
     assert recipe_changes("multi30k_transformer_quick.yaml") == {
-        "model.dropout": (0.3, 0.1), "train.max_tokens": (4096, 512),
-        "train.max_minutes": (0, 10), "train.budget_schedule": (False, True)}
+        "model.layers": (3, 4), "model.d_model": (256, 128), "model.d_ff": (1024, 512),
+        "model.dropout": (0.3, 0.1), "train.max_tokens": (4096, 512), "train.lr": (0.7, 0.45),
+        "train.max_minutes": (0, 10), "train.budget_schedule": (False, True),
+        "train.budget_valid_share": (0.0, 0.03), "train.valid_every": (250, 500)}
+    header = (ROOT / "configs" / "multi30k_transformer_quick.yaml").read_text(encoding="utf-8")
+    assert "ablation_quick10_shape_lr_avx2_cpu_2026-12-07.json" in header
+    assert (ROOT / "benchmarks" / "results" / "ablation_quick10_shape_lr_avx2_cpu_2026-12-07.json").exists()
     script = (ROOT / "scripts" / "quickstart.sh").read_text(encoding="utf-8")
     assert "configs/multi30k_transformer_quick.yaml" in script and "m < 30" in script
 
