@@ -449,7 +449,7 @@ def attention_for(bundle: ServedBundle, translator: Translator, text: str, beam:
     out["forced_tokens"] = len(translator.prefix_tokens(prefix, None)) if prefix else 0
     hyp = att.translation
     if conf.confidence:
-        src_att = layer_head(att.maps["decoder_src"], layer, head)  # (T + 1, S + 1)
+        src_att = layer_head(att.maps["decoder_src"], layer, head).numpy()  # (T + 1, S + 1)
         out["confidence"] = asdict(confidence(hyp.token_log_probs or [], src_att,
                                               len(hyp.src_tokens), len(hyp.tokens),
                                               *conf.thresholds))
