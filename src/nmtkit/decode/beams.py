@@ -9,12 +9,13 @@ themselves (length cap, GNMT length penalty, ranking, the hypothesis record) are
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
-from ..data.vocab import BOS, PAD
+from ..data.vocab import BOS, EOS, PAD
 from ..rules import output_cap
 
 if TYPE_CHECKING:
@@ -62,31 +63,104 @@ def force_tokens(log_probs: Tensor, want: Tensor) -> None:
     log_probs[forced] = only[forced]
 
 
-def start_beams(model: Seq2Seq, src: Tensor, src_mask: Tensor, k: int, *, need_attention: bool,
-                token_scores: bool) -> tuple[Any, Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor]:
+@dataclass
+class Beams:
+    """The hypotheses of the sentences still searched: ``k`` flat rows per sentence, sentence
+    ``i``'s rows ``i*k .. i*k+k-1`` (n sentences, n*k rows). A search extends them every
+    step (:meth:`extend`) and drops the sentences it has settled (:meth:`drop`)."""
+
+    sentences: list[int]
+    """(n,) the input position of each sentence still searched."""
+    scores: Tensor
+    """(n, k) each hypothesis's raw log-probability (-inf: an empty slot)."""
+    lengths: Tensor
+    """(n*k,) its tokens, ``</s>`` included."""
+    finished: Tensor
+    """(n*k,) whether it has ended (it then continues with PAD at no cost)."""
+    tokens: Tensor
+    """(n*k, t) its tokens so far (PAD after its end)."""
+    token_lps: Tensor | None
+    """(n*k, t) the log-probability of each token (0 after the end), with ``token_scores``."""
+    attention: Tensor | None
+    """(n*k, t, S) the source attention of each step, with ``need_attention``."""
+    caps: Tensor
+    """(n*k,) the most tokens each may have, ``</s>`` included."""
+    forced: Tensor | None
+    """(n*k, P) the forced prefix of its sentence (-1 after its end), or None."""
+
+    def extend(self, rows: Tensor, tok: Tensor, scores: Tensor, step_lp: Tensor | None,
+               step_attn: Tensor | None) -> Tensor:
+        """Hypothesis j of the new beams continues flat row ``rows[j]`` with token ``tok[j]``
+        (an ended one with PAD, its length kept), its raw score ``scores`` (n, k), the
+        token's log-probability ``step_lp`` (n*k, 1) and attention ``step_attn``
+        (n*k, 1, S), both already in the new order. Returns the tokens, PAD where ended."""
+        was_finished = self.finished[rows]
+        self.scores = scores
+        self.lengths = torch.where(was_finished, self.lengths[rows], self.lengths[rows] + 1)
+        tok = tok.masked_fill(was_finished, PAD)
+        self.finished = was_finished | (tok == EOS)
+        self.tokens = torch.cat([self.tokens[rows], tok.unsqueeze(1)], dim=1)
+        if self.token_lps is not None and step_lp is not None:
+            self.token_lps = torch.cat([self.token_lps[rows], step_lp], dim=1)
+        if step_attn is not None:
+            self.attention = (step_attn if self.attention is None
+                              else torch.cat([self.attention[rows], step_attn], 1))
+        return tok
+
+    def drop(self, settled: Tensor) -> Tensor:
+        """Keep only the sentences not ``settled`` (n,); returns the flat rows kept (n'*k,),
+        for the search to select its own per-row values with."""
+        k = self.scores.size(1)
+        keep = (~settled).nonzero().view(-1)  # (n',)
+        rows = (keep.unsqueeze(1) * k + torch.arange(k, device=keep.device)).view(-1)  # (n'*k,)
+        self.sentences = [self.sentences[i] for i in keep.tolist()]
+        self.scores, self.caps, self.lengths = self.scores[keep], self.caps[rows], self.lengths[rows]
+        self.finished, self.tokens = self.finished[rows], self.tokens[rows]
+        self.token_lps = None if self.token_lps is None else self.token_lps[rows]
+        self.attention = None if self.attention is None else self.attention[rows]
+        self.forced = None if self.forced is None else self.forced[rows]  # shared by a sentence's rows
+        return rows
+
+    def sentence(self, i: int) -> Beams:
+        """The k hypotheses of sentence ``i`` (of those still searched) alone."""
+        k = self.scores.size(1)
+        part = slice(i * k, (i + 1) * k)
+        return Beams([self.sentences[i]], self.scores[i:i + 1], self.lengths[part],
+                     self.finished[part], self.tokens[part],
+                     None if self.token_lps is None else self.token_lps[part],
+                     None if self.attention is None else self.attention[part],
+                     self.caps[part], None if self.forced is None else self.forced[part])
+
+
+def start_beams(model: Seq2Seq, src: Tensor, src_mask: Tensor, k: int, caps: Tensor,
+                forced: Tensor | None, *, need_attention: bool,
+                token_scores: bool) -> tuple[Any, Beams, Tensor]:
     """The start of a beam search of width ``k`` over a batch of b sentences: the decoder
-    state, and the empty hypotheses as flat (b*k) rows.
+    state, the empty hypotheses as flat (b*k) rows, and the first input tokens.
 
     Every hypothesis of a sentence starts as the same empty prefix, so the state keeps one
     row per sentence for the first step (:func:`beam_step` repeats that step's output k
     times, :func:`follow_beams` spreads the state to k rows per sentence after it): the
-    first step costs one row per sentence instead of k.
+    first step costs one row per sentence instead of k. ``caps`` (b,) and ``forced``
+    (b, P) or None are each sentence's; its k rows share them.
 
-    Returns (state with b rows, scores (b, k): 0 for the first hypothesis of each sentence
-    and -inf for the others, lengths (b*k,) of 0, finished (b*k,) False, tokens (b*k, 0),
-    per-token log-probabilities (b*k, 0) if ``token_scores`` else None, previous tokens (b,)
-    BOS).
+    Returns (state with b rows, the beams: scores 0 for the first hypothesis of each
+    sentence and -inf for the others, no tokens yet; previous tokens (b,) BOS).
     """
     b, dev = src.size(0), src.device
     state = model.start(model.encode(src, src_mask), src_mask, need_attention=need_attention)
     scores = torch.full((b, k), float("-inf"), device=dev)
     scores[:, 0] = 0.0  # only one live hypothesis at the start
-    lengths = torch.zeros(b * k, dtype=torch.long, device=dev)  # tokens incl. EOS
-    finished = torch.zeros(b * k, dtype=torch.bool, device=dev)
-    tokens = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
-    lp_hist = torch.zeros(b * k, 0, device=dev) if token_scores else None  # (b*k, t)
+    beams = Beams(
+        sentences=list(range(b)), scores=scores,
+        lengths=torch.zeros(b * k, dtype=torch.long, device=dev),
+        finished=torch.zeros(b * k, dtype=torch.bool, device=dev),
+        tokens=torch.full((b * k, 0), PAD, dtype=torch.long, device=dev),
+        token_lps=torch.zeros(b * k, 0, device=dev) if token_scores else None, attention=None,
+        caps=caps.repeat_interleave(k),
+        forced=None if forced is None else forced.repeat_interleave(k, 0))
     prev = torch.full((b,), BOS, dtype=torch.long, device=dev)
-    return state, scores, lengths, finished, tokens, lp_hist, prev
+    return state, beams, prev
 
 
 def beam_step(model: Seq2Seq, state: Any, prev: Tensor, k: int,

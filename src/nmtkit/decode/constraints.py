@@ -47,6 +47,7 @@ from ..config import DecodeConfig
 from ..data.vocab import EOS, PAD
 from ..rules import NEVER, Hypothesis, best_first, length_penalty
 from .beams import (
+    Beams,
     Prefixes,
     beam_step,
     follow_beams,
@@ -123,114 +124,111 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: 
     forced = prefix_table(prefixes, b, dev)  # (b, P) or None
     if forced is not None:
         need = need + (forced >= 0).sum(1)
-        forced = forced.repeat_interleave(k, 0)  # (b*k, P)
     caps = torch.maximum(caps, need + 1)  # room for them and </s> ...
     if max_length is not None:  # ... within the absolute cap (e.g. the model's position table)
         caps = caps.clamp(max=max_length + 1)
-    caps = caps.repeat_interleave(k)
-    state, scores, lengths, finished, tokens, lp_hist, prev = start_beams(
-        model, src, src_mask, k, need_attention=need_attention, token_scores=token_scores)
-    alive = list(range(b))
+    state, beams, prev = start_beams(model, src, src_mask, k, caps, forced,
+                                     need_attention=need_attention, token_scores=token_scores)
     track = [Progress((False,) * len(phrases[i])) for i in range(b) for _ in range(k)]
-    attn_hist: Tensor | None = None
     results: list[list[Hypothesis[Tensor]]] = [[] for _ in range(b)]
-    for t in range(int(caps.max())):
+    for t in range(int(beams.caps.max())):
         if deadline is not None:
             deadline.check()
-        n = len(alive)
+        n = len(beams.sentences)
         log_probs, state, attn = beam_step(model, state, prev, k, first=t == 0)  # (n*k, V)
-        if forced is not None:
-            if t < forced.size(1):
-                force_tokens(log_probs, forced[:, t])
+        if beams.forced is not None:
+            if t < beams.forced.size(1):
+                force_tokens(log_probs, beams.forced[:, t])
             else:
-                forced = None
+                beams.forced = None
         log_probs[:, NEVER] = float("-inf")
-        at_cap = ((t + 1) >= caps) & ~finished
+        at_cap = ((t + 1) >= beams.caps) & ~beams.finished
         unmet = torch.tensor([not p.complete() for p in track], device=dev)
         log_probs[unmet & ~at_cap, EOS] = float("-inf")  # end only with every phrase produced
-        top_lp, top_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (n*k, kk)
-        # (row, token, log-prob) candidates: the top tokens, plus the constraints' tokens
-        extra = [(r, w) for r in range(n * k) for w in track[r].wanted(phrases[alive[r // k]])]
-        extra_lp = (log_probs[torch.tensor([r for r, _ in extra], dtype=torch.long, device=dev),
-                              torch.tensor([w for _, w in extra], dtype=torch.long, device=dev)].tolist()
-                    if extra else [])
-        top_lp_l, top_tok_l = top_lp.tolist(), top_tok.tolist()
-        cap_l, fin_l = at_cap.tolist(), finished.tolist()
-        eos_l = log_probs[:, EOS].tolist()
-        score_l, len_l = scores.view(-1).tolist(), lengths.tolist()
-        picks: list[tuple[int, int, float, float]] = []  # (row, token, new raw score, step lp)
-        for i in range(n):
-            cands: dict[tuple[int, int], float] = {}
-            for r in range(i * k, (i + 1) * k):
-                if math.isinf(score_l[r]):
-                    continue
-                if fin_l[r]:  # an ended hypothesis continues at no cost
-                    cands[(r, PAD)] = 0.0
-                elif cap_l[r]:  # at the cap a hypothesis may only end
-                    cands[(r, EOS)] = eos_l[r]
-                else:
-                    for lp, w in zip(top_lp_l[r], top_tok_l[r], strict=True):
-                        cands[(r, w)] = lp
-            for (r, w), lp in zip(extra, extra_lp, strict=True):
-                if i * k <= r < (i + 1) * k and not fin_l[r] and not cap_l[r] \
-                        and not math.isinf(score_l[r]):
-                    cands[(r, w)] = lp
-            ranked = []
-            for (r, w), lp in cands.items():
-                raw = score_l[r] + lp
-                if math.isinf(raw):
-                    continue
-                new_len = len_l[r] + (0 if fin_l[r] else 1)
-                norm = raw / length_penalty(new_len, cfg.length_penalty)
-                bank = track[r].met(phrases[alive[i]]) if fin_l[r] else \
-                    track[r].advance(w, phrases[alive[i]]).met(phrases[alive[i]])
-                ranked.append((norm, bank, r, w, raw, lp))
-            chosen = _deal(ranked, k)
-            for _, _, r, w, raw, lp in chosen:
-                picks.append((r, w, raw, lp))
-            for _ in range(k - len(chosen)):  # fewer live candidates than slots: dead slots
-                picks.append((i * k, PAD, float("-inf"), float("-inf")))
+        sentence_phrases = [phrases[i] for i in beams.sentences]
+        picks = dealt_picks(beams, log_probs, at_cap, track, sentence_phrases, cfg)
         rows = torch.tensor([p[0] for p in picks], dtype=torch.long, device=dev)  # (n*k,)
-        tok = torch.tensor([p[1] for p in picks], dtype=torch.long, device=dev)
-        scores = torch.tensor([p[2] for p in picks], device=dev).view(n, k)
-        was_finished = finished[rows]
-        track = [track[r] if fin_l[r] else track[r].advance(w, phrases[alive[j // k]])
+        was_finished = beams.finished[rows]
+        fin_l = beams.finished.tolist()
+        track = [track[r] if fin_l[r] else track[r].advance(w, sentence_phrases[j // k])
                  for j, (r, w, _, _) in enumerate(picks)]
-        lengths = torch.where(was_finished, lengths[rows], lengths[rows] + 1)
-        tok = tok.masked_fill(was_finished, PAD)
-        finished = was_finished | (tok == EOS)
-        tokens = torch.cat([tokens[rows], tok.unsqueeze(1)], dim=1)
-        if lp_hist is not None:
-            step_lp = torch.tensor([p[3] for p in picks], device=dev).masked_fill(was_finished, 0.0)
-            lp_hist = torch.cat([lp_hist[rows], step_lp.unsqueeze(1)], dim=1)
-        if attn is not None:
-            step_attn = attn[rows].unsqueeze(1)  # (n*k, 1, S)
-            attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
-        settled = (finished | torch.isneginf(scores.view(-1))).view(n, k).all(dim=1)
+        step_lp = None if beams.token_lps is None else torch.tensor(
+            [p[3] for p in picks], device=dev).masked_fill(was_finished, 0.0).unsqueeze(1)
+        tok = beams.extend(rows, torch.tensor([p[1] for p in picks], dtype=torch.long, device=dev),
+                           torch.tensor([p[2] for p in picks], device=dev).view(n, k), step_lp,
+                           None if attn is None else attn[rows].unsqueeze(1))  # (n*k, 1, S)
+        settled = (beams.finished | torch.isneginf(beams.scores.view(-1))).view(n, k).all(dim=1)
         if bool(settled.any()):
             for i in settled.nonzero().view(-1).tolist():
-                part = slice(i * k, (i + 1) * k)
-                complete = torch.tensor([p.complete() for p in track[part]], device=dev)
-                results[alive[i]] = _best(scores[i], lengths[part], finished[part], complete,
-                                          tokens[part], None if attn_hist is None else attn_hist[part],
-                                          None if lp_hist is None else lp_hist[part], cfg)
+                complete = torch.tensor([p.complete() for p in track[i * k:(i + 1) * k]], device=dev)
+                results[beams.sentences[i]] = _best(beams.sentence(i), complete, cfg)
             if bool(settled.all()):
                 break
-            keep = (~settled).nonzero().view(-1)
-            keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=dev)).view(-1)
-            kr = keep_rows.tolist()
-            alive = [alive[i] for i in keep.tolist()]
-            track = [track[r] for r in kr]
-            scores, caps, lengths = scores[keep], caps[keep_rows], lengths[keep_rows]
-            finished, tokens, tok = finished[keep_rows], tokens[keep_rows], tok[keep_rows]
-            attn_hist = None if attn_hist is None else attn_hist[keep_rows]
-            lp_hist = None if lp_hist is None else lp_hist[keep_rows]
-            forced = None if forced is None else forced[keep_rows]
-            state = follow_beams(model, state, rows[keep_rows], k, t == 0, same_source=False)
+            kept = beams.drop(settled)  # (n'*k,)
+            track = [track[r] for r in kept.tolist()]
+            tok = tok[kept]
+            state = follow_beams(model, state, rows[kept], k, t == 0, same_source=False)
         else:
             state = follow_beams(model, state, rows, k, t == 0, same_source=True)
         prev = tok
     return results
+
+
+def dealt_picks(beams: Beams, log_probs: Tensor, at_cap: Tensor, track: list[Progress],
+                phrases: list[list[list[int]]], cfg: DecodeConfig) -> list[tuple[int, int, float, float]]:
+    """One step of dynamic beam allocation: each sentence's ``k`` new hypotheses as (flat
+    row extended, token, new raw score, the token's log-prob), in slot order.
+
+    A hypothesis's candidates: its ``k`` most probable tokens and the tokens that advance
+    its constraints (only ``</s>`` at its length cap; an ended one continues with PAD at no
+    cost; one that cannot win has none). They are ranked by length-normalised score and
+    dealt across the banks (:func:`_deal`). ``phrases``: each sentence's still searched;
+    ``at_cap`` (n*k,): the live hypotheses at their length cap.
+    """
+    n, k = beams.scores.shape
+    dev = log_probs.device
+    top_lp, top_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (n*k, kk)
+    # (row, token, log-prob) candidates: the top tokens, plus the constraints' tokens
+    extra = [(r, w) for r in range(n * k) for w in track[r].wanted(phrases[r // k])]
+    extra_lp = (log_probs[torch.tensor([r for r, _ in extra], dtype=torch.long, device=dev),
+                          torch.tensor([w for _, w in extra], dtype=torch.long, device=dev)].tolist()
+                if extra else [])
+    top_lp_l, top_tok_l = top_lp.tolist(), top_tok.tolist()
+    cap_l, fin_l = at_cap.tolist(), beams.finished.tolist()
+    eos_l = log_probs[:, EOS].tolist()
+    score_l, len_l = beams.scores.view(-1).tolist(), beams.lengths.tolist()
+    picks: list[tuple[int, int, float, float]] = []  # (row, token, new raw score, step lp)
+    for i in range(n):
+        cands: dict[tuple[int, int], float] = {}
+        for r in range(i * k, (i + 1) * k):
+            if math.isinf(score_l[r]):
+                continue
+            if fin_l[r]:  # an ended hypothesis continues at no cost
+                cands[(r, PAD)] = 0.0
+            elif cap_l[r]:  # at the cap a hypothesis may only end
+                cands[(r, EOS)] = eos_l[r]
+            else:
+                for lp, w in zip(top_lp_l[r], top_tok_l[r], strict=True):
+                    cands[(r, w)] = lp
+        for (r, w), lp in zip(extra, extra_lp, strict=True):
+            if i * k <= r < (i + 1) * k and not fin_l[r] and not cap_l[r] \
+                    and not math.isinf(score_l[r]):
+                cands[(r, w)] = lp
+        ranked = []
+        for (r, w), lp in cands.items():
+            raw = score_l[r] + lp
+            if math.isinf(raw):
+                continue
+            new_len = len_l[r] + (0 if fin_l[r] else 1)
+            norm = raw / length_penalty(new_len, cfg.length_penalty)
+            bank = track[r].met(phrases[i]) if fin_l[r] else \
+                track[r].advance(w, phrases[i]).met(phrases[i])
+            ranked.append((norm, bank, r, w, raw, lp))
+        chosen = _deal(ranked, k)
+        picks += [(r, w, raw, lp) for _, _, r, w, raw, lp in chosen]
+        # fewer live candidates than slots: dead slots
+        picks += [(i * k, PAD, float("-inf"), float("-inf"))] * (k - len(chosen))
+    return picks
 
 
 def _deal(ranked: list[tuple[float, int, int, int, float, float]],
@@ -247,15 +245,16 @@ def _deal(ranked: list[tuple[float, int, int, int, float, float]],
     return sorted(chosen, key=lambda c: -c[0])  # slots ranked by score, as in beam search
 
 
-def _best(scores: Tensor, lengths: Tensor, finished: Tensor, complete: Tensor, tokens: Tensor,
-          attn: Tensor | None, token_lps: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis[Tensor]]:
-    """The ``cfg.n_best`` ended hypotheses of one beam: those with every phrase first, each
-    group by length-normalised score."""
+def _best(beam: Beams, complete: Tensor, cfg: DecodeConfig) -> list[Hypothesis[Tensor]]:
+    """The ``cfg.n_best`` ended hypotheses of one sentence's beam (:meth:`Beams.sentence`):
+    those with every phrase (``complete`` (k,)) first, each group by length-normalised score."""
+    scores, lengths, finished = beam.scores[0], beam.lengths, beam.finished
+    attn, token_lps = beam.attention, beam.token_lps
     lp = length_penalty(lengths.float(), cfg.length_penalty)
     final = (scores / lp).masked_fill(~finished, float("-inf"))
     key = torch.where(complete & finished, final, final - 1e9)  # (k,) complete ones first
     order = [j for j in best_first(key.tolist(), key.numel()) if bool(finished[j])][:cfg.n_best]
-    tok_list = tokens.tolist()
+    tok_list = beam.tokens.tolist()
     hyps = []
     for j in order:
         n = int(lengths[j]) - 1

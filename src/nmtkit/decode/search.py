@@ -47,7 +47,15 @@ from ..config import DecodeConfig
 from ..data.vocab import BOS, EOS, PAD
 from ..errors import UserError
 from ..rules import NEVER, Hypothesis, best_first, length_penalty
-from .beams import Prefixes, beam_step, force_tokens, length_caps, prefix_table, start_beams
+from .beams import (
+    Beams,
+    Prefixes,
+    beam_step,
+    force_tokens,
+    length_caps,
+    prefix_table,
+    start_beams,
+)
 from .constraints import constrained_beam_search
 
 if TYPE_CHECKING:
@@ -228,103 +236,96 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, cfg: DecodeConfig
     forced = prefix_table(prefixes, b, dev)  # (b, P) or None
     if forced is not None:  # room for the whole prefix and </s>; every hypothesis is forced
         caps = torch.maximum(caps, (forced >= 0).sum(1) + 1)
-        forced = forced.repeat_interleave(k, 0)  # (b*k, P)
-    caps = caps.repeat_interleave(k)  # (b*k,)
-    state, scores, lengths, finished, tokens, lp_hist, prev = start_beams(
-        model, src, src_mask, k, need_attention=need_attention, token_scores=token_scores)
-    alive = list(range(b))  # input position of each sentence still searched
+    state, beams, prev = start_beams(model, src, src_mask, k, caps, forced,
+                                     need_attention=need_attention, token_scores=token_scores)
     live = torch.arange(b * k, device=dev)  # flat rows in the model's state (after the first step)
-    attn_hist = None
     results: list[list[Hypothesis[Tensor]]] = [[] for _ in range(b)]
-    for t in range(int(caps.max())):
+    for t in range(int(beams.caps.max())):
         if deadline is not None:
             deadline.check()
-        n, first = len(alive), t == 0
+        n, first = len(beams.sentences), t == 0
         log_probs, state, attn = beam_step(model, state, prev, k, first)  # (live, V)
-        if forced is not None:
-            if t < forced.size(1):
-                force_tokens(log_probs, forced[live, t])
+        if beams.forced is not None:
+            if t < beams.forced.size(1):
+                force_tokens(log_probs, beams.forced[live, t])
             else:
-                forced = None
+                beams.forced = None
         log_probs[:, NEVER] = float("-inf")
-        live_lp, live_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (live, kk)
-        at_cap = (t + 1) >= caps[live]  # a hypothesis at its cap may only end
-        if bool(at_cap.any()):
-            live_lp[at_cap] = float("-inf")
-            live_lp[at_cap, 0] = log_probs[at_cap, EOS]
-            live_tok[at_cap, 0] = EOS
-        kk = live_lp.size(1)
-        # Every hypothesis's candidates: a live one's top tokens; an ended one </s> again at
-        # no cost; one that cannot win none (-inf).
-        top_lp = torch.full((n * k, kk), float("-inf"), device=dev)
-        top_tok = torch.full((n * k, kk), EOS, dtype=torch.long, device=dev)
-        top_lp[finished, 0] = 0.0
-        top_lp[live], top_tok[live] = live_lp, live_tok
-        cand = scores.view(n * k, 1) + top_lp  # (n*k, kk) raw scores
-        cand_len = torch.where(finished, lengths, lengths + 1)  # (n*k,)
-        norm = cand / length_penalty(cand_len.float(), cfg.length_penalty).unsqueeze(1)
-        _, pick = norm.view(n, k * kk).topk(k, dim=1)  # (n, k) the sentence's best extensions
-        base = (torch.arange(n, device=dev) * k).unsqueeze(1)  # (n, 1) first row of a sentence
-        rows = (base + pick // kk).view(-1)  # (n*k,) row each new hypothesis extends
-        scores = cand.view(n, k * kk).gather(1, pick)
-        tok = top_tok.view(n, k * kk).gather(1, pick).view(-1)
-        was_finished = finished[rows]
-        lengths = torch.where(was_finished, lengths[rows], lengths[rows] + 1)
-        tok = tok.masked_fill(was_finished, PAD)
-        finished = was_finished | (tok == EOS)
-        tokens = torch.cat([tokens[rows], tok.unsqueeze(1)], dim=1)
-        if lp_hist is not None:  # the chosen token's log-prob (0 after the end)
-            step_lp = top_lp.view(n, k * kk).gather(1, pick).view(-1, 1)  # (n*k, 1)
-            lp_hist = torch.cat([lp_hist[rows], step_lp], dim=1)
-        if attn is not None:  # (live, S) -> (n*k, 1, S), zeros for the rows not computed
-            step_attn = attn.new_zeros(n * k, attn.size(-1)).index_copy_(0, live, attn)[rows].unsqueeze(1)
-            attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist[rows], step_attn], 1)
+        rows, tok, scores, step_lp = best_extensions(beams, log_probs, live, t, cfg)
+        step_attn = None if attn is None else (  # (live, S) -> (n*k, 1, S), zeros where not computed
+            attn.new_zeros(n * k, attn.size(-1)).index_copy_(0, live, attn)[rows].unsqueeze(1))
+        tok = beams.extend(rows, tok, scores, step_lp, step_attn)
         # The state row of each flat row computed this step (the first step: its sentence's).
         state_row = torch.full((n * k,), -1, dtype=torch.long, device=dev)
         state_row[live] = live // k if first else torch.arange(live.numel(), device=dev)
         # A sentence is done when none of its hypotheses can still change (ended or dead).
-        can_change = ~finished & ~torch.isneginf(scores.view(-1))  # (n*k,)
+        can_change = ~beams.finished & ~torch.isneginf(beams.scores.view(-1))  # (n*k,)
         settled = ~can_change.view(n, k).any(dim=1)
         if cfg.early_stop:  # slots are sorted by normalised score: the first n_best lead
-            settled |= finished.view(n, k)[:, :cfg.n_best].all(dim=1)
-        if bool(settled.any()):
+            settled |= beams.finished.view(n, k)[:, :cfg.n_best].all(dim=1)
+        some_settled = bool(settled.any())
+        if some_settled:
             for i in settled.nonzero().view(-1).tolist():
-                part = slice(i * k, (i + 1) * k)
-                results[alive[i]] = _best(scores[i], lengths[part], finished[part], tokens[part],
-                                          None if attn_hist is None else attn_hist[part],
-                                          None if lp_hist is None else lp_hist[part], cfg)
+                results[beams.sentences[i]] = _best(beams.sentence(i), cfg)
             if bool(settled.all()):
                 break
-            keep = (~settled).nonzero().view(-1)  # (n',)
-            keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=dev)).view(-1)  # (n'*k,)
-            alive = [alive[i] for i in keep.tolist()]
-            scores, caps, lengths = scores[keep], caps[keep_rows], lengths[keep_rows]
-            finished, tokens, tok = finished[keep_rows], tokens[keep_rows], tok[keep_rows]
-            attn_hist = None if attn_hist is None else attn_hist[keep_rows]
-            lp_hist = None if lp_hist is None else lp_hist[keep_rows]
-            forced = None if forced is None else forced[keep_rows]  # a sentence's rows share it
-            rows, can_change = rows[keep_rows], can_change[keep_rows]
+            kept = beams.drop(settled)  # (n'*k,)
+            tok, rows, can_change = tok[kept], rows[kept], can_change[kept]
         live = can_change.nonzero().view(-1)  # (live',) the hypotheses the model computes next
         # Rows keep their source sentence when no sentence left and each kept its number of
         # live hypotheses (state row i then belongs to the same sentence before and after).
-        same_source = not first and not bool(settled.any()) and bool(
+        same_source = not first and not some_settled and bool(
             (can_change.view(n, k).sum(1) == (state_row >= 0).view(n, k).sum(1)).all())
         state = model.reorder(state, state_row[rows[live]], same_source=same_source)
         prev = tok[live]
     return results
 
 
-def _best(scores: Tensor, lengths: Tensor, finished: Tensor, tokens: Tensor,
-          attn: Tensor | None, token_lps: Tensor | None, cfg: DecodeConfig) -> list[Hypothesis[Tensor]]:
-    """The ``cfg.n_best`` hypotheses of one sentence's beam, by length-normalised score.
+def best_extensions(beams: Beams, log_probs: Tensor, live: Tensor, t: int,
+                    cfg: DecodeConfig) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """One step's choice: the ``k`` best-ranked extensions of each sentence's beam, from
+    the next-token log-probs ``log_probs`` (live, V) of the ``live`` rows.
 
-    scores, lengths, finished: (k,); tokens: (k, t); attn: (k, t, S) or None;
-    token_lps: (k, t) or None.
+    Each hypothesis's candidates: a live one's ``k`` most probable tokens (only ``</s>`` at
+    its length cap); an ended one ``</s>`` again at no cost; one that cannot win none. They
+    are ranked by length-normalised score. Returns, per new hypothesis (n*k, in slot order):
+    the flat row it extends, its token, the new raw scores (n, k) and, with token scores,
+    the token's log-probability (n*k, 1).
     """
+    n, k = beams.scores.shape
+    dev = log_probs.device
+    live_lp, live_tok = log_probs.topk(min(k, log_probs.size(1)), dim=1)  # (live, kk)
+    at_cap = (t + 1) >= beams.caps[live]  # a hypothesis at its cap may only end
+    if bool(at_cap.any()):
+        live_lp[at_cap] = float("-inf")
+        live_lp[at_cap, 0] = log_probs[at_cap, EOS]
+        live_tok[at_cap, 0] = EOS
+    kk = live_lp.size(1)
+    top_lp = torch.full((n * k, kk), float("-inf"), device=dev)
+    top_tok = torch.full((n * k, kk), EOS, dtype=torch.long, device=dev)
+    top_lp[beams.finished, 0] = 0.0
+    top_lp[live], top_tok[live] = live_lp, live_tok
+    cand = beams.scores.view(n * k, 1) + top_lp  # (n*k, kk) raw scores
+    cand_len = torch.where(beams.finished, beams.lengths, beams.lengths + 1)  # (n*k,)
+    norm = cand / length_penalty(cand_len.float(), cfg.length_penalty).unsqueeze(1)
+    _, pick = norm.view(n, k * kk).topk(k, dim=1)  # (n, k) the sentence's best extensions
+    base = (torch.arange(n, device=dev) * k).unsqueeze(1)  # (n, 1) first row of a sentence
+    rows = (base + pick // kk).view(-1)  # (n*k,) row each new hypothesis extends
+    scores = cand.view(n, k * kk).gather(1, pick)
+    tok = top_tok.view(n, k * kk).gather(1, pick).view(-1)
+    step_lp = None if beams.token_lps is None else (  # the chosen token's (0 after the end)
+        top_lp.view(n, k * kk).gather(1, pick).view(-1, 1))  # (n*k, 1)
+    return rows, tok, scores, step_lp
+
+
+def _best(beam: Beams, cfg: DecodeConfig) -> list[Hypothesis[Tensor]]:
+    """The ``cfg.n_best`` hypotheses of one sentence's beam (:meth:`Beams.sentence`), by
+    length-normalised score."""
+    scores, lengths, attn, token_lps = beam.scores[0], beam.lengths, beam.attention, beam.token_lps
     lp = length_penalty(lengths.float(), cfg.length_penalty)
-    final = (scores / lp).masked_fill(~finished, float("-inf"))
+    final = (scores / lp).masked_fill(~beam.finished, float("-inf"))
     order = best_first(final.tolist(), cfg.n_best)
-    tok_list = tokens.tolist()
+    tok_list = beam.tokens.tolist()
     hyps = []
     for j in order:
         n = int(lengths[j]) - 1  # without EOS

@@ -67,6 +67,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -544,22 +545,14 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     is at ``/openapi.json``.
     """
     limits = limits or ServeLimits()
-    translator = translator or default_translator(bundle)
-    if translator.decode_cfg.rerank and translator.reverse is None:
-        log.warning("the model's decode.rerank (%d) is not used: the server loads no reverse "
-                    "model to rerank with; it answers with the beam's best",
-                    translator.decode_cfg.rerank)
-        translator.decode_cfg = decode_options(translator.decode_cfg, rerank=0)
-    cfg = bundle.cfg
-    default_beam = decode_options(cfg.decode, max_beam=limits.max_beam).beam
+    translator = served_translator(bundle, translator)
+    default_beam = decode_options(bundle.cfg.decode, max_beam=limits.max_beam).beam
     batcher = MicroBatcher(translate_fn(translator), limits.max_batch, limits.max_wait_ms,
                            limits.max_pending)
     bodies = request_models(limits, default_beam, attention_shape(bundle))
-    TranslateRequest, AttentionRequest = bodies.translate, bodies.attention
-
     app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan, docs_url=None,
                   redoc_url=None, description=f"Translation service for {model_name(bundle)} "
-                                              f"({cfg.data.src_lang} -> {cfg.data.tgt_lang}).")
+                  f"({bundle.cfg.data.src_lang} -> {bundle.cfg.data.tgt_lang}).")
     app.state.batcher = batcher
     app.state.limits = limits
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
@@ -567,74 +560,8 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     # Starlette types a handler as taking any Exception; it passes each only its own class.
     app.add_exception_handler(RequestValidationError, on_invalid)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http_error)  # type: ignore[arg-type]
-
-    # The request models are classes built at run time (bounded by ``limits``): no static type.
-    @app.post("/v1/translate", response_model=TranslateResponse,
-              responses={**ERRORS, 501: {"model": ErrorResponse}},
-              response_model_exclude_none=True, summary="Translate sentences (in order)")
-    async def translate(req: TranslateRequest,  # type: ignore[valid-type]
-                        request: Request) -> TranslateResponse | Response:
-        deadline = Deadline.after(limits.timeout_s)  # its search stops there
-        extras = (req.prefixes, req.constraints, req.scores, req.alignments)  # type: ignore[attr-defined]
-        conf = ConfidenceRequest.of(req)
-        tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
-        checked_mbr(translator, req.mbr)  # type: ignore[attr-defined]
-        checked_n_best(translator, req.beam, req.n_best, req.mbr)  # type: ignore[attr-defined]
-        split = req.split_sentences  # type: ignore[attr-defined]
-        if (any(x is not None and x is not False for x in extras) or conf.asked()
-                or req.n_best > 1 or split is not None):  # type: ignore[attr-defined]
-            checked_engine(translator, req.constraints, req.alignments, conf)  # type: ignore[attr-defined]
-            chosen_layer_head(conf, translator)
-            checked_prefixes(translator, req.prefixes, req.max_length, limits)  # type: ignore[attr-defined]
-            checked_target_texts(translator, len(req.texts), req.prefixes,  # type: ignore[attr-defined]
-                                 req.constraints)  # type: ignore[attr-defined]
-            checked_constraints_fit(translator, req.prefixes, req.constraints,  # type: ignore[attr-defined]
-                                    req.max_length, limits)  # type: ignore[attr-defined]
-            checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
-                         req.prefixes, req.constraints)  # type: ignore[attr-defined]
-            work = batcher.run(partial(translate_details, split_sentences=split),
-                               translator, req.texts, req.beam,  # type: ignore[attr-defined]
-                               output_cap(req.max_length, limits), *extras, conf, tgt_lang,  # type: ignore[attr-defined]
-                               req.mbr, req.n_best, deadline=deadline)  # type: ignore[attr-defined]
-            detail = await in_time(request, work, limits.timeout_s)
-            return detail if isinstance(detail, Response) else TranslateResponse(**detail)
-        checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits)  # type: ignore[attr-defined]
-        job = batcher.submit(req.texts, req.beam, output_cap(req.max_length, limits), tgt_lang,  # type: ignore[attr-defined]
-                             req.mbr, deadline=deadline)  # type: ignore[attr-defined]
-        out = await in_time(request, job, limits.timeout_s)
-        return out if isinstance(out, Response) else TranslateResponse(translations=out)
-
-    @app.post("/v1/attention", response_model=dict[str, Any],
-              responses={**ERRORS, 501: {"model": ErrorResponse}},
-              summary="Translate one sentence and return its attention maps")
-    async def attention(req: AttentionRequest,  # type: ignore[valid-type]
-                        request: Request) -> dict[str, Any] | Response:
-        if not has_attention(bundle, translator) or not isinstance(translator, Translator):
-            raise HTTPException(501, f"attention maps are not available with the {bundle.engine} "
-                                     "engine (CTranslate2 returns no per-layer attention); serve "
-                                     "the checkpoint (.pt) with --engine torch to see them")
-        if not hasattr(bundle.model, "attention_maps"):
-            raise HTTPException(501, f"{cfg.model.arch} models do not expose attention maps")
-        deadline = Deadline.after(limits.timeout_s)  # its search stops there
-        conf = ConfidenceRequest.of(req)
-        chosen_layer_head(conf, translator)
-        tgt_lang = checked_tgt_lang(translator, req.tgt_lang)  # type: ignore[attr-defined]
-        checked_mbr(translator, req.mbr)  # type: ignore[attr-defined]
-        if req.prefix is not None:  # type: ignore[attr-defined]
-            checked_prefixes(translator, [req.prefix], req.max_length, limits,  # type: ignore[attr-defined]
-                             field="prefix")
-            checked_target_texts(translator, 1, [req.prefix], field="prefix")  # type: ignore[attr-defined]
-        checked_work(translator, [req.text], req.beam, req.mbr, req.max_length, limits,  # type: ignore[attr-defined]
-                     None if req.prefix is None else [req.prefix])  # type: ignore[attr-defined]
-        work = batcher.run(attention_for, bundle, translator,
-                           req.text, req.beam, output_cap(req.max_length, limits),  # type: ignore[attr-defined]
-                           limits.max_attention_tokens, req.kinds,  # type: ignore[attr-defined]
-                           req.prefix, conf, tgt_lang, req.mbr, deadline=deadline)  # type: ignore[attr-defined]
-        try:
-            result: dict[str, Any] | Response = await in_time(request, work, limits.timeout_s)
-            return result
-        except ValueError as e:
-            raise HTTPException(422, str(e)) from None
+    add_translate_route(app, translator, batcher, limits, bodies.translate)
+    add_attention_route(app, bundle, translator, batcher, limits, bodies.attention)
 
     @app.get("/health", summary="Model, languages, device, limits")
     async def health() -> dict[str, Any]:
@@ -646,3 +573,105 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def served_translator(bundle: ServedBundle, translator: "TextTranslator | None") -> "TextTranslator":
+    """The translator that answers: ``translator``, else the bundle's default one. The model's
+    ``decode.rerank`` is dropped (with a warning) where no reverse model was loaded to
+    rerank with."""
+    translator = translator or default_translator(bundle)
+    if translator.decode_cfg.rerank and translator.reverse is None:
+        log.warning("the model's decode.rerank (%d) is not used: the server loads no reverse "
+                    "model to rerank with; it answers with the beam's best",
+                    translator.decode_cfg.rerank)
+        translator.decode_cfg = decode_options(translator.decode_cfg, rerank=0)
+    return translator
+
+
+def checked_details(translator: "TextTranslator", req: Any, conf: ConfidenceRequest,
+                    limits: ServeLimits) -> None:
+    """Refuse, before any work, a ``/v1/translate`` request whose details (prefixes,
+    constraints, alignments, the confidence view) the engine, the model or ``limits``
+    cannot serve: an HTTP error naming the field."""
+    checked_engine(translator, req.constraints, req.alignments, conf)
+    chosen_layer_head(conf, translator)
+    checked_prefixes(translator, req.prefixes, req.max_length, limits)
+    checked_target_texts(translator, len(req.texts), req.prefixes, req.constraints)
+    checked_constraints_fit(translator, req.prefixes, req.constraints, req.max_length, limits)
+    checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits,
+                 req.prefixes, req.constraints)
+
+
+def add_translate_route(app: FastAPI, translator: "TextTranslator", batcher: MicroBatcher,
+                        limits: ServeLimits, TranslateRequest: type[BaseModel]) -> None:
+    """``POST /v1/translate``: a plain request (texts, beam, length, language, MBR) joins the
+    micro-batches; one that asks for more (prefixes, constraints, scores, alignments, the
+    confidence view, n-best lists, sentence splitting) is checked and translated alone."""
+
+    # The request model is a class built at run time (bounded by ``limits``): no static type.
+    @app.post("/v1/translate", response_model=TranslateResponse,
+              responses={**ERRORS, 501: {"model": ErrorResponse}},
+              response_model_exclude_none=True, summary="Translate sentences (in order)")
+    async def translate(req: TranslateRequest,  # type: ignore[valid-type]
+                        request: Request) -> TranslateResponse | Response:
+        body: Any = req
+        deadline = Deadline.after(limits.timeout_s)  # its search stops there
+        extras = (body.prefixes, body.constraints, body.scores, body.alignments)
+        conf = ConfidenceRequest.of(body)
+        tgt_lang = checked_tgt_lang(translator, body.tgt_lang)
+        checked_mbr(translator, body.mbr)
+        checked_n_best(translator, body.beam, body.n_best, body.mbr)
+        split = body.split_sentences
+        if (any(x is not None and x is not False for x in extras) or conf.asked()
+                or body.n_best > 1 or split is not None):
+            checked_details(translator, body, conf, limits)
+            work = batcher.run(partial(translate_details, split_sentences=split),
+                               translator, body.texts, body.beam,
+                               output_cap(body.max_length, limits), *extras, conf, tgt_lang,
+                               body.mbr, body.n_best, deadline=deadline)
+            detail = await in_time(request, work, limits.timeout_s)
+            return detail if isinstance(detail, Response) else TranslateResponse(**detail)
+        checked_work(translator, body.texts, body.beam, body.mbr, body.max_length, limits)
+        job = batcher.submit(body.texts, body.beam, output_cap(body.max_length, limits),
+                             tgt_lang, body.mbr, deadline=deadline)
+        out = await in_time(request, job, limits.timeout_s)
+        return out if isinstance(out, Response) else TranslateResponse(translations=out)
+
+
+def add_attention_route(app: FastAPI, bundle: ServedBundle, translator: "TextTranslator",
+                        batcher: MicroBatcher, limits: ServeLimits,
+                        AttentionRequest: type[BaseModel]) -> None:
+    """``POST /v1/attention``: one sentence translated with the attention maps of every
+    layer and head (the PyTorch engine only: a 501 otherwise)."""
+
+    @app.post("/v1/attention", response_model=dict[str, Any],
+              responses={**ERRORS, 501: {"model": ErrorResponse}},
+              summary="Translate one sentence and return its attention maps")
+    async def attention(req: AttentionRequest,  # type: ignore[valid-type]
+                        request: Request) -> dict[str, Any] | Response:
+        body: Any = req
+        if not has_attention(bundle, translator) or not isinstance(translator, Translator):
+            raise HTTPException(501, f"attention maps are not available with the {bundle.engine} "
+                                     "engine (CTranslate2 returns no per-layer attention); serve "
+                                     "the checkpoint (.pt) with --engine torch to see them")
+        if not hasattr(bundle.model, "attention_maps"):
+            raise HTTPException(501, f"{bundle.cfg.model.arch} models do not expose attention maps")
+        deadline = Deadline.after(limits.timeout_s)  # its search stops there
+        conf = ConfidenceRequest.of(body)
+        chosen_layer_head(conf, translator)
+        tgt_lang = checked_tgt_lang(translator, body.tgt_lang)
+        checked_mbr(translator, body.mbr)
+        prefixes = None if body.prefix is None else [body.prefix]
+        if prefixes is not None:
+            checked_prefixes(translator, prefixes, body.max_length, limits, field="prefix")
+            checked_target_texts(translator, 1, prefixes, field="prefix")
+        checked_work(translator, [body.text], body.beam, body.mbr, body.max_length, limits,
+                     prefixes)
+        work = batcher.run(attention_for, bundle, translator, body.text, body.beam,
+                           output_cap(body.max_length, limits), limits.max_attention_tokens,
+                           body.kinds, body.prefix, conf, tgt_lang, body.mbr, deadline=deadline)
+        try:
+            result: dict[str, Any] | Response = await in_time(request, work, limits.timeout_s)
+            return result
+        except ValueError as e:
+            raise HTTPException(422, str(e)) from None
