@@ -4,9 +4,10 @@
 The checks of :func:`nmtkit.checkpoint.load_checkpoint` that decide whether a file may be
 used (format marker, version, entries, finite float32 weights of exactly the config's
 shapes, their stored checksum; the marker, version and checksum are
-:mod:`nmtkit.checkpoint_format`'s, the PyTorch reader's own) are made here too, but a file that fails one is not
-explained here: :class:`LiteUnsupported` sends the caller to PyTorch, whose loader names
-the file and the problem. So this path either gives the model PyTorch would build, or none.
+:mod:`nmtkit.checkpoint_format`'s, the PyTorch reader's own) are made here too, but a
+file that fails one is not explained here: :class:`LiteUnsupported` sends the caller to
+PyTorch, whose loader names the file and the problem. So this path either gives the model
+PyTorch would build, or none.
 """
 
 from __future__ import annotations
