@@ -5,6 +5,7 @@ keeps its traceback (exit status 1)."""
 
 from __future__ import annotations
 
+import runpy
 import subprocess
 import sys
 
@@ -98,3 +99,14 @@ def test_a_flag_refused_by_the_library_is_a_user_error(tmp_path, capsys):
     assert cli_main(["plot", "curves", "--run", str(run), "-o", str(run / "metrics.csv")]) == 2
     err = capsys.readouterr().err
     assert "is also an input" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("module", ["nmtkit", "nmtkit.cli"])
+def test_python_m_runs_the_console_script(module, monkeypatch, capsys):
+    """``python -m nmtkit`` and ``python -m nmtkit.cli`` are the console script (run here in
+    this process, so that the fast tier runs the two ``__main__`` modules too)."""
+    monkeypatch.setattr(sys, "argv", [module, "--version"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("nmtkit ")
