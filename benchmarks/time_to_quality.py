@@ -80,6 +80,7 @@ def main() -> None:
     p.add_argument("--load-seconds", type=float, default=0.0,
                    help="two threads of matrix products beside the training's first seconds")
     p.add_argument("--condition", default="", help="what this run stands for")
+    p.add_argument("--note", default="", help="what else was on the machine (kept with --append)")
     p.add_argument("--out")
     p.add_argument("--append", action="store_true", help="add this run to those in --out")
     a = p.parse_args()
@@ -98,8 +99,9 @@ def main() -> None:
                                             if a.load_seconds else "alone on the cores"),
                "command": shlex.join([Path(sys.executable).name, *sys.argv]),
                "test_2016_flickr": printed["test_2016_flickr"],
+               "demo_translations": printed["demo_translations"],
                "stop_reason": printed["stop_reason"], **read_run(run_dir)}
-    result = {"benchmark": "time_to_quality", **machine, "runs": [run]}
+    result = {"benchmark": "time_to_quality", **machine, "note": a.note, "runs": [run]}
     if a.append and a.out and Path(a.out).exists():
         earlier = json.loads(Path(a.out).read_text(encoding="utf-8"))
         result = {**earlier, "runs": [*earlier["runs"], run]}

@@ -21,6 +21,13 @@ if [ -z "${RECIPE:-}" ]; then
   fi
 fi
 echo "quickstart: $RECIPE for $MINUTES minutes into $RUN"
+HOST=$(.venv/bin/python -c 'from nmtkit.fast.onednn import describe_host; print(describe_host())')
+case "$RECIPE:$MINUTES:${HOST##*, }" in  # what the README's table measured on this kind of host
+  configs/multi30k_transformer_quick.yaml:10:AVX2)
+    EXPECT="about 33-34 test sacreBLEU (a 2-core AVX2 host's first run: 33.74)" ;;
+  *) EXPECT="see the README's table of host kinds" ;;
+esac
+echo "quickstart: host $HOST: expect $EXPECT"
 .venv/bin/nmtkit train "$RECIPE" --run-dir "$RUN" --overwrite --set train.max_minutes="$MINUTES"
 .venv/bin/nmtkit evaluate --model "$RUN/best.pt" --split test_2016_flickr --beam 5 \
   -o "$RUN/test_2016_flickr.hyp.en"
