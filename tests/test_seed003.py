@@ -1,4 +1,4 @@
-"""Seed 003 reproducible (issue 14, item 5): configs/seed003_rnn_ru_en.yaml on a small file
+"""Seed 003 reproducible (issue 14, item 5): configs/homework_rnn_ru_en.yaml on a small file
 in the homework's format (`english<TAB>russian`, one file cut into train/valid/test), then
 `nmtkit evaluate --split test` with the tokenized lowercased BLEU beside sacreBLEU."""
 
@@ -12,7 +12,7 @@ from nmtkit.config import load
 
 from .helpers import ROOT
 
-RECIPE = ROOT / "configs" / "seed003_rnn_ru_en.yaml"
+RECIPE = ROOT / "configs" / "homework_rnn_ru_en.yaml"
 PLACES = [("station", "вокзала"), ("beach", "пляжа"), ("airport", "аэропорта"), ("museum", "музея")]
 KINDS = [("Hotel", "Отель"), ("Apartment", "Апартаменты"), ("Guest house", "Гостевой дом")]
 

@@ -367,7 +367,7 @@ def test_plot_architecture_from_a_recipe(tmp_path, capsys):
     assert_png(tmp_path / "a.png")
     assert main(["plot", "architecture", "--arch", "rnn", "--out", str(tmp_path / "d")]) == 0
     assert_png(tmp_path / "d" / "architecture_rnn.png")
-    rnn = str(ROOT / "configs" / "seed003_rnn_ru_en.yaml")
+    rnn = str(ROOT / "configs" / "homework_rnn_ru_en.yaml")
     assert main(["plot", "teacher-forcing", "--config", rnn, "--set", "model.teacher_forcing=1.0",
                  "--set", "model.teacher_forcing_anneal_steps=100", "--out", str(tmp_path / "d")]) == 0
     assert main(["plot", "temperature", "--out", str(tmp_path / "d")]) == 0
@@ -409,7 +409,7 @@ def test_teacher_forcing_schedule_is_the_models():
     assert const[-1] == 10000 and np.all(r == 0.5)
     fig = homework.teacher_forcing_figure()
     labels = fig.get_axes()[0].get_legend_handles_labels()[1]
-    assert labels == ["seed 003: constant 0.5", "annealed: 1 -> 0.25 over 20000 updates"]
+    assert labels == ["the homework's: constant 0.5", "annealed: 1 -> 0.25 over 20000 updates"]
 
 
 # --- the interactive page in a real browser ----------------------------------------------------

@@ -76,7 +76,7 @@ def temperature_figure(scores: Sequence[float] = EXAMPLE_SCORES,
 # --- the teacher-forcing schedule --------------------------------------------------------------
 
 SEED_TEACHER_FORCING = ModelConfig(arch="rnn", teacher_forcing=0.5)
-"""Seed 003: a constant ratio of 0.5."""
+"""The homework's schedule: a constant ratio of 0.5."""
 ANNEALED_TEACHER_FORCING = ModelConfig(arch="rnn", teacher_forcing=1.0, teacher_forcing_min=0.25,
                                        teacher_forcing_anneal_steps=20000)
 """An annealed schedule (scheduled sampling, Bengio et al. 2015): from always gold to 0.25."""
@@ -111,10 +111,11 @@ def teacher_forcing_label(cfg: ModelConfig) -> str:
 
 def teacher_forcing_figure(configs: dict[str, ModelConfig] | None = None,
                            steps: int | None = None) -> Figure:
-    """The ratio against the update for each named config (default: the seed's constant 0.5
-    and an annealed schedule)."""
+    """The ratio against the update for each named config (default: the homework's constant
+    0.5 and an annealed schedule)."""
     if configs is None:
-        configs = {f"seed 003: {teacher_forcing_label(SEED_TEACHER_FORCING)}": SEED_TEACHER_FORCING,
+        configs = {f"the homework's: {teacher_forcing_label(SEED_TEACHER_FORCING)}":
+                   SEED_TEACHER_FORCING,
                    f"annealed: {teacher_forcing_label(ANNEALED_TEACHER_FORCING)}":
                    ANNEALED_TEACHER_FORCING}
     if steps is None:
