@@ -27,6 +27,16 @@ def emit(result: dict, out: str | None) -> None:
         atomic_write_text(out, text + "\n")
 
 
+def emit_runs(result: dict, out: str | None, append: bool) -> None:
+    """:func:`emit` a result whose ``runs`` holds one run; with ``append`` and an existing
+    ``out``, that run is added after the runs already there (the file's other fields kept:
+    one host, several conditions)."""
+    if append and out and Path(out).exists():
+        earlier = json.loads(Path(out).read_text(encoding="utf-8"))
+        result = {**earlier, "runs": [*earlier["runs"], *result["runs"]]}
+    emit(result, out)
+
+
 def transformer_train_flops(d: int, d_ff: int, layers: int, vocab: int,
                             src_tokens: int, tgt_tokens: int) -> float:
     """FLOPs of the linear layers in one Transformer training pass (forward + backward = 3x

@@ -141,10 +141,7 @@ def main() -> None:
            **run_quickstart(a.minutes, a.run_dir, a.load_seconds, a.load_threads, a.script)}
     result = {"benchmark": "quickstart_budget", "machine": _common.machine(),
               "torch": torch.__version__, "matmul_gflops": rate, "note": a.note, "runs": [run]}
-    if a.append and a.out and Path(a.out).exists():
-        earlier = json.loads(Path(a.out).read_text(encoding="utf-8"))
-        result = {**earlier, "runs": [*earlier["runs"], run]}
-    _common.emit(result, a.out)
+    _common.emit_runs(result, a.out, a.append)
 
 
 if __name__ == "__main__":

@@ -102,10 +102,7 @@ def main() -> None:
                "demo_translations": printed["demo_translations"],
                "stop_reason": printed["stop_reason"], **read_run(run_dir)}
     result = {"benchmark": "time_to_quality", **machine, "note": a.note, "runs": [run]}
-    if a.append and a.out and Path(a.out).exists():
-        earlier = json.loads(Path(a.out).read_text(encoding="utf-8"))
-        result = {**earlier, "runs": [*earlier["runs"], run]}
-    _common.emit(result, a.out)
+    _common.emit_runs(result, a.out, a.append)
 
 
 if __name__ == "__main__":
