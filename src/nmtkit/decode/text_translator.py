@@ -492,9 +492,26 @@ class TextTranslator:
                     for i, hyps in zip(batch, found, strict=True)]
 
         results = self.in_length_order([s.tokens for s in sources], cfg.n_best,
-                                       lambda order: self.batches(order, sources, request),
+                                       lambda order: self.paused_batches(
+                                           self.batches(order, sources, request),
+                                           cfg.batch_size, o.between_batches),
                                        run, o.progress)
         return choose_all(results, texts, asked, self.reverse)
+
+    @staticmethod
+    def paused_batches(batches: Iterable[list[int]], size: int,
+                       pause: Callable[[], None] | None) -> Iterator[list[int]]:
+        """``batches`` as they are without ``pause``; with it
+        (:attr:`TranslateOptions.between_batches`), each cut to at most ``size`` sentences
+        (an engine that searches a call in one batch, CTranslate2's, too) and ``pause()``
+        called before each: a point where the call may wait, its results unchanged."""
+        for batch in batches:
+            if pause is None:
+                yield batch
+                continue
+            for start in range(0, len(batch), size):
+                pause()
+                yield batch[start:start + size]
 
     def source(self, text: str, tag: str = "", prefix: list[int] | None = None,
                phrases: list[list[int]] | None = None) -> Source:
