@@ -72,6 +72,40 @@ def test_groups_and_what_the_model_reads():
     assert protect("🐕 🐕", lacks) == Protected("", (Group("🐕 🐕", ""),))
 
 
+def test_a_number_glued_to_letters_stays_whole():
+    # issue 74 item 5: a number search that began at the second digit cut "80" out of "A380"
+    assert kinds("Ein Airbus A380 und XR41 fliegen, H2O auch.") == []
+    lacks = lambda text: [(i, i + 1) for i, c in enumerate(text) if c in "€<>"]  # noqa: E731
+    line = "Ein Airbus A380€ fliegt."
+    assert protect(line, lacks) == Protected("Ein Airbus fliegt.", (Group("A380€", "Ein Airbus"),))
+    assert [g.text for g in protect("Nur XR41€ heute.", lacks).groups] == ["XR41€"]
+    # a model without digits: the digits and € are one unknown span, widened to the word
+    digits = lambda text: [(a, b) for a, b in [(text.find("380€"), text.find("380€") + 4)]]  # noqa: E731
+    assert [g.text for g in protect(line, digits).groups] == ["A380€"]
+    # text that looks like a byte piece: "<" and ">" unknown, carried over with what they hold
+    assert protect("Ein Mann <0x41> fährt.", lacks) == Protected(
+        "Ein Mann fährt.", (Group("<0x41>", "Ein Mann"),))
+    # words without digits keep their own: an emoji between them is cut alone
+    assert protect("Hund🐕läuft", lambda t: [(4, 5)]).text == "Hund läuft"
+    # a price and a glued code beside each other are one group
+    assert [g.text for g in protect("Er zahlt 5 € für A380€ heute.", lacks).groups] == [
+        "5 €", "A380€"]
+
+
+def test_text_that_looks_like_a_byte_piece_is_text(german_sp):
+    # without byte fallback SentencePiece passes "<0x41>" on as one unknown piece of that text
+    tok = german_sp[False]
+    vocab = Vocab(["<pad>", "<unk>", "<s>", "</s>", *[p for p in tok.pieces() if p != "<unk>"]])
+    line = "Ein Mann <0x41> fährt."
+    assert "<0x41>" in tok.encode(line)
+    assert [line[a:b] for a, b in unknown_spans(line, tok, vocab)] == ["<0x41>"]
+    # with byte fallback its characters are byte pieces: one span all the same
+    tok = german_sp[True]
+    vocab = Vocab(["<pad>", "<unk>", "<s>", "</s>",
+                   *[p for p in tok.pieces() if p not in BYTE_PIECES and p != "<unk>"], *BYTE_PIECES])
+    assert [line[a:b] for a, b in unknown_spans(line, tok, vocab)] == ["<0x41>"]
+
+
 # --- unknown spans from a real tokenizer and vocabulary -----------------------------------------
 
 @pytest.fixture(scope="module")
@@ -225,3 +259,16 @@ def test_a_sentence_of_nothing_but_groups(copier):
     assert h[0][0].text == "🐕" and h[0][0].tokens == h[0][0].src_tokens == ["🐕"]
     assert h[0][0].token_log_probs == [0.0, 0.0] and h[0][0].attention.tolist() == [[1, 0], [0, 1]]
     assert h[1][0].text == "Ein Hund läuft. 🐕 🐕"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_glued_numbers_and_byte_piece_text_come_out_whole(sp_copy_checkpoint, engine):
+    # issue 74 item 5, through the text pipeline both engines share (the copy model knows no
+    # digit, no €, no "<", no "A")
+    from nmtkit.decode.load import load_translator
+
+    tr = load_translator(sp_copy_checkpoint, engine=engine)
+    assert tr.engine == engine
+    lines = ["Ein Mann A380€ fährt.", "Ein Mann <0x41> fährt.", "Zwei Kinder XR41€ spielen."]
+    assert tr.translate_lines(lines) == lines

@@ -52,10 +52,17 @@ _URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`]+", re.IGNORECASE)
 _URL_TAIL = ".,;:!?)]}»”’'\""
 """Characters that end a sentence or a bracket rather than the URL before them."""
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_NUMBER = re.compile(r"(?<![^\W\d_])\d+(?:[.,:\u00a0\u202f]\d+)*")
-"""Digits not glued to a letter before them, with decimal/thousands/time separators between
-digit groups ("5", "3,5", "1.000.000", "10:30", "1 000" with a no-break space); a final
-"." stays outside ("am 3. Mai")."""
+_NUMBER = re.compile(r"(?<![^\W_])\d+(?:[.,:\u00a0\u202f]\d+)*")
+"""Digits that start a word (not glued to a letter or digit before them: "A380" and "XR41"
+hold no number, where a search that began at the second digit would cut "80" out of the
+word), with decimal/thousands/time separators between digit groups ("5", "3,5",
+"1.000.000", "10:30", "1 000" with a no-break space); a final "." stays outside ("am 3.
+Mai")."""
+_UNSPACED = re.compile("[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff"
+                       "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
+"""Letters of scripts written without spaces (Thai, Lao, Tibetan, Burmese, Khmer, kana, CJK
+ideographs): a run of them is a clause, not a word, and a group is never widened over it
+(:func:`_whole_word`)."""
 _EMOJI_CHAR = "\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\u2300-\u23FF"
 _EMOJI_MOD = "\uFE0F\U0001F3FB-\U0001F3FF\u20E3"
 _EMOJI = re.compile(f"[{_EMOJI_CHAR}][{_EMOJI_MOD}]*(?:\u200D[{_EMOJI_CHAR}][{_EMOJI_MOD}]*)*")
@@ -126,11 +133,13 @@ def _unsayable(tokens: Sequence[str], vocab: Vocab) -> bool:
 
 def _surfaces(tokens: Sequence[str], vocab: Vocab) -> list[tuple[str, bool]]:
     """(surface text, whether the vocabulary maps it to ``<unk>`` or bytes) of each token; a
-    run of byte pieces becomes the characters its bytes spell."""
+    run of byte pieces becomes the characters its bytes spell. A token that only looks like
+    a byte piece (the text "<0x41>" that a tokenizer without byte fallback passes on as an
+    unknown piece) is the text it holds: a byte piece is one the vocabulary has."""
     out: list[tuple[str, bool]] = []
     raw = bytearray()
     for t in [*tokens, ""]:
-        byte = _BYTE_PIECE.fullmatch(t)
+        byte = _BYTE_PIECE.fullmatch(t) if t in vocab else None
         if byte:
             raw.append(int(byte.group(1), 16))
             continue
@@ -197,7 +206,39 @@ def group_spans(text: str, spans: Sequence[Span]) -> list[tuple[int, int]]:
             groups[-1] = (start, span.end, was_out or out)
         else:
             groups.append((span.start, span.end, out))
-    return [(start, end) for start, end, out in groups if out]
+    merged: list[tuple[int, int]] = []
+    for start, end in (_whole_word(text, a, b) for a, b, out in groups if out):
+        if merged and start <= merged[-1][1]:  # widened into the group before it
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _wordy(c: str) -> bool:
+    """A letter or digit of a script written with spaces (:data:`_UNSPACED`)."""
+    return c.isalnum() and not _UNSPACED.match(c)
+
+
+def _whole_word(text: str, start: int, end: int) -> tuple[int, int]:
+    """``text[start:end]``, a group to leave out, widened to the word it is glued into where
+    that word holds a digit or the group ends in the word's own letters or digits: "€" of
+    "A380€" becomes "A380€", "380€" of "A380€" too, "<" and ">" of "<0x41>" become
+    "<0x41>". Cutting such a word would leave the model a fragment ("A", "0x41") and the
+    restored group a wrong neighbour ("80€"); carried over whole it comes out as it went in.
+    A symbol between words that hold no digit stays alone ("Hund🐕läuft": the model reads
+    "Hund läuft")."""
+    left = start
+    while left > 0 and _wordy(text[left - 1]):
+        left -= 1
+    right = end
+    while right < len(text) and _wordy(text[right]):
+        right += 1
+    if left < start and not (_wordy(text[start]) or any(c.isdigit() for c in text[left:start])):
+        left = start
+    if right > end and not (_wordy(text[end - 1]) or any(c.isdigit() for c in text[end:right])):
+        right = end
+    return left, right
 
 
 @dataclass(frozen=True)
