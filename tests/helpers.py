@@ -586,3 +586,39 @@ def imported_modules(importtime_stderr: str) -> set[str]:
     """The modules named by ``python -X importtime`` (``import time: self | cum | name``)."""
     return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
             if line.startswith("import time:") and line.count("|") == 2}
+
+
+# --- hostile configs (issue 74: limits on every size) --------------------------------------------
+
+
+def billion_laughs_yaml(levels: int = 9, width: int = 9) -> str:
+    """A recipe of a few hundred bytes whose ``data.directions`` is ``width ** levels`` strings
+    when walked: each level a list of ``width`` aliases of the one below (YAML's "billion
+    laughs"; 9 levels of 9: 387,420,489)."""
+    names = [f"l{i}" for i in range(levels)]
+    lines = [f"{names[0]}: &{names[0]} [{', '.join(['lol'] * width)}]"]
+    for below, name in zip(names, names[1:], strict=False):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{below}'] * width)}]")
+    return "\n".join(lines) + f"\ndata: {{directions: *{names[-1]}}}\n"
+
+
+def shared_references_config(levels: int = 20) -> dict:
+    """A stored config (as a checkpoint's pickle memo would give it) of ``2 ** levels`` list
+    entries when walked, made of ``levels`` lists that each hold the one below twice."""
+    value: list = ["lol"]
+    for _ in range(levels):
+        value = [value, value]
+    return {"data": {"directions": value}}
+
+
+def deeply_nested_yaml(depth: int = 200_000) -> str:
+    """A recipe with a list nested ``depth`` deep (200,000: 400 KB)."""
+    return "data:\n  directions: " + "[" * depth + "]" * depth + "\n"
+
+
+def deeply_nested_config(depth: int = 200_000) -> dict:
+    """A stored config with a list nested ``depth`` deep, built without recursion."""
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return {"data": {"directions": value}}

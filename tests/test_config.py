@@ -122,6 +122,15 @@ EVERY_CHECK = [
     ({"data": {"directions": ["de-en"], "mmap": True}}, "data.directions"),
     ({"data": {"directions": ["de-en"], "reverse_source": True}}, "data.directions"),
     ({"data": {"directions": ["de-en"], "subword_alpha": 0.1}}, "data.directions"),
+    # data: sizes past their limits (nmtkit.config.limits)
+    ({"data": {"vocab_size": 10**7}}, "data.vocab_size"),
+    ({"data": {"copy_vocab": 10**7}}, "data.copy_vocab"),
+    ({"data": {"max_len": 10**6}}, "data.max_len"),
+    ({"data": {"copy_len": 10**6}}, "data.copy_len"),
+    ({"data": {"copy_train_size": 10**9}}, "data.copy_train_size"),
+    ({"data": {"copy_valid_size": 10**9}}, "data.copy_valid_size"),
+    ({"data": {"subword_nbest": 10**6, "spm_model_type": "unigram"}}, "data.subword_nbest"),
+    ({"data": {"extra": [{"path": "s", "weight": 1e9}]}}, "data.extra.weight"),
     # model
     ({"model": {"dropout": float("nan")}}, "model.dropout"),
     ({"model": {"arch": "nope"}}, "model.arch"),
@@ -158,6 +167,15 @@ EVERY_CHECK = [
     ({"model": {"teacher_forcing_anneal_steps": 10}}, "model.teacher_forcing_anneal_steps"),
     ({"model": {"init": "uniform"}}, "model.init"),
     ({"model": {"max_positions": 1 << 20}}, "model.max_positions"),
+    ({"model": {"layers": 3000000}}, "model.layers"),
+    ({"model": {"enc_layers": 3000000}}, "model.enc_layers"),
+    ({"model": {"dec_layers": 3000000}}, "model.dec_layers"),
+    ({"model": {"d_model": 1 << 20}}, "model.d_model"),
+    ({"model": {"d_ff": 1 << 20}}, "model.d_ff"),
+    ({"model": {"emb_dim": 1 << 20}}, "model.emb_dim"),
+    ({"model": {"rnn_hidden": 1 << 20}}, "model.rnn_hidden"),
+    ({"model": {"attention_dim": 1 << 20}}, "model.attention_dim"),
+    ({"model": {"heads": 4096}}, "model.heads"),
     # train
     ({"train": {"adam_betas": [0.9, float("nan")]}}, "train.adam_betas"),
     ({"train": {"lr_schedule": "nope"}}, "train.lr_schedule"),
@@ -169,6 +187,8 @@ EVERY_CHECK = [
     ({"train": {"early_stop_metric": "nope"}}, "train.early_stop_metric"),
     ({"train": {"device": "tpu"}}, "train.device"),
     ({"train": {"max_tokens": 0}}, "train.max_tokens"),
+    ({"train": {"max_tokens": 10**9}}, "train.max_tokens"),
+    ({"train": {"threads": 10**6}}, "train.threads"),
     ({"train": {"lr": 0}}, "train.lr"),
     ({"train": {"adam_eps": 0}}, "train.adam_eps"),
     ({"train": {"accum": 0}}, "train.accum"),
@@ -216,6 +236,8 @@ EVERY_CHECK = [
     ({"decode": {"max_len_a": float("-inf")}}, "decode.max_len_a"),
     ({"decode": {"beam": 0}}, "decode.beam"),
     ({"decode": {"batch_size": 0}}, "decode.batch_size"),
+    ({"decode": {"batch_size": 10**9}}, "decode.batch_size"),
+    ({"decode": {"sampling_top_k": 10**9}}, "decode.sampling_top_k"),
     ({"decode": {"length_penalty": -1}}, "decode.length_penalty"),
     ({"decode": {"length_penalty": 1000}}, "decode.length_penalty must be <= 5"),
     ({"decode": {"max_len_a": -1}}, "decode.max_len_a"),
@@ -440,7 +462,7 @@ def test_files_that_are_no_recipe(tmp_path, content, msg):
 
 
 def test_a_directory_is_no_config(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="is a directory: a recipe must be a regular file"):
         load(tmp_path)
 
 

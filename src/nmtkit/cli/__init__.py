@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import re
 import sys
 
 from .. import __version__
@@ -20,6 +21,7 @@ from ..io import OutputError
 from . import (
     average,
     backtranslate,
+    convert,
     distill,
     evaluate,
     export,
@@ -32,8 +34,8 @@ from . import (
 )
 from .options import HelpFormatter
 
-COMMANDS = (prepare, train, translate, evaluate, tune, backtranslate, distill, average, serve,
-            plot, export)
+COMMANDS = (prepare, train, translate, evaluate, tune, backtranslate, distill, average, convert,
+            serve, plot, export)
 """The command modules, each with ``add_parser(subparsers)`` and ``run(args) -> int``."""
 
 
@@ -56,10 +58,37 @@ def setup_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
+_ALLOCATOR_FAILURE = re.compile(r"out of memory|not enough memory|tried to allocate|"
+                                r"(could not|cannot|can't|failed to|unable to) allocate", re.I)
+"""What PyTorch's allocators say when they fail: a ``RuntimeError`` (CUDA's
+``torch.OutOfMemoryError`` is one) rather than Python's ``MemoryError``: ``DefaultCPUAllocator:
+not enough memory: you tried to allocate ...``, ``CUDA out of memory. Tried to allocate ...``,
+``MPS backend out of memory``."""
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """``e`` says that memory ran out: Python's ``MemoryError``, or an allocator's failure
+    reported as a ``RuntimeError`` (:data:`_ALLOCATOR_FAILURE`, read in its first 1,000
+    characters)."""
+    if isinstance(e, MemoryError):
+        return True
+    return isinstance(e, RuntimeError) and bool(_ALLOCATOR_FAILURE.search(str(e)[:1000]))
+
+
+def out_of_memory_message(command: str, e: BaseException) -> str:
+    """The one line for a command that ran out of memory: what ran, the allocator's own words
+    (their first line, cut short) and what to change."""
+    said = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+    return (f"nmtkit: error: out of memory while running nmtkit {command} ({said}): the model, "
+            "batch or input asks for more memory than this machine has; make it smaller (a "
+            "smaller model, train.max_tokens, --batch-size, --beam) or use a larger machine")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``nmtkit ARGV`` (default: the command line); the exit status: 0; 2 for an error of
     the user's input (:class:`~nmtkit.errors.UserError`, a path that is not there, an output
-    that cannot be written), answered with its message and no traceback; 130 when
+    that cannot be written) or for memory running out (``MemoryError``, an allocator's
+    failure: :func:`out_of_memory`), answered with one line and no traceback; 130 when
     interrupted. Any other exception is a bug: it propagates with its traceback (Python's
     exit status 1)."""
     args = build_parser().parse_args(argv)
@@ -81,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except (MemoryError, RuntimeError) as e:
+        if not out_of_memory(e):
+            raise
+        print(out_of_memory_message(args.command, e), file=sys.stderr)
+        return 2
 
 
 def console() -> None:

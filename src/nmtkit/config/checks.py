@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import UserError
+from .limits import brief
 
 
 class ConfigError(UserError):
@@ -43,24 +44,34 @@ class Checks:
         for key, value in self._each(names):
             values = value if isinstance(value, tuple) else (value,)
             self.require(all(not isinstance(v, float) or math.isfinite(v) for v in values),
-                         f"{key} must be a finite number, got {value!r}")
+                         f"{key} must be a finite number, got {brief(value)}")
 
     def one_of(self, name: str, allowed: tuple[str, ...]) -> None:
         value = getattr(self.section, name)
-        self.require(value in allowed, f"{self.name}.{name} must be {'|'.join(allowed)}, got {value!r}")
+        self.require(value in allowed, f"{self.name}.{name} must be {'|'.join(allowed)}, got {brief(value)}")
 
     def at_least(self, low: int, *names: str) -> None:
         for key, value in self._each(names):
-            self.require(value >= low, f"{key} must be >= {low}, got {value}")
+            self.require(value >= low, f"{key} must be >= {low}, got {brief(value)}")
 
     def at_most(self, high: float, *names: str) -> None:
         for key, value in self._each(names):  # (a float bound as 1000, an integer one in full)
             self.require(value <= high, f"{key} must be <= {high:g}, got {value:g}"
-                         if isinstance(high, float) else f"{key} must be <= {high}, got {value}")
+                         if isinstance(high, float) else f"{key} must be <= {high}, got {brief(value)}")
+
+    def within(self, limit: int | float, *names: str) -> None:
+        """Sizes under one of :mod:`nmtkit.config.limits` (checked before the other checks of
+        the section, so that nothing is computed from a value past its limit)."""
+        shown = f"{limit:,}" if isinstance(limit, int) else f"{limit:g}"
+        for key, value in self._each(names):
+            values = value if isinstance(value, tuple) else (value,)
+            self.require(all(v <= limit for v in values),
+                         f"{key} must be at most {shown} (a limit of nmtkit's, far above real "
+                         f"use: nmtkit.config.limits), got {brief(value)}")
 
     def positive(self, *names: str) -> None:
         for key, value in self._each(names):
-            self.require(value > 0, f"{key} must be > 0, got {value}")
+            self.require(value > 0, f"{key} must be > 0, got {brief(value)}")
 
     def fraction(self, *names: str) -> None:
         """In [0, 1): a dropout or smoothing probability."""

@@ -11,6 +11,7 @@ import typing
 from typing import Any, cast
 
 from .checks import ConfigError
+from .limits import MAX_INTEGER, brief, check_shape
 
 
 def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
@@ -20,18 +21,22 @@ def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
         if isinstance(value, bool):
             return value
     elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > MAX_INTEGER:  # before any message writes it out in full
+                raise ConfigError(f"{source}: {where}: {brief(value)} is out of range: no "
+                                  f"setting needs an integer beyond +-{MAX_INTEGER}")
+            return value
     elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads ``1e-3`` (no dot) as a string
-            try:
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            try:  # a string: YAML 1.1 reads ``1e-3`` (no dot) as one
                 return float(value)
             except ValueError:
                 pass
+            except OverflowError:  # an integer of hundreds of digits
+                raise ConfigError(f"{source}: {where}: {brief(value)} is out of range: not "
+                                  "a finite number") from None
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -45,7 +50,7 @@ def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
             if isinstance(value, (list, tuple)):
                 return tuple(_coerce(v, args[0], where, source) for v in value)
             raise ConfigError(f"{source}: {where}: expected a list of {args[0].__name__}, "
-                              f"got {value!r}")
+                              f"got {brief(value)}")
         if isinstance(value, (list, tuple)) and len(value) == len(args):
             return tuple(_coerce(v, a, where, source) for v, a in zip(value, args, strict=True))
     elif origin in (types.UnionType, typing.Union):
@@ -54,7 +59,14 @@ def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
                 return _coerce(value, a, where, source)
             except ConfigError:
                 continue
-    raise ConfigError(f"{source}: {where}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+    raise ConfigError(f"{source}: {where}: expected {getattr(tp, '__name__', tp)}, got {brief(value)}")
+
+
+def _key_name(key: Any) -> str:
+    """A key as an error message names it: a string without its quotes (escaped, cut short),
+    anything else (a YAML number or list as a key) by its bounded ``repr``."""
+    text = brief(key)
+    return text[1:-1] if isinstance(key, str) and text[-1:] in ("'", '"') else text
 
 
 def build_section(cls: type, raw: Any, source: str, prefix: str = "") -> Any:
@@ -64,14 +76,18 @@ def build_section(cls: type, raw: Any, source: str, prefix: str = "") -> Any:
     values themselves are checked by the section's ``validate``, which this does not call."""
     if raw is None:
         raw = {}
+    too_big = check_shape(raw, source) if not prefix else None  # the whole, before any value
+    if too_big:
+        raise ConfigError(too_big)
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: {prefix or 'top level'}: expected a mapping, got {raw!r}")
+        raise ConfigError(f"{source}: {prefix or 'top level'}: expected a mapping, got {brief(raw)}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(str(k) for k in set(raw) - names)
+    unknown = sorted(_key_name(k) for k in set(raw) - names)
     if unknown:
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise ConfigError(
-            f"{source}: unknown key(s) {', '.join(prefix + k for k in unknown)}; "
+            f"{source}: unknown key(s) {', '.join(prefix + k for k in unknown[:5])}{more}; "
             f"known: {', '.join(sorted(names))}"
         )
     kwargs = {}

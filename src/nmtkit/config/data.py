@@ -7,6 +7,14 @@ import re
 from dataclasses import dataclass
 
 from .checks import Checks
+from .limits import (
+    MAX_COPY_PAIRS,
+    MAX_EXTRA_WEIGHT,
+    MAX_LENGTH,
+    MAX_SUBWORD_NBEST,
+    MAX_VOCAB,
+    brief,
+)
 
 CORPORA = ("multi30k", "iwslt14", "wmt14", "parallel", "tsv", "copy")
 PREPARED_CORPORA = ("iwslt14", "wmt14")
@@ -140,6 +148,14 @@ class DataConfig:
     def validate(self, source: str) -> None:
         c = Checks(self, "data", source)
         c.finite()
+        c.within(MAX_VOCAB, "vocab_size", "copy_vocab")
+        c.within(MAX_LENGTH, "max_len", "copy_len")
+        c.within(MAX_COPY_PAIRS, "copy_train_size", "copy_valid_size")
+        c.within(MAX_SUBWORD_NBEST, "subword_nbest")
+        c.require(not any(e.weight > MAX_EXTRA_WEIGHT for e in self.extra),
+                  f"data.extra.weight must be at most {MAX_EXTRA_WEIGHT:g} (each pair is repeated "
+                  "that many times in memory; a limit of nmtkit's: nmtkit.config.limits), got "
+                  f"{brief([e.weight for e in self.extra])}")
         c.one_of("corpus", CORPORA)
         c.one_of("tokenizer", TOKENIZERS)
         c.one_of("spm_model_type", SPM_MODEL_TYPES)
@@ -160,21 +176,21 @@ class DataConfig:
         c.require(many or self.corpus not in DIRECTION_CORPORA or self.src_lang != self.tgt_lang,
                   "data.src_lang and data.tgt_lang must differ where data.corpus names its "
                   f"files by language ({', '.join(DIRECTION_CORPORA)}: both sides would be "
-                  f"read from one file), got {self.src_lang!r} and {self.tgt_lang!r} for "
+                  f"read from one file), got {brief(self.src_lang)} and {brief(self.tgt_lang)} for "
                   f"data.corpus: {self.corpus}")
         pairs = [d.split("-") for d in names]
         c.require(all(len(p) == 2 and all(LANGUAGE_CODE.fullmatch(x) for x in p) and p[0] != p[1]
                       for p in pairs),
                   "data.directions must name directions as SRC-TGT with two different language "
-                  f"codes (letters, digits, _), e.g. [de-en, en-de], got {list(names)}")
+                  f"codes (letters, digits, _), e.g. [de-en, en-de], got {brief(list(names))}")
         c.require(len(set(names)) == len(names),
-                  f"data.directions must not list a direction twice, got {list(names)}")
+                  f"data.directions must not list a direction twice, got {brief(list(names))}")
         c.require(not many or self.corpus in DIRECTION_CORPORA, "data.directions reads the corpus "
                   f"in several directions: data.corpus must be {'|'.join(DIRECTION_CORPORA)}, got "
-                  f"{self.corpus!r}")
+                  f"{brief(self.corpus)}")
         c.require(not many or (self.tokenizer == "sentencepiece" and self.joint_vocab),
                   "data.directions needs one shared SentencePiece model: data.tokenizer: "
-                  f"sentencepiece and data.joint_vocab: true, got {self.tokenizer!r}, "
+                  f"sentencepiece and data.joint_vocab: true, got {brief(self.tokenizer)}, "
                   f"joint_vocab {self.joint_vocab}")
         c.require(not many or not self.extra, "data.directions and data.extra cannot be combined "
                   "(data.extra reads one direction's files)")
@@ -190,14 +206,14 @@ class DataConfig:
         extra = self.extra
         c.require(all(e.path.strip() for e in extra),
                   "data.extra.path must be a path prefix (files PREFIX.<src_lang>, PREFIX.<tgt_lang>) "
-                  f"in every entry, got {[e.path for e in extra]}")
+                  f"in every entry, got {brief([e.path for e in extra])}")
         c.require(all(math.isfinite(e.weight) and e.weight > 0 for e in extra),
                   "data.extra.weight must be > 0 and not inf or NaN (2 repeats every pair, 0.5 keeps "
-                  f"a seeded half), got {[e.weight for e in extra]}")
+                  f"a seeded half), got {brief([e.weight for e in extra])}")
         c.require(all(not e.tag or (len(e.tag.split()) == 1 and e.tag == e.tag.strip()
                                     and e.tag not in VOCAB_SPECIALS) for e in extra),
                   "data.extra.tag must be one token without spaces, not one of "
-                  f"{', '.join(VOCAB_SPECIALS)} (or empty: untagged), got {[e.tag for e in extra]}")
+                  f"{', '.join(VOCAB_SPECIALS)} (or empty: untagged), got {brief([e.tag for e in extra])}")
         c.require(not extra or not self.mmap,
                   "data.extra is read in memory: it needs data.mmap: false")
 
@@ -215,7 +231,7 @@ class DataConfig:
                   f"the sampling smoothing exponent, in [0, 1] (0 = off), got {alpha}")
         c.require(not on or self.tokenizer == "sentencepiece",
                   "data.subword_alpha > 0 (subword sampling) needs data.tokenizer: sentencepiece, "
-                  f"got {self.tokenizer!r}")
+                  f"got {brief(self.tokenizer)}")
         c.require(not on or not self.mmap, "data.subword_alpha > 0 re-encodes the training text "
                   "at each epoch, in memory: it needs data.mmap: false")
 
@@ -224,18 +240,20 @@ class DataConfig:
         cols = self.tsv_columns
         c.require(all(col in TSV_COLUMNS for col in cols) and cols.count("src") == 1
                   and cols.count("tgt") == 1,
-                  f"data.tsv_columns must name one src and one tgt column (others '-'), got {list(cols)}")
+                  "data.tsv_columns must name one src and one tgt column (others '-'), "
+                  f"got {brief(list(cols))}")
         ratios = self.tsv_split
         c.require(not ratios or (len(ratios) in (2, 3) and all(r > 0 for r in ratios)
                                  and abs(sum(ratios) - 1.0) < 1e-6),
                   "data.tsv_split must be 2 or 3 positive ratios (train, valid[, test]) summing to 1, "
-                  f"got {list(ratios)}")
+                  f"got {brief(list(ratios))}")
         c.require(not ratios or self.corpus == "tsv",
-                  f"data.tsv_split needs data.corpus: tsv, got {self.corpus!r}")
+                  f"data.tsv_split needs data.corpus: tsv, got {brief(self.corpus)}")
         c.require(not ratios or bool(self.tsv_file),
                   "data.tsv_split needs data.tsv_file (the file to cut into splits)")
         names = list(TSV_SPLITS[:len(ratios)])
         c.require(not ratios or [self.train, self.valid, self.test][:len(ratios)] == names,
                   "data.train/valid/test must be the split names train/valid/test with "
-                  f"data.tsv_split (test only with 3 ratios), got {self.train}/{self.valid}/{self.test}")
+                  "data.tsv_split (test only with 3 ratios), got "
+                  f"{brief(self.train)}/{brief(self.valid)}/{brief(self.test)}")
         c.at_least(0, "tsv_seed")

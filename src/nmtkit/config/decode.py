@@ -9,6 +9,7 @@ from typing import Literal
 
 from ..errors import UserError
 from .checks import MAX_SEED, Checks
+from .limits import MAX_BATCH_SENTENCES, MAX_VOCAB
 from .model import MAX_POSITIONS, ModelConfig, dec_layers
 
 TUNE_BEAMS = (5,)
@@ -143,6 +144,8 @@ class DecodeConfig:
     def validate(self, source: str) -> None:
         c = Checks(self, "decode", source)
         c.finite()
+        c.within(MAX_BATCH_SENTENCES, "batch_size")
+        c.within(MAX_VOCAB, "sampling_top_k")
         c.at_least(1, "beam", "batch_size")
         c.at_least(-1, "alignment_layer", "alignment_head")
         c.at_least(0, "length_penalty", "max_len_a", "max_len_b", "sampling_top_k", "sampling_seed",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import Checks
+from .checks import Checks, ConfigError
+from .limits import MAX_HEADS, MAX_LAYERS, MAX_PARAMETERS, MAX_VOCAB, MAX_WIDTH, brief
 
 ARCHS = ("transformer", "rnn")
 NORMS = ("pre", "post")
@@ -16,7 +17,8 @@ POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "rope")
 
 
 MAX_POSITIONS = 1 << 16
-"""The longest position table a model may ask for, and so the longest output cap."""
+"""The longest position table a model may ask for, and so the longest output cap (the
+longest inputs translated in one piece are a few thousand tokens)."""
 
 
 @dataclass
@@ -88,6 +90,9 @@ class ModelConfig:
     def validate(self, source: str) -> None:
         c = Checks(self, "model", source)
         c.finite()
+        c.within(MAX_LAYERS, "layers", "enc_layers", "dec_layers")
+        c.within(MAX_WIDTH, "d_model", "d_ff", "emb_dim", "rnn_hidden", "attention_dim")
+        c.within(MAX_HEADS, "heads")
         c.one_of("arch", ARCHS)
         c.one_of("norm", NORMS)
         c.positive("d_model", "heads", "d_ff", "layer_norm_eps")
@@ -101,7 +106,7 @@ class ModelConfig:
         c.one_of("positional", POSITIONAL_ENCODINGS)
         c.require(self.arch == "transformer" or self.positional == "sinusoidal",
                   "model.positional other than sinusoidal needs model.arch: transformer (the RNN "
-                  f"reads word order through its recurrence), got {self.positional!r}")
+                  f"reads word order through its recurrence), got {brief(self.positional)}")
         c.require(self.positional != "rope" or (self.d_model // self.heads) % 2 == 0,
                   "model.positional: rope rotates pairs of dimensions: d_model / heads must be "
                   f"even, got {self.d_model} / {self.heads}")
@@ -133,3 +138,61 @@ def enc_layers(m: ModelConfig) -> int:
 
 def dec_layers(m: ModelConfig) -> int:
     return m.dec_layers or m.layers
+
+
+def parameter_count(m: ModelConfig, src_vocab: int, tgt_vocab: int) -> int:
+    """The weights that building the model ``m`` describes allocates, with these vocabulary
+    sizes: every matrix, bias, layer-norm gain and position table, a tied embedding counted
+    as often as it is made (the builder makes each matrix, then ties them). Computed from the
+    config alone, so that a model too large to build is refused before anything is
+    allocated (:func:`check_model_size`)."""
+    if m.arch == "rnn":
+        return _rnn_parameters(m, src_vocab, tgt_vocab)
+    d, f, enc, dec = m.d_model, m.d_ff, enc_layers(m), dec_layers(m)
+    attention = 4 * d * d + 4 * d  # [W^Q; W^K; W^V] and W^O, with biases
+    ffn = 2 * d * f + f + d
+    encoder = enc * (attention + ffn + 2 * 2 * d)  # two layer norms a layer
+    decoder = dec * (2 * attention + ffn + 3 * 2 * d)
+    final_norms = 2 * 2 * d if m.norm == "pre" else 0
+    table = m.max_positions * d if m.positional != "rope" else 2 * m.max_positions * (d // m.heads)
+    output = d * tgt_vocab + (tgt_vocab if m.output_bias else 0)
+    return (src_vocab + tgt_vocab) * d + table + encoder + decoder + final_norms + output
+
+
+def _rnn_parameters(m: ModelConfig, src_vocab: int, tgt_vocab: int) -> int:
+    """:func:`parameter_count` of the recurrent model (:mod:`nmtkit.models.rnn`)."""
+    e, h, enc, dec = m.emb_dim, m.rnn_hidden, enc_layers(m), dec_layers(m)
+    dirs = 2 if m.bidirectional else 1
+    k = h // dirs  # each direction's LSTM state
+    lstm = sum(dirs * (4 * k * ((e if i == 0 else dirs * k) + k) + 8 * k) for i in range(enc))
+    gru = sum(3 * h * ((e + h if i == 0 else h) + h) + 6 * h for i in range(dec))
+    a = m.attention_dim or h
+    attention = {"concat": 2 * h * a + 2 * a, "general": h * h}.get(m.attention, 0)
+    bridges = dec * (dirs * k * h + h)
+    pred_in = e + 2 * h
+    output = ((pred_in * e + e * tgt_vocab) if m.tie_output else pred_in * tgt_vocab) + \
+        (tgt_vocab if m.output_bias else 0)
+    return (src_vocab + tgt_vocab) * e + lstm + gru + attention + bridges + output
+
+
+def check_model_size(m: ModelConfig, src_vocab: int, tgt_vocab: int, source: str) -> None:
+    """:class:`~nmtkit.config.checks.ConfigError` if the model ``m`` with these vocabulary
+    sizes has more than :data:`~nmtkit.config.limits.MAX_PARAMETERS` weights (each layer
+    count and width within its own limit, their product may not be) or a vocabulary over
+    :data:`~nmtkit.config.limits.MAX_VOCAB`: asked before the model is built (a config
+    checks it with its vocabulary's expected size, a checkpoint can with the sizes it
+    holds)."""
+    for side, size in (("source", src_vocab), ("target", tgt_vocab)):
+        if size > MAX_VOCAB:
+            raise ConfigError(f"{source}: a {side} vocabulary of {brief(size)} entries, more than "
+                              f"{MAX_VOCAB:,} (a limit of nmtkit's: nmtkit.config.limits)")
+    n = parameter_count(m, src_vocab, tgt_vocab)
+    if n > MAX_PARAMETERS:
+        shape = (f"{enc_layers(m)}+{dec_layers(m)} layers of d_model {m.d_model}, d_ff {m.d_ff}"
+                 if m.arch == "transformer" else
+                 f"{enc_layers(m)}+{dec_layers(m)} layers of rnn_hidden {m.rnn_hidden}, "
+                 f"emb_dim {m.emb_dim}")
+        raise ConfigError(
+            f"{source}: model: {shape} and vocabularies of {src_vocab:,}/{tgt_vocab:,} make "
+            f"{n:,} weights, more than {MAX_PARAMETERS:,} ({MAX_PARAMETERS * 4 // 10**9} GB "
+            "of float32; a limit of nmtkit's: nmtkit.config.limits): make it smaller")

@@ -8,6 +8,8 @@ package data; ``configs`` is a link to it), so an installed nmtkit finds them by
 
 from __future__ import annotations
 
+import os
+import stat
 import textwrap
 from importlib.resources import files
 from pathlib import Path
@@ -16,22 +18,23 @@ from typing import Any
 import yaml
 
 from .checks import ConfigError
+from .limits import MAX_CONFIG_DEPTH, MAX_RECIPE_BYTES, brief
 from .run import Config, check_installed
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=c`` -> (["a", "b"], YAML-parsed c)."""
     if "=" not in item:
-        raise ConfigError(f"--set {item!r}: expected section.key=value")
+        raise ConfigError(f"--set {brief(item)}: expected section.key=value")
     key, value = item.split("=", 1)
     path = key.strip().split(".")
     if not all(p.strip() for p in path):
-        raise ConfigError(f"--set {item!r}: expected section.key=value")
+        raise ConfigError(f"--set {brief(item)}: expected section.key=value")
     try:
-        parsed = _yaml(value) if value != "" else ""
+        parsed = _yaml(value, f"--set {brief(item)}") if value != "" else ""
     except yaml.YAMLError as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ConfigError(f"--set {item!r}: the value is not valid YAML ({first})") from None
+        raise ConfigError(f"--set {brief(item)}: the value is not valid YAML ({first})") from None
     return path, parsed
 
 
@@ -44,7 +47,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 node[p] = {}
             node = node[p]
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {item!r}: {p} is not a section")
+                raise ConfigError(f"--set {brief(item)}: {p} is not a section")
         node[path[-1]] = value
     return raw
 
@@ -63,15 +66,34 @@ class _RecipeLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no typ
                 break
             if seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first given on line {first[key] + 1})",
+                    None, None, f"duplicate key {brief(key)} (first given on line {first[key] + 1})",
                     key_node.start_mark)
             first[key] = key_node.start_mark.line
         mapping: dict[Any, Any] = super().construct_mapping(node, deep)
         return mapping
 
 
-def _yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_RecipeLoader)  # noqa: S506  (a SafeLoader subclass)
+def _yaml(text: str, where: str) -> Any:
+    """The YAML ``text`` as Python values, once its nesting is known to be within
+    :data:`~nmtkit.config.limits.MAX_CONFIG_DEPTH` (PyYAML builds nested values recursively:
+    a list nested 200,000 deep would end in a ``RecursionError``; its parser is not
+    recursive, so its events are counted first). Aliases are not expanded here: a "billion
+    laughs" is refused by its size when the config is read (:func:`check_shape`)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_RecipeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_CONFIG_DEPTH:
+                line = event.start_mark.line + 1
+                raise ConfigError(f"{where}:{line}: the YAML is nested more than {MAX_CONFIG_DEPTH} "
+                                  "levels deep (mappings and lists within each other): not a config")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    try:
+        return yaml.load(text, Loader=_RecipeLoader)  # noqa: S506  (a SafeLoader subclass)
+    except ValueError as e:  # int() of a number of over 4,300 digits: Python refuses it
+        raise ConfigError(f"{where}: a number YAML cannot read ({str(e).split(':')[0]}): no "
+                          "setting needs one of thousands of digits") from None
 
 
 RECIPE_SUFFIX = ".yaml"
@@ -147,20 +169,41 @@ def describe_recipes(width: int = 100) -> str:
                      else name for name, path in recipes.items())
 
 
+def read_small_file(path: str | Path, limit: int, what: str) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes (``what`` names it in
+    the messages: "a recipe"); otherwise a :class:`ConfigError` naming the file
+    and the limit, at once: a device (``/dev/zero`` would be read until memory runs out), a
+    FIFO (opened without waiting for a writer, which would hang), a socket, a directory, a
+    file over the limit (also one that grows past it while read). ``FileNotFoundError`` and
+    other ``OSError`` are raised as they are."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(st.st_mode) else "a device")
+        raise ConfigError(f"{path} is {kind}: {what} must be a regular file")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1) if st.st_size <= limit else b""
+    if st.st_size > limit or len(data) > limit:
+        raise ConfigError(f"{path}: over {limit:,} bytes, the most that {what} may have")
+    return data
+
+
 def load(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Read a YAML recipe (a path, or the name of a packaged recipe: :func:`find_recipe`),
     apply ``--set`` overrides, validate."""
     path = find_recipe(path)
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # (a device, a FIFO, a file over the size limit: a ConfigError)
+        text = read_small_file(path, MAX_RECIPE_BYTES, "a recipe").decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a UTF-8 text file (a YAML recipe was expected)") from None
-    except OSError as e:  # a directory, no permission
+    except OSError as e:  # no permission, a socket
         raise ConfigError(f"{path}: cannot read the config file: {e.strerror or e}") from None
     try:
-        raw = _yaml(text) or {}
+        raw = _yaml(text, str(path)) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)  # one line: file:line: the problem
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

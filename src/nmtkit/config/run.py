@@ -10,9 +10,10 @@ from typing import Any
 
 from .checks import Checks, ConfigError
 from .coerce import build_section
-from .data import DataConfig
+from .data import VOCAB_SPECIALS, DataConfig
 from .decode import DecodeConfig, alignment_choice_checks
-from .model import ModelConfig
+from .limits import brief
+from .model import ModelConfig, check_model_size
 from .train import TrainConfig, split_direction_name
 
 
@@ -33,7 +34,9 @@ class Config:
                               "(one vocabulary for all three embeddings)")
         Checks(self.train, "train", source).require(
             not self.train.cuda_graphs or self.model.arch == "transformer",
-            f"train.cuda_graphs needs model.arch: transformer, got {self.model.arch!r}")
+            f"train.cuda_graphs needs model.arch: transformer, got {brief(self.model.arch)}")
+        vocab = expected_vocab(self.data)
+        check_model_size(self.model, vocab, vocab, source)
         self._validate_forgetting_directions(source)
         c = Checks(self.decode, "decode", source)
         for holds, message in alignment_choice_checks(self.model, self.decode.alignment_layer,
@@ -50,11 +53,11 @@ class Config:
         named = [(e, split_direction_name(e)[0]) for e in self.train.forgetting_splits] if dirs else []
         plain = [e for e, d in named if d is None]
         c.require(not plain, "train.forgetting_splits with data.directions must name each split's "
-                  f"direction as SRC-TGT:SPLIT (e.g. de-en:val), got {plain}")
+                  f"direction as SRC-TGT:SPLIT (e.g. de-en:val), got {brief(plain)}")
         targets = sorted({d.split("-")[-1] for d in dirs})
         other = [e for e, d in named if d is not None and d[1] not in targets]
         c.require(not other, "train.forgetting_splits with data.directions must translate into "
-                  f"one of its target languages, got {other} (targets: {', '.join(targets)})")
+                  f"one of its target languages, got {brief(other)} (targets: {', '.join(targets)})")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -64,6 +67,24 @@ class Config:
         cfg: Config = build_section(cls, raw, source)
         validate(cfg, source)
         return cfg
+
+
+BYTE_PIECE_COUNT = 256
+"""The byte pieces SentencePiece adds with ``data.byte_fallback``."""
+
+
+def expected_vocab(data: DataConfig) -> int:
+    """About how large a vocabulary ``data`` makes, before any text is read: the copy task's
+    symbols, or SentencePiece's ``vocab_size`` with its byte pieces and nmtkit's special tokens
+    and tags; a word or whitespace vocabulary's size is known only from the text (its
+    specials alone are counted). What :func:`~nmtkit.config.model.check_model_size` is asked
+    with when a config is validated."""
+    specials = len(VOCAB_SPECIALS) + len(data.extra) + len(data.directions)
+    if data.corpus == "copy":
+        return data.copy_vocab + specials
+    if data.tokenizer == "sentencepiece":
+        return data.vocab_size + (BYTE_PIECE_COUNT if data.byte_fallback else 0) + specials
+    return specials
 
 
 def validate(cfg: Config, source: str = "<config>") -> None:

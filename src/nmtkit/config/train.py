@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .checks import MAX_SEED, Checks
 from .data import LANGUAGE_CODE
+from .limits import MAX_BATCH_TOKENS, MAX_THREADS, brief
 
 LR_SCHEDULES = ("noam", "constant", "plateau", "inverse_sqrt", "cosine")
 OPTIMIZERS = ("adam", "adamw")
@@ -206,6 +207,8 @@ class TrainConfig:
     def validate(self, source: str) -> None:
         c = Checks(self, "train", source)
         c.finite()
+        c.within(MAX_BATCH_TOKENS, "max_tokens")
+        c.within(MAX_THREADS, "threads")
         c.one_of("lr_schedule", LR_SCHEDULES)
         c.one_of("optimizer", OPTIMIZERS)
         c.one_of("early_stop_metric", EARLY_STOP_METRICS)
@@ -229,23 +232,23 @@ class TrainConfig:
         c.fraction("label_smoothing", "word_dropout")
         c.at_least(0, "rdrop")
         c.require(all(0.0 <= b < 1.0 for b in self.adam_betas),
-                  f"train.adam_betas must each be in [0, 1), got {self.adam_betas}")
+                  f"train.adam_betas must each be in [0, 1), got {brief(self.adam_betas)}")
         c.require(0.0 < self.plateau_factor < 1.0,
                   f"train.plateau_factor must be in (0, 1), got {self.plateau_factor}")
         c.one_of("amp", AMP_MODES)
         c.fraction("ema")
         c.require(all(g in FREEZE_GROUPS for g in self.freeze),
-                  f"train.freeze may list {', '.join(FREEZE_GROUPS)}, got {list(self.freeze)}")
+                  f"train.freeze may list {', '.join(FREEZE_GROUPS)}, got {brief(list(self.freeze))}")
         c.require(len(set(self.freeze)) < len(FREEZE_GROUPS),
-                  f"train.freeze must leave a group to train, got {list(self.freeze)}")
+                  f"train.freeze must leave a group to train, got {brief(list(self.freeze))}")
         c.require(all(s.strip() for s in self.forgetting_splits),
-                  f"train.forgetting_splits must name splits, got {list(self.forgetting_splits)}")
+                  f"train.forgetting_splits must name splits, got {brief(list(self.forgetting_splits))}")
         named = [(e, *split_direction_name(e)) for e in self.forgetting_splits]
         bad = [e for e, d, split in named if d is not None and not (
             all(LANGUAGE_CODE.fullmatch(x) for x in d) and d[0] != d[1] and split.strip())]
         c.require(not bad, "train.forgetting_splits must write a direction as SRC-TGT:SPLIT with "
                   "two different language codes (letters, digits, _), e.g. "
-                  f"de-en:test_2016_flickr, got {bad}")
+                  f"de-en:test_2016_flickr, got {brief(bad)}")
 
     def _validate_budget(self, c: Checks) -> None:
         """``budget_schedule`` and its settings."""
@@ -262,7 +265,7 @@ class TrainConfig:
                   "train.max_minutes: set it (> 0), or turn budget_schedule off")
         c.require(not on or self.lr_schedule in ("noam", "inverse_sqrt", "cosine"),
                   "train.budget_schedule takes its peak rate from lr_schedule noam, "
-                  f"inverse_sqrt or cosine, got {self.lr_schedule!r}")
+                  f"inverse_sqrt or cosine, got {brief(self.lr_schedule)}")
 
     def _validate_cosine(self, c: Checks) -> None:
         """``min_lr`` and ``cosine_steps`` (used by the ``cosine`` schedule only)."""
