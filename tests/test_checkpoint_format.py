@@ -1,15 +1,28 @@
 """nmtkit.checkpoint_format: the marker, version and weights checksum that PyTorch's reader
 and writer (nmtkit.checkpoint) and numpy's reader (nmtkit.lite.checkpoint) share."""
 
+import json
+import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from nmtkit import checkpoint, checkpoint_format
-from nmtkit.checkpoint_format import FORMAT, VERSION, WeightBytes, weights_digest
+from nmtkit.checkpoint_format import (
+    FORMAT,
+    SAFETENSORS,
+    TORCH_ZIP,
+    VERSION,
+    WeightBytes,
+    checkpoint_kind,
+    decode_entries,
+    encode_entries,
+    weights_digest,
+)
 from nmtkit.lite import checkpoint as lite_checkpoint
 
 
@@ -41,10 +54,57 @@ def test_weights_out_of_name_order_are_refused():
         weights_digest([w, w._replace(name="a")])
 
 
-def test_a_newer_version_is_refused_by_both_readers(tmp_path):
-    path = tmp_path / "new.pt"
-    torch.save({"format": FORMAT, "version": VERSION + 1, "model": {}}, path)
+def test_a_newer_version_is_refused_by_both_readers_alike(tmp_path):
+    ck = checkpoint.load_checkpoint(checkpoint.convert_checkpoint(OLD, tmp_path / "new.pt")["out"])
+    ck["version"] = VERSION + 1
+    path = tmp_path / "newer.pt"
+    path.write_bytes(checkpoint.release_bytes(ck))
+    with pytest.raises(checkpoint.CheckpointError, match="version 2 is newer") as torch_said:
+        checkpoint.load_checkpoint(path)
+    with pytest.raises(checkpoint.CheckpointError) as numpy_said:
+        lite_checkpoint.load_lite_bundle(path)
+    assert str(numpy_said.value) == str(torch_said.value)
+    torch.save({"format": FORMAT, "version": VERSION + 1, "model": {}}, path)  # (older kind)
     with pytest.raises(checkpoint.CheckpointError, match="version"):
         checkpoint.load_checkpoint(path)
-    with pytest.raises(lite_checkpoint.LiteUnsupported, match="newer"):
-        lite_checkpoint.load_lite_bundle(path)
+
+
+OLD = Path(__file__).parent / "data" / "copy_task_v1_b02ce64.pt"
+"""A release checkpoint written by torch.save (before safetensors)."""
+
+
+def test_the_kind_of_file_is_read_from_its_first_bytes_not_its_name(tmp_path):
+    release = tmp_path / "weights.bin"
+    checkpoint.convert_checkpoint(OLD, release)
+    assert checkpoint_kind(release) == SAFETENSORS and checkpoint_kind(OLD) == TORCH_ZIP
+    data = release.read_bytes()  # 8 bytes of header length, then the header: JSON
+    header = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+    assert json.loads(header["__metadata__"]["format"]) == FORMAT
+    assert header["src_embed.lut.weight"]["dtype"] == "F32"
+    for content, said in [(b"", "empty file"), (b"PK", "not an nmtkit checkpoint"),
+                          (b"\x80\x02}q\x00.", "not the zip archive that torch.save writes, nor "
+                           "a safetensors file")]:
+        (tmp_path / "x.pt").write_bytes(content)
+        with pytest.raises(checkpoint.CheckpointError, match=said):
+            checkpoint_kind(tmp_path / "x.pt")
+    with pytest.raises(checkpoint.CheckpointError, match="is a directory"):
+        checkpoint_kind(tmp_path)
+
+
+def test_entries_come_back_as_they_were_stored():
+    entries = {"config": {"train": {"adam_betas": (0.9, 0.98), "lr": 1e-3, "amp": False}},
+               "tokenizers": {"src": {"kind": "sentencepiece", "model_proto": bytes(range(256))}},
+               "vocab": {"src": {"itos": ["<pad>", "ä", "🐕", "$tuple", "{"]}}, "step": 7,
+               "averaged_from": ["a.pt"], "note": None, "nested": [[1, (2, b"3")], {"$bytes": 1}]}
+    meta = encode_entries(entries)
+    assert all(isinstance(v, str) for v in meta.values())
+    assert decode_entries("f.pt", meta) == entries
+    with pytest.raises(TypeError, match="entry config.x: set"):
+        encode_entries({"config": {"x": {1}}})
+    with pytest.raises(TypeError, match="entry vocab: dict"):
+        encode_entries({"vocab": {1: "int keys would come back as strings"}})
+    with pytest.raises(checkpoint.CheckpointError, match="f.pt: metadata entry 'step' is not "
+                       "nmtkit's JSON: RecursionError"):
+        decode_entries("f.pt", {"step": "[" * 100_000 + "]" * 100_000})
+    with pytest.raises(checkpoint.CheckpointError, match="entry 'x' is not nmtkit's JSON"):
+        decode_entries("f.pt", {"x": '{"$bytes": "not base64!"}'})

@@ -11,7 +11,7 @@ from nmtkit.cli import COMMANDS, build_parser, main
 from nmtkit.cli.options import HelpFormatter
 
 NAMES = ["prepare", "train", "translate", "evaluate", "tune", "backtranslate", "distill", "average",
-         "serve", "plot", "export"]
+         "convert", "serve", "plot", "export"]
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:

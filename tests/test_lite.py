@@ -4,13 +4,19 @@ goes to PyTorch; ``nmtkit translate`` uses it for a few lines and imports no PyT
 
 import subprocess
 import sys
-from collections import OrderedDict
 
 import numpy as np
 import pytest
 import torch
 
-from nmtkit.checkpoint import load_bundle, weights_digest
+from nmtkit.checkpoint import (
+    CheckpointError,
+    load_bundle,
+    load_checkpoint,
+    release_bytes,
+    save_checkpoint,
+    weights_digest,
+)
 from nmtkit.cli import main as cli_main
 from nmtkit.config import DecodeConfig
 from nmtkit.data.tokenizers import WhitespaceTokenizer
@@ -22,7 +28,6 @@ from nmtkit.lite import MAX_LINES
 from nmtkit.lite import checkpoint as lite_checkpoint
 from nmtkit.lite.checkpoint import LiteUnsupported, load_lite_bundle
 from nmtkit.lite.search import beam_search, greedy_search
-from nmtkit.lite.torch_file import UnsupportedFile, read_torch_file
 from nmtkit.lite.transformer import NumpyTransformer, UnsupportedModel
 from nmtkit.models import build_model
 
@@ -60,47 +65,55 @@ def sp_ckpt(tmp_path_factory):
     return sentencepiece_copy_checkpoint(tmp_path_factory.mktemp("lite_sp") / "sp.pt")
 
 
-# --- reading torch.save files ----------------------------------------------------------------
+# --- reading release files (safetensors) -------------------------------------------------------
 
 
-def test_the_reader_reads_what_torch_saves(tmp_path):
-    w = torch.randn(3, 4)
-    payload = {"format": "x", "n": 3, "f": 0.5, "none": None, "flag": True, "text": "ä",
-               "blob": bytes(range(256)), "nested": [1, (2, "3"), {"k": [4.0]}],
-               "od": OrderedDict(a=w, b=w, t=w.t(), row=w[1], ints=torch.arange(5),
-                                 mask=torch.tensor([True, False]), bytes=torch.tensor([1, 255],
-                                                                                      dtype=torch.uint8),
-                                 empty=torch.zeros(0, 3), half=torch.ones(2, dtype=torch.float16))}
-    torch.save(payload, tmp_path / "p.pt")
-    got = read_torch_file(tmp_path / "p.pt")
-    assert {k: v for k, v in got.items() if k != "od"} == {k: v for k, v in payload.items() if k != "od"}
-    assert isinstance(got["od"], OrderedDict) and list(got["od"]) == list(payload["od"])
-    for name, t in payload["od"].items():
-        a = got["od"][name]
-        assert a.shape == tuple(t.shape) and np.array_equal(a, t.numpy()), name
-        assert a.dtype == t.numpy().dtype and not a.flags.writeable
-    assert np.shares_memory(got["od"]["a"], got["od"]["b"])  # tied weights: one buffer
+def test_the_reader_reads_what_save_checkpoint_writes(copy_ckpt):
+    """A release file: its entries as they were, every weight as PyTorch's reader reads it,
+    tied weights (one tensor in PyTorch: stored once) one array again."""
+    assert copy_ckpt.read_bytes()[8:9] == b"{"  # safetensors, whatever the name says
+    torch_ck = load_checkpoint(copy_ckpt)
+    assert torch_ck["model"]["generator.weight"] is torch_ck["model"]["tgt_embed.lut.weight"]
+    bundle = load_lite_bundle(copy_ckpt)
+    cfg, entries, state = lite_checkpoint._read(copy_ckpt)
+    assert entries == {k: v for k, v in torch_ck.items() if k != "model"}
+    assert set(state) == set(torch_ck["model"])
+    for name, t in torch_ck["model"].items():
+        assert state[name].dtype == np.float32 and np.array_equal(state[name], t.numpy()), name
+    assert state["generator.weight"] is state["tgt_embed.lut.weight"]
+    assert bundle.cfg == cfg and bundle.src_vocab.itos == COPY_VOCAB.itos
 
 
-@pytest.mark.parametrize("payload, why", [
-    ({"x": torch.ones(2, dtype=torch.bfloat16)}, "BFloat16Storage"),
-    ({"x": __import__("datetime").date(2026, 1, 1)}, "datetime.date"),
-    ({"x": torch.nn.Linear(2, 2)}, "torch.nn"),
+def test_the_reader_leaves_to_pytorch_what_it_does_not_run(tmp_path, copy_ckpt):
+    """A torch.save archive (last.pt, an older release file) and float16 weights are
+    PyTorch's to read (and it reads them): not refused, not read here."""
+    ck = load_checkpoint(copy_ckpt)
+    old = tmp_path / "old.pt"
+    torch.save(ck, old)
+    with pytest.raises(LiteUnsupported, match="torch.save archive"):
+        load_lite_bundle(old)
+    assert load_checkpoint(old)["weights_sha256"] == ck["weights_sha256"]
+    half = tmp_path / "half.pt"
+    save_checkpoint(half, {k: v for k, v in ck.items() if k not in ("format", "version", "weights_sha256")}
+                    | {"model": {k: v.half() for k, v in ck["model"].items()}})
+    with pytest.raises(LiteUnsupported, match="not float32"):
+        load_lite_bundle(half)
+    assert load_checkpoint(half)["model"]["generator.bias"].dtype == torch.float16
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"", "empty file"),
+    (b"not a checkpoint\n", "not an nmtkit checkpoint"),
+    ((40).to_bytes(8, "little") + b"{" + b" " * 10, "truncated or corrupted checkpoint"),
 ])
-def test_the_reader_refuses_what_a_plain_checkpoint_does_not_hold(tmp_path, payload, why):
-    torch.save(payload, tmp_path / "p.pt")
-    with pytest.raises(UnsupportedFile, match=why.replace(".", r"\.")):
-        read_torch_file(tmp_path / "p.pt")
-
-
-@pytest.mark.slow
-def test_the_reader_refuses_damaged_files(tmp_path, copy_ckpt):
-    (tmp_path / "text.pt").write_text("not a zip")
-    data = copy_ckpt.read_bytes()
-    (tmp_path / "cut.pt").write_bytes(data[:len(data) // 2])
-    for name in ("text.pt", "cut.pt"):
-        with pytest.raises(UnsupportedFile):
-            read_torch_file(tmp_path / name)
+def test_the_reader_refuses_damaged_files_as_pytorchs_does(tmp_path, content, said):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(content)
+    with pytest.raises(CheckpointError, match=said) as numpy_said:
+        load_lite_bundle(bad)
+    with pytest.raises(CheckpointError) as torch_said:
+        load_checkpoint(bad)
+    assert str(numpy_said.value) == str(torch_said.value)
 
 
 def test_the_weights_digest_is_the_checkpoints():
@@ -259,12 +272,17 @@ def test_what_numpy_does_not_do_goes_to_torch(sp_ckpt):
 
 
 def test_checkpoints_numpy_does_not_load(tmp_path, copy_ckpt):
+    """Altered weights are refused here as PyTorch refuses them (and load with
+    ``verify=False``); a model numpy does not run is PyTorch's."""
+    ck = load_checkpoint(copy_ckpt)
+    ck["model"]["generator.bias"][0] += 1.0  # no longer what the checksum says
     bad = tmp_path / "bad.pt"
-    ckpt = torch.load(copy_ckpt, weights_only=True)
-    ckpt["model"]["generator.bias"][0] += 1.0  # no longer what the checksum says
-    torch.save(ckpt, bad)
-    with pytest.raises(LiteUnsupported, match="checksum"):
+    bad.write_bytes(release_bytes(ck))  # (the stored checksum kept, not renewed)
+    with pytest.raises(CheckpointError, match="checksum") as numpy_said:
         load_lite_bundle(bad)
+    with pytest.raises(CheckpointError) as torch_said:
+        load_checkpoint(bad)
+    assert str(numpy_said.value) == str(torch_said.value)
     load_lite_bundle(bad, verify=False)
     rope = copy_checkpoint(tmp_path / "rope.pt", "post-untied-rope", steps=1)
     with pytest.raises(LiteUnsupported, match="rope"):
@@ -313,7 +331,8 @@ def test_a_short_piped_translate_imports_no_torch_and_a_damaged_file_is_named(co
              "nmtkit.decode.translator"}  # (nmtkit.models itself: the sinusoid table only)
     assert not modules & heavy, sorted(modules & heavy)
     bad = tmp_path / "bad.pt"
-    bad.write_bytes(copy_ckpt.read_bytes()[:5000])  # PyTorch's loader names what is wrong
+    bad.write_bytes(copy_ckpt.read_bytes()[:5000])  # refused as PyTorch refuses it
     done = subprocess.run([sys.executable, "-m", "nmtkit", "translate", "--model", str(bad)],
                           input="w3\n", capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and "bad.pt: truncated or corrupted checkpoint" in done.stderr
+    assert len(done.stderr.splitlines()) == 1  # numpy's reader refuses it: PyTorch not needed

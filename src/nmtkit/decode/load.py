@@ -79,22 +79,26 @@ def load_translator(models: str | Path | Sequence[str | Path], engine: str = "au
 
     numpy = engine == "numpy" or (engine == "auto" and len(paths) == 1 and device == "cpu"
                                   and decode.get("fast") is not False and not reranks)
+    unsupported = None
     if numpy:
         from ..lite.checkpoint import LiteUnsupported, load_lite_bundle
         from .lite_translator import LiteTranslator
         from .text_translator import decode_options
 
-        try:
+        try:  # a file both readers refuse: its CheckpointError, before PyTorch is imported
             bundle = load_lite_bundle(paths[0], verify=verify)
-        except LiteUnsupported as e:
-            (log.warning if engine == "numpy" else log.debug)(
-                "%s: translating with PyTorch, not numpy: %s", paths[0], e)
+        except LiteUnsupported as e:  # a file or model numpy does not run: PyTorch does
+            unsupported = e
         else:
             tr = LiteTranslator(bundle, decode_options(bundle.cfg.decode, **decode),
                                 torch_translator, None if engine == "numpy" else max_lines)
             tr.bundle = bundle
             return tr
-    return torch_translator()
+    translator = torch_translator()  # (a file PyTorch refuses: its one-line error, no warning)
+    if unsupported is not None:
+        (log.warning if engine == "numpy" else log.debug)(
+            "%s: translating with PyTorch, not numpy: %s", paths[0], unsupported)
+    return translator
 
 
 def check_engine_choice(engine: str, models: Sequence[str], *, device: str = "cpu",

@@ -4,8 +4,8 @@ Importing PyTorch takes 1.4 to 2 s on a 2-core CPU, more than everything else a
 one-sentence translate does (``benchmarks/cold_start.py``). For a few lines nmtkit reads the
 checkpoint and runs the Transformer's inference in numpy instead:
 
-- :mod:`.torch_file`: a ``torch.save`` file read with ``zipfile`` and a restricted unpickler
-  (plain containers, float tensors and nothing else), tensors as numpy arrays;
+- :mod:`.checkpoint`: a release checkpoint (a safetensors file) read with the safetensors
+  library's numpy loader and checked as PyTorch's reader checks it, weights as numpy arrays;
 - :mod:`.transformer`: the model's forward pass for translation (encoder, decoder step with
   key/value caches, Vaswani et al. 2017 Sec. 3), from the checkpoint's weights;
 - :mod:`.search`: greedy and beam search over one sentence, the same algorithm as
@@ -22,10 +22,11 @@ translations, scores within float tolerance. Its search records the source atten
 puts back the spans the vocabulary cannot say (a numpy array, used there and dropped). What
 it does not do (the recurrent model, rotary positions, forced prefixes, constraints,
 sampling, MBR, reranking, alignments and attention returned to the caller, a checkpoint
-that is not plain float32) is handed to PyTorch
+that is not plain float32, a ``torch.save`` archive such as ``last.pt``) is handed to PyTorch
 (:class:`nmtkit.decode.lite_translator.LiteTranslator`).
 
-This package imports numpy, nmtkit's config and data layers, and nothing of PyTorch.
+This package imports numpy, safetensors, nmtkit's config and data layers and
+:mod:`nmtkit.checkpoint_format`, and nothing of PyTorch.
 """
 
 MAX_LINES = 16

@@ -1,13 +1,18 @@
-"""A checkpoint loaded without PyTorch: config, tokenizers, vocabularies and a
+"""A release checkpoint loaded without PyTorch: config, tokenizers, vocabularies and a
 :class:`~nmtkit.lite.transformer.NumpyTransformer` of its weights.
 
-The checks of :func:`nmtkit.checkpoint.load_checkpoint` that decide whether a file may be
-used (format marker, version, entries, finite float32 weights of exactly the config's
-shapes, their stored checksum; the marker, version and checksum are
-:mod:`nmtkit.checkpoint_format`'s, the PyTorch reader's own) are made here too, but a
-file that fails one is not explained here: :class:`LiteUnsupported` sends the caller to
-PyTorch, whose loader names the file and the problem. So this path either gives the model
-PyTorch would build, or none.
+A release checkpoint is a safetensors file (:mod:`nmtkit.checkpoint_format`), read here
+with the safetensors library's numpy loader. Its checks are PyTorch's reader's own, from the
+same module and in the same order: the header (marker, version, entries), the weights'
+names, shapes and dtypes against the stored config before any weight is read, then finite
+values and the stored checksum. A file that fails one is refused here, as a
+:class:`~nmtkit.checkpoint_format.CheckpointError` with the message
+:func:`nmtkit.checkpoint.load_checkpoint` gives, without importing PyTorch. What this path
+does not run (a ``torch.save`` archive: ``last.pt`` or a release file from before
+safetensors; a model other than the Transformer with sinusoidal or learned positions;
+weights that are not float32) is a :class:`LiteUnsupported`, and the caller loads the file
+with PyTorch. So this path either gives the model PyTorch would build, or PyTorch's refusal,
+or none.
 """
 
 from __future__ import annotations
@@ -17,14 +22,35 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors import SafetensorError, safe_open
 
-from ..checkpoint_format import FORMAT, VERSION, WeightBytes
+from ..checkpoint_format import (
+    CHECKSUM_MISMATCH,
+    FORMAT,
+    NOT_FINITE,
+    SAFETENSORS,
+    VERSION,
+    CheckpointError,
+    WeightBytes,
+    check_weight_table,
+    checkpoint_kind,
+    described,
+    release_header,
+    stored_config,
+    stored_vocab_sizes,
+    unreadable,
+)
 from ..checkpoint_format import weights_digest as digest_of
-from ..config import Config, ConfigError
+from ..config import Config
 from ..data.tokenizers import Tokenizer, tokenizer_from_state
 from ..data.vocab import Vocab
-from .torch_file import TORCH_DTYPE_NAMES, UnsupportedFile, read_torch_file
-from .transformer import NumpyTransformer, UnsupportedModel
+from .transformer import NumpyTransformer, UnsupportedModel, check_supported, expected_shapes
+
+__all__ = ["FORMAT", "VERSION", "LiteBundle", "LiteUnsupported", "load_lite_bundle", "weights_digest"]
+
+TORCH_DTYPE_NAMES = {np.dtype(np.float32): "torch.float32", np.dtype(np.float64): "torch.float64",
+                     np.dtype(np.float16): "torch.float16"}
+"""How PyTorch prints each float dtype (``str(tensor.dtype)``), as checksums of weights spell it."""
 
 
 class LiteUnsupported(Exception):
@@ -52,44 +78,60 @@ class LiteBundle:
     path: Path
 
 
-def _weights(ckpt: dict[str, Any], verify: bool) -> dict[str, np.ndarray]:
-    state = ckpt["model"]
-    if not isinstance(state, dict) or not state or not all(
-            isinstance(k, str) and isinstance(v, np.ndarray) for k, v in state.items()):
-        raise LiteUnsupported("its 'model' entry is not a state dict of tensors")
-    if any(v.dtype != np.float32 for v in state.values()):
-        raise LiteUnsupported("weights that are not float32")
-    if not all(bool(np.isfinite(v).all()) for v in state.values()):
-        raise LiteUnsupported("weights that are not finite")
-    digest = ckpt.get("weights_sha256")
+def _read(path: Path) -> tuple[Config, dict[str, Any], dict[str, np.ndarray]]:
+    """The file's config, entries and weights (tied names included), checked as PyTorch's
+    reader checks them up to the weights' values."""
+    where = str(path)
+    if checkpoint_kind(path) != SAFETENSORS:
+        raise LiteUnsupported("a torch.save archive (last.pt, or a release checkpoint written "
+                              "before safetensors): PyTorch reads it")
+    try:
+        with safe_open(where, framework="np") as f:
+            header = release_header(where, f)
+            cfg = stored_config(where, header.entries)
+            src_vocab, tgt_vocab = stored_vocab_sizes(where, header.entries)
+            try:
+                check_supported(cfg.model)
+            except UnsupportedModel as e:
+                raise LiteUnsupported(str(e)) from None
+            check_weight_table(where, described(cfg, src_vocab, tgt_vocab), header.weights,
+                               expected_shapes(cfg.model, src_vocab, tgt_vocab))
+            if any(dtype != "F32" for dtype, _ in header.weights.values()):
+                raise LiteUnsupported("weights that are not float32")
+            state = {name: f.get_tensor(name) for name in header.weights if name not in header.tied}
+    except SafetensorError as e:
+        raise unreadable(where, e) from None
+    state.update({alias: state[name] for alias, name in header.tied.items()})
+    return cfg, header.entries, state
+
+
+def _check_values(where: str, state: dict[str, np.ndarray], verify: bool, digest: Any) -> None:
+    """Finite weights (in name order, as PyTorch's reader checks them) and, unless ``verify``
+    is off, the ones whose checksum was stored."""
+    for name, a in sorted(state.items()):
+        if not bool(np.isfinite(a).all()):
+            raise CheckpointError(f"{where}: weight {name} {NOT_FINITE}")
     if verify and digest is not None and weights_digest(state) != digest:
-        raise LiteUnsupported("weights that do not match their checksum")
-    return state
+        raise CheckpointError(f"{where}: {CHECKSUM_MISMATCH}")
 
 
 def load_lite_bundle(path: str | Path, verify: bool = True) -> LiteBundle:
-    """The checkpoint at ``path`` with its model in numpy; :class:`LiteUnsupported` for
-    anything this path does not load (any problem with the file included)."""
+    """The release checkpoint at ``path`` with its model in numpy. A
+    :class:`~nmtkit.checkpoint_format.CheckpointError` for a file PyTorch's reader refuses
+    too (the same message), :class:`LiteUnsupported` for a file this path does not run."""
     path = Path(path)
-    if not path.is_file():
-        raise LiteUnsupported("not a file")
+    cfg, entries, state = _read(path)
+    _check_values(str(path), state, verify, entries.get("weights_sha256"))
     try:
-        ckpt = read_torch_file(path)
-    except UnsupportedFile as e:
-        raise LiteUnsupported(str(e)) from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise LiteUnsupported("no nmtkit checkpoint marker")
-    if not isinstance(ckpt.get("version", 0), int) or ckpt.get("version", 0) > VERSION:
-        raise LiteUnsupported("a newer checkpoint version")
-    if any(key not in ckpt for key in ("config", "tokenizers", "vocab", "model")):
-        raise LiteUnsupported("an entry is missing")
-    state = _weights(ckpt, verify)
+        tokenizers, vocab = entries["tokenizers"], entries["vocab"]
+        src_tok = tokenizer_from_state(tokenizers["src"])
+        tgt_tok = tokenizer_from_state(tokenizers["tgt"])
+        src_vocab = Vocab.from_dict(vocab["src"])
+        tgt_vocab = Vocab.from_dict(vocab["tgt"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: stored tokenizer or vocabulary is unreadable: {e}") from None
     try:
-        cfg = Config.from_dict(ckpt["config"], str(path))
-        src_tok = tokenizer_from_state(ckpt["tokenizers"]["src"])
-        tgt_tok = tokenizer_from_state(ckpt["tokenizers"]["tgt"])
-        src_vocab, tgt_vocab = Vocab.from_dict(ckpt["vocab"]["src"]), Vocab.from_dict(ckpt["vocab"]["tgt"])
         model = NumpyTransformer(cfg.model, state, len(src_vocab), len(tgt_vocab))
-    except (ConfigError, UnsupportedModel, KeyError, TypeError, ValueError) as e:
-        raise LiteUnsupported(f"{type(e).__name__}: {e}") from None
+    except UnsupportedModel as e:
+        raise LiteUnsupported(str(e)) from None
     return LiteBundle(cfg, model, src_tok, tgt_tok, src_vocab, tgt_vocab, path)

@@ -34,6 +34,15 @@ class UnsupportedModel(Exception):
     """A model this module does not run (the message says why); PyTorch does."""
 
 
+def check_supported(cfg: ModelConfig) -> None:
+    """:class:`UnsupportedModel` unless this module runs a model of ``cfg`` (the Transformer
+    with sinusoidal or learned positions)."""
+    if cfg.arch != "transformer":
+        raise UnsupportedModel(f"architecture {cfg.arch!r}")
+    if cfg.positional not in ("sinusoidal", "learned"):
+        raise UnsupportedModel(f"positional {cfg.positional!r}")
+
+
 def expected_shapes(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> dict[str, tuple[int, ...]]:
     """The weights a Transformer of ``cfg`` has, by ``state_dict`` name, and their shapes."""
     d, ff = cfg.d_model, cfg.d_ff
@@ -155,10 +164,7 @@ class NumpyTransformer:
 
     def __init__(self, cfg: ModelConfig, state: dict[str, np.ndarray], src_vocab: int,
                  tgt_vocab: int) -> None:
-        if cfg.arch != "transformer":
-            raise UnsupportedModel(f"architecture {cfg.arch!r}")
-        if cfg.positional not in ("sinusoidal", "learned"):
-            raise UnsupportedModel(f"positional {cfg.positional!r}")
+        check_supported(cfg)
         want = expected_shapes(cfg, src_vocab, tgt_vocab)
         have = {k: tuple(v.shape) for k, v in state.items()}
         if have != want:

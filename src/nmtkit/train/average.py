@@ -35,7 +35,9 @@ def average_checkpoints(paths: list[str | Path], out: str | Path,
     first. Reads the weights only: ``step_*.pt`` and ``best.pt`` (release checkpoints) and
     ``last.pt`` alike. The average is a release checkpoint (no optimizer state: it is for
     inference or fine-tuning with ``--init-from``), with ``averaged_from`` naming its parts.
-    All checkpoints must share architecture and vocabulary. ``progress(1, len(paths))``
+    It is written as safetensors (:func:`~nmtkit.checkpoint.save_checkpoint`), whatever
+    the kind of its parts (older ``.pt`` release checkpoints included). All checkpoints
+    must share architecture and vocabulary. ``progress(1, len(paths))``
     after each checkpoint read (``nmtkit average``'s bar).
     """
     if not paths:
@@ -56,6 +58,10 @@ def average_checkpoints(paths: list[str | Path], out: str | Path,
     assert ref is not None and total is not None
     avg = {k: (v / len(paths)).to(ref["model"][k].dtype) if v.is_floating_point() else v
            for k, v in total.items()}
+    views: dict[tuple[Any, ...], str] = {}
+    for k, v in ref["model"].items():  # weights tied in the first stay one tensor (stored once)
+        first = views.setdefault((v.data_ptr(), v.dtype, tuple(v.shape), v.stride()), k)
+        avg[k] = avg[first]
     payload = {k: v for k, v in release_payload(ref).items()
                if k not in ("format", "version", "weights_sha256", "step")}
     payload["model"] = avg
