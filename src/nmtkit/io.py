@@ -152,9 +152,11 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
     real path is that one, or when both exist and are one file (device and inode: a hard
     link). With ``whole_directory`` the output is a directory that is replaced whole
     (``export --out DIR --force``): an input anywhere inside it is refused too. ``flag``
-    names the option to change. ``None`` entries (an option not given) and ``-`` (stdin) are
-    skipped; a device or pipe (``-o /dev/stdout``) is written through, never replaced, so it
-    is no concern."""
+    names the option to change. ``None`` entries (an option not given) and ``-`` are
+    skipped: stdin is compared by what it is, whether or not the command reads it (when it
+    is a regular file, ``-o in.de < in.de``, ``-o /dev/stdin``; see ``_refuse_stdin``); a
+    device or pipe (``-o /dev/stdout``) is written through, never replaced, so it is no
+    concern."""
     ins = [i for i in inputs if i is not None and str(i) != "-"]
     for out in outputs:
         if out is None:
@@ -165,6 +167,7 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
             continue
         if _is_special(target):
             continue
+        _refuse_stdin(target, out, flag, whole_directory)
         for i in ins:
             real = Path(os.path.realpath(i))
             if whole_directory and target in real.parents:
@@ -178,6 +181,44 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path | None],
                 continue
             raise UserError(f"{out} is also an input ({i}{how}): writing it would replace "
                              f"what is read; choose another {flag}")
+
+
+def _stdin_file() -> tuple[os.stat_result, str] | None:
+    """(its status, its name) when stdin is a regular file (``< in.de``), which is then an
+    input like any other: no output may be that file; ``None`` for a terminal, a pipe,
+    ``/dev/null`` or a closed stdin. The name is the one ``/proc/self/fd/0`` gives, where
+    there is one."""
+    try:
+        st = os.fstat(0)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        name = os.readlink("/proc/self/fd/0")
+    except OSError:
+        name = "<stdin>"
+    return st, name
+
+
+def _refuse_stdin(target: Path, out: str | Path, flag: str, whole_directory: bool) -> None:
+    """The part of :func:`refuse_overwriting_inputs` that compares an output with stdin: the
+    same file (device and inode: ``-o in.de < in.de``, ``-o /dev/stdin``, ``-o
+    /proc/self/fd/0``, a hard link), or with ``whole_directory`` a directory holding it."""
+    found = _stdin_file()
+    if found is None:
+        return
+    st, name = found
+    try:
+        at = os.stat(target)
+    except OSError:
+        at = None
+    if at is not None and (at.st_dev, at.st_ino) == (st.st_dev, st.st_ino):
+        raise UserError(f"{out} is also an input (stdin reads it: {name}): writing it would "
+                         f"replace what is read; choose another {flag}")
+    if whole_directory and name.startswith("/") and target in Path(name).parents:
+        raise UserError(f"{out} holds an input (stdin reads {name}): replacing the directory "
+                         f"would delete what is read; choose another {flag}")
 
 
 def check_file_prefix(prefix: str | Path, flag: str) -> None:
