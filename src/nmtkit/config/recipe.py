@@ -8,6 +8,7 @@ package data; ``configs`` is a link to it), so an installed nmtkit finds them by
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import textwrap
@@ -20,6 +21,9 @@ import yaml
 from .checks import ConfigError
 from .limits import MAX_CONFIG_DEPTH, MAX_RECIPE_BYTES, brief
 from .run import Config, check_installed
+from .tiers import TierPicker, parse_tiers
+
+log = logging.getLogger(__name__)
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -190,9 +194,15 @@ def read_small_file(path: str | Path, limit: int, what: str) -> bytes:
     return data
 
 
-def load(path: str | Path, overrides: list[str] | None = None) -> Config:
+def load(path: str | Path, overrides: list[str] | None = None,
+         pick_tier: TierPicker | None = None) -> Config:
     """Read a YAML recipe (a path, or the name of a packaged recipe: :func:`find_recipe`),
-    apply ``--set`` overrides, validate."""
+    apply ``--set`` overrides, validate.
+
+    ``train.budget_tiers`` (:mod:`nmtkit.config.tiers`) is a choice between recipes, not a
+    setting: with ``pick_tier`` (``nmtkit train`` passes one that measures the host) and a
+    time budget, the recipe of the tier it picks is read instead, with the same overrides;
+    without, the recipe as it is."""
     path = find_recipe(path)
     try:  # (a device, a FIFO, a file over the size limit: a ConfigError)
         text = read_small_file(path, MAX_RECIPE_BYTES, "a recipe").decode("utf-8")
@@ -213,8 +223,22 @@ def load(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise ConfigError(f"{path}: top level must be a mapping of sections (data, model, "
                           f"train, decode), got a {type(raw).__name__}")
     raw = apply_overrides(raw, overrides or [])
+    train = raw.get("train")
+    tiers = parse_tiers(train.pop("budget_tiers", None) if isinstance(train, dict) else None,
+                        str(path))
     if "name" not in raw:
         raw["name"] = path.stem
     cfg = Config.from_dict(raw, str(path))
     check_installed(cfg, str(path))
-    return cfg
+    if pick_tier is None or not tiers or cfg.train.max_minutes <= 0:
+        return cfg
+    choice = pick_tier(tiers, cfg.train.max_minutes)
+    if choice.tier is None:
+        log.info("train.budget_tiers: %s: %s as it is", choice.reason, cfg.name)
+        return cfg
+    log.info("train.budget_tiers: %s: trains %s instead of %s", choice.reason,
+             choice.tier.recipe, cfg.name)
+    chosen = choice.tier.recipe
+    if chosen.endswith((".yaml", ".yml")) and not Path(chosen).is_absolute():
+        chosen = str(path.parent / chosen)  # a path: beside the recipe that names it
+    return load(chosen, overrides)  # (no pick_tier: the chosen recipe's own tiers are not followed)
