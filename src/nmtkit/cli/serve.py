@@ -54,7 +54,8 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     sv.add_argument("--work-rate", type=int, default=L.work_per_second,
                     help="hypothesis-steps of search (one hypothesis, one output token) the "
                     "server is taken to do in a second: bounds each request's work with "
-                    "--timeout (raise it for a GPU)")
+                    "--timeout (default: measured with the loaded model at start-up, and "
+                    "logged)")
     sv.add_argument("--max-batch", type=int, default=L.max_batch,
                     help="sentences merged into one model call")
     sv.add_argument("--allowed-hosts", metavar="H1,H2",

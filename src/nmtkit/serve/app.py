@@ -48,8 +48,12 @@ disconnects before its answer is ready is dropped: its queued work is skipped.
 Each request gets a :class:`~nmtkit.decode.deadline.Deadline` from ``--timeout``: its search
 checks it between steps, so a request past its time limit (or whose client left) stops within
 one step instead of keeping the model busy for the requests behind it. The search work a
-request may ask for is bounded in proportion to ``--timeout`` (:mod:`nmtkit.serve.limits`):
-more is a 413 before it queues. Constraint phrases that cannot fit in the output cap
+request may ask for is bounded in proportion to ``--timeout`` (:mod:`nmtkit.serve.limits`,
+at a rate measured with the loaded model when the app is made, :mod:`nmtkit.serve.calibrate`,
+unless ``--work-rate`` gives one): more is a 413 before it queues. Requests take turns on the
+model (:mod:`nmtkit.serve.scheduler`): a long one offers it to the others before each search
+step and each batch, so a short request sent while a long one runs is answered in about its
+own time. Constraint phrases that cannot fit in the output cap
 (with the text's prefix) are a 422 naming ``constraints.N``, and an answer with constraints
 says per text whether they are all in it (``constraints_met``).
 """
@@ -82,8 +86,10 @@ from ..decode.sentence_attention import SentenceAttention, sentence_attention
 from ..decode.text_translator import decode_options, pharaoh
 from ..decode.translation import Translation
 from ..decode.translator import Translator, check_model_alignment_choice
-from .batcher import MicroBatcher, QueueFull
+from .batcher import MicroBatcher
+from .calibrate import resolved_work_rate
 from .limits import ServeLimits
+from .scheduler import Busy, FairScheduler
 from .schemas import ErrorResponse, TranslateResponse, request_models
 from .security import HostAllowList
 
@@ -294,21 +300,43 @@ async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> A
     except TimeoutError:
         raise HTTPException(503, f"request timed out after {timeout_s:g} s "
                                  "(server busy or input too long); try again") from None
-    except QueueFull as e:
+    except Busy as e:  # (the batcher's queue, or the scheduler's threads)
         raise HTTPException(503, str(e)) from None
 
 
 # --- model calls (run in the batcher's worker thread) -------------------------------------------
 
-def translate_fn(translator: "TextTranslator") -> Callable[..., list[str]]:
+STEPWISE_ENGINES = frozenset({"torch", "numpy"})
+"""Engines whose search checks its deadline before every step (nmtkit's own): a request takes
+its turns there (:mod:`nmtkit.serve.scheduler`), so its batches may be large; CTranslate2
+searches a batch in one call, so its batches are sized to a fraction of a second
+(:meth:`~nmtkit.serve.limits.ServeLimits.batch_size`)."""
+
+
+def served_batch_size(translator: "TextTranslator", limits: ServeLimits, sentences: int,
+                      beam: int, mbr: int | None) -> int:
+    """Sentences searched together for a call of ``sentences`` texts: all of them with an
+    engine of :data:`STEPWISE_ENGINES`, else what takes about
+    :data:`~nmtkit.serve.limits.BATCH_S` at the server's work rate."""
+    if translator.engine in STEPWISE_ENGINES:
+        return max(1, sentences)
+    return limits.batch_size(sentences, max(beam, mbr or 0))
+
+
+def translate_fn(translator: "TextTranslator", limits: ServeLimits | None = None,
+                 pause: Callable[[], None] | None = None) -> Callable[..., list[str]]:
     """The batcher's model call: (texts, beam, max_length[, tgt_lang][, mbr=N][,
-    deadline=D]) -> the best translation of each."""
+    deadline=D]) -> the best translation of each; batch by batch (``limits``:
+    :func:`served_batch_size`), calling ``pause`` before each batch (the scheduler's
+    checkpoint, :attr:`~nmtkit.decode.options.TranslateOptions.between_batches`)."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None,
                         tgt_lang: str | None = None, *, mbr: int | None = None,
                         deadline: Deadline | None = None) -> list[str]:
-        options = TranslateOptions(beam=beam, batch_size=max(1, len(texts)),
-                                   max_length=max_length, tgt_lang=tgt_lang, mbr=mbr,
-                                   deadline=deadline)
+        size = (max(1, len(texts)) if limits is None
+                else served_batch_size(translator, limits, len(texts), beam, mbr))
+        options = TranslateOptions(beam=beam, batch_size=size, max_length=max_length,
+                                   tgt_lang=tgt_lang, mbr=mbr, deadline=deadline,
+                                   between_batches=pause)
         results = translator.translate(texts, options)
         return [r[0].text for r in results]
 
@@ -357,15 +385,18 @@ def translate_details(translator: "TextTranslator", texts: list[str], beam: int,
                       conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
                       mbr: int | None = None, n_best: int = 1, *,
                       deadline: Deadline | None = None,
-                      split_sentences: bool | None = None) -> dict[str, Any]:
+                      split_sentences: bool | None = None, batch_size: int | None = None,
+                      between_batches: Callable[[], None] | None = None) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
     scores, alignments, confidence, ``n_best`` above 1): one direct call outside the
-    micro-batches (stopped at ``deadline``), the fields it asked for (with constraints:
+    micro-batches (stopped at ``deadline``; ``batch_size`` sentences at a time, default all,
+    ``between_batches`` called before each), the fields it asked for (with constraints:
     ``constraints_met``; with ``n_best``: :func:`n_best_json`)."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
     options = TranslateOptions(
-        beam=beam, batch_size=max(1, len(texts)), max_length=max_length, prefixes=prefixes,
+        beam=beam, batch_size=batch_size or max(1, len(texts)), max_length=max_length,
+        prefixes=prefixes, between_batches=between_batches,
         constraints=constraints, token_scores=scores or conf.confidence, alignments=alignments,
         need_attention=conf.confidence, alignment_layer=layer, alignment_head=head,
         tgt_lang=tgt_lang, mbr=mbr, n_best=n_best, deadline=deadline,
@@ -479,6 +510,7 @@ def health_info(bundle: ServedBundle, translator: "TextTranslator", limits: Serv
             "default_beam": default_beam, "default_mbr": translator.decode_cfg.mbr,
             "version": __version__,
             "limits": asdict(limits), "batching": batcher.stats.as_dict(),
+            "scheduling": batcher.scheduler.stats.as_dict(),
             # data.directions: the languages a request's "tgt_lang" may name
             "directions": list(cfg.data.directions), "tgt_langs": sorted(translator.target_tags),
             "rerank": rerank_info(translator)}
@@ -544,11 +576,12 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     Interactive docs (``/docs``) are off: they would load scripts from a CDN; the schema
     is at ``/openapi.json``.
     """
-    limits = limits or ServeLimits()
     translator = served_translator(bundle, translator)
+    limits = resolved_work_rate(translator, limits or ServeLimits())  # measured, unless given
     default_beam = decode_options(bundle.cfg.decode, max_beam=limits.max_beam).beam
-    batcher = MicroBatcher(translate_fn(translator), limits.max_batch, limits.max_wait_ms,
-                           limits.max_pending)
+    scheduler = FairScheduler()
+    batcher = MicroBatcher(translate_fn(translator, limits, scheduler.checkpoint),
+                           limits.max_batch, limits.max_wait_ms, limits.max_pending, scheduler)
     bodies = request_models(limits, default_beam, attention_shape(bundle))
     app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan, docs_url=None,
                   redoc_url=None, description=f"Translation service for {model_name(bundle)} "
@@ -625,7 +658,10 @@ def add_translate_route(app: FastAPI, translator: "TextTranslator", batcher: Mic
         if (any(x is not None and x is not False for x in extras) or conf.asked()
                 or body.n_best > 1 or split is not None):
             checked_details(translator, body, conf, limits)
-            work = batcher.run(partial(translate_details, split_sentences=split),
+            size = served_batch_size(translator, limits, len(body.texts), body.beam, body.mbr)
+            work = batcher.run(partial(translate_details, split_sentences=split,
+                                       batch_size=size,
+                                       between_batches=batcher.scheduler.checkpoint),
                                translator, body.texts, body.beam,
                                output_cap(body.max_length, limits), *extras, conf, tgt_lang,
                                body.mbr, body.n_best, deadline=deadline)

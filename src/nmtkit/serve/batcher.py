@@ -2,10 +2,13 @@
 
 Requests wait in an asyncio queue. A single worker task takes the first waiting request,
 keeps collecting for at most ``max_wait_ms`` (or until ``max_batch`` sentences are waiting),
-groups what it collected by decoding options (beam, max_length, target language, MBR), and runs
-one translation per group in a worker thread, so the event loop keeps accepting requests
-meanwhile. While a batch runs, new requests pile up in the queue and form the next batch, so
-the batch size grows with the load by itself.
+groups what it collected by decoding options (beam, max_length, target language, MBR), and
+hands one translation per group to the :class:`~nmtkit.serve.scheduler.FairScheduler`, which
+runs model calls in turns: a long call offers the model to the others before each search
+step and each batch, so a short request is not held behind all of a long one. The worker
+collects the next batch once the model has taken up the last one (its turn came): while the
+model is busy, new requests pile up in the queue and form the next batch, so the batch size
+grows with the load by itself.
 
 A request may come with a :class:`~nmtkit.decode.deadline.Deadline` (the server makes one
 from ``--timeout``). A request past it, or given up (its future cancelled: timeout, client
@@ -13,7 +16,7 @@ gone), is skipped before its batch runs; a batch that runs gets a deadline of it
 latest of its waiting requests' (moved earlier as requests are given up), cancelled as soon
 as every one of them has been given up. The
 search checks it between steps, so work that nobody waits for any more stops within one step
-and the model thread goes on to the next batch (:meth:`MicroBatcher.run` does the same for
+and the model goes on to the next call (:meth:`MicroBatcher.run` does the same for
 one call).
 
 The plain version, without batching, would be::
@@ -29,12 +32,12 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from ..decode.deadline import Deadline, DeadlineExceeded
+from .scheduler import Busy, FairScheduler, Job, PacedDeadline
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +45,20 @@ TranslateFn = Callable[..., list[str]]
 """(texts, beam, max_length) -> one translation per text, in order; a request that names a
 target language (a multilingual model) adds it: (texts, beam, max_length, tgt_lang); one that
 asks for minimum Bayes risk decoding adds the keyword ``mbr=N``; a batch of requests with
-deadlines adds ``deadline=`` (a :class:`~nmtkit.decode.deadline.Deadline` to stop at)."""
+deadlines adds ``deadline=`` (a :class:`~nmtkit.decode.deadline.Deadline` to stop at, whose
+checks are the scheduler's checkpoints: :class:`~nmtkit.serve.scheduler.PacedDeadline`)."""
 
 Key = tuple[int, int | None, str | None, int | None]
 """A job's decoding options (beam, max_length, tgt_lang, mbr): jobs with equal keys are merged."""
 
 
-class QueueFull(RuntimeError):
+def _settle(future: asyncio.Future[None]) -> None:
+    """Mark ``future`` done (once)."""
+    if not future.done():
+        future.set_result(None)
+
+
+class QueueFull(Busy):
     """More sentences are waiting than the server accepts; the client should retry later."""
 
 
@@ -77,12 +87,13 @@ class BatcherStats:
 class MicroBatcher:
     """Merge concurrent :meth:`submit` calls into batched calls of ``translate_fn``.
 
-    Every model call (translations and :meth:`run`) goes through one worker thread, so the
-    model is never used by two threads at once.
+    Every model call (translations and :meth:`run`) is a job of one
+    :class:`~nmtkit.serve.scheduler.FairScheduler` (``scheduler``), so the model is never
+    used by two threads at once and long calls take turns with short ones.
     """
 
     def __init__(self, translate_fn: TranslateFn, max_batch: int = 32, max_wait_ms: float = 5.0,
-                 max_pending: int = 1024):
+                 max_pending: int = 1024, scheduler: FairScheduler | None = None):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if max_wait_ms < 0:
@@ -91,12 +102,13 @@ class MicroBatcher:
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
         self.max_pending = max_pending
+        self.scheduler = scheduler or FairScheduler()
         self.stats = BatcherStats()
-        self._executor: ThreadPoolExecutor | None = None  # made on first use, again after close()
         self._queue: asyncio.Queue[_Job] | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = 0  # sentences queued, not yet handed to the model
+        self._deliveries: set[asyncio.Task[None]] = set()  # batches handed to the scheduler
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -112,26 +124,21 @@ class MicroBatcher:
         return self._queue
 
     async def stop(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        """Stop the worker; batches under way are given up (their requests cancelled, their
+        model calls stopped at their next checkpoint)."""
+        tasks = [t for t in (self._task, *self._deliveries) if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             try:
-                await self._task
+                await task
             except asyncio.CancelledError:
                 pass
         self._task = None
 
     def close(self) -> None:
-        """Let the model thread go. The batcher still works afterwards (e.g. when an app's
-        lifespan is started again): the next request makes a new thread."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-
-    @property
-    def executor(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nmtkit-model")
-        return self._executor
+        """Nothing is left running between calls (each model call's thread ends with it); the
+        batcher still works afterwards (e.g. when an app's lifespan is started again)."""
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -155,15 +162,22 @@ class MicroBatcher:
         return result
 
     async def run(self, fn: Callable[..., Any], *args: Any, deadline: Deadline | None = None) -> Any:
-        """Run ``fn(*args)`` on the model thread (e.g. attention maps), outside any batch.
+        """Run ``fn(*args)`` as one model call (e.g. attention maps), outside any batch, in
+        its turn (:mod:`nmtkit.serve.scheduler`).
 
-        ``deadline``: passed on as ``fn(*args, deadline=deadline)``, and cancelled when this
-        call is (the request timed out or its client left), so that ``fn``'s search stops at
-        its next step instead of holding the model thread for nobody."""
-        call = fn if deadline is None else partial(fn, deadline=deadline)
+        ``deadline``: passed on as ``fn(*args, deadline=...)`` (its checks are the
+        scheduler's checkpoints), and cancelled when this call is (the request timed out or
+        its client left), so that ``fn``'s search stops at its next step instead of holding
+        the model for nobody."""
+        if deadline is None:
+            call = partial(fn, *args)
+        else:
+            call = partial(fn, *args, deadline=PacedDeadline(deadline, self.scheduler.checkpoint))
+        job = self.scheduler.submit(call, deadline=deadline, name=getattr(fn, "__name__", "call"))
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.executor, call, *args)
+            return await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
+            job.cancel()
             if deadline is not None:
                 deadline.cancel()
             raise
@@ -191,53 +205,102 @@ class MicroBatcher:
         return jobs
 
     async def _worker(self, queue: asyncio.Queue[_Job]) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             jobs = await self._collect(queue)
             self._pending -= sum(len(j.texts) for j in jobs)
             groups: dict[Key, list[_Job]] = {}
             for job in jobs:
                 groups.setdefault(job.key, []).append(job)
-            for (beam, max_length, tgt_lang, mbr), waiting in groups.items():
-                group = self._still_wanted(waiting)  # checked now: earlier groups took time
-                if not group:
-                    continue
-                texts = [t for job in group for t in job.texts]
-                self.stats.model_calls += 1
-                self.stats.sentences += len(texts)
-                self.stats.largest_batch = max(self.stats.largest_batch, len(texts))
-                keywords: dict[str, Any] = {} if mbr is None else {"mbr": mbr}
-                deadline = self._batch_deadline(group)
-                if deadline is not None:
-                    keywords["deadline"] = deadline
-                try:
-                    options = (beam, max_length) if tgt_lang is None else (beam, max_length, tgt_lang)
-                    call = partial(self.translate_fn, **keywords) if keywords else self.translate_fn
-                    out = await loop.run_in_executor(self.executor, call, texts, *options)
-                except asyncio.CancelledError:
-                    for job in group:
-                        if not job.future.done():
-                            job.future.cancel()
-                    raise
-                except DeadlineExceeded as e:  # nobody waits for it any more: not an error
+            taken_up = [self._dispatch(key, group) for key, waiting in groups.items()
+                        if (group := self._still_wanted(waiting))]
+            if taken_up:  # collect the next batch once the model has taken these up
+                await asyncio.wait(taken_up)
+
+    def _dispatch(self, key: Key, group: list[_Job]) -> asyncio.Future[None]:
+        """Hand ``group``'s translation (one model call) to the scheduler; the answer goes to
+        its requests when it is done. Returns a future done once the call has its first turn
+        (or is over)."""
+        beam, max_length, tgt_lang, mbr = key
+        loop = asyncio.get_running_loop()
+        texts = [t for job in group for t in job.texts]
+        keywords: dict[str, Any] = {} if mbr is None else {"mbr": mbr}
+        deadline = self._batch_deadline(group)
+        if deadline is not None:
+            keywords["deadline"] = PacedDeadline(deadline, self.scheduler.checkpoint)
+        options = (beam, max_length) if tgt_lang is None else (beam, max_length, tgt_lang)
+        taken_up: asyncio.Future[None] = loop.create_future()
+
+        def started() -> None:  # (in the model call's thread)
+            loop.call_soon_threadsafe(_settle, taken_up)
+
+        def call() -> tuple[list[_Job], list[str]]:  # (in the model call's thread, in its turn)
+            live = [job for job in group if not job.future.done()]  # not given up meanwhile
+            return live, self.translate_fn([t for job in live for t in job.texts], *options,
+                                           **keywords)
+
+        try:
+            model_call = self.scheduler.submit(call, deadline=deadline, on_start=started,
+                                               name=f"batch-of-{len(texts)}")
+        except Busy as e:
+            for job in group:
+                if not job.future.done():
+                    job.future.set_exception(e)
+            taken_up.set_result(None)
+            return taken_up
+        def given_up(_: object) -> None:  # every request done (given up): nobody waits
+            if all(job.future.done() for job in group):
+                model_call.cancel()
+
+        for job in group:
+            job.future.add_done_callback(given_up)
+        delivery = loop.create_task(self._deliver(group, model_call, len(texts)))
+        delivery.add_done_callback(lambda _: _settle(taken_up))
+        self._deliveries.add(delivery)
+        delivery.add_done_callback(self._deliveries.discard)
+        return taken_up
+
+    async def _deliver(self, group: list[_Job], model_call: Job, n_texts: int) -> None:
+        """Wait for ``model_call`` and answer each request of ``group`` still waiting with its
+        part (or the call's error)."""
+        try:
+            live, out = await asyncio.wrap_future(model_call.future)
+        except asyncio.CancelledError:
+            model_call.cancel()
+            for job in group:
+                if not job.future.done():
+                    job.future.cancel()
+            raise
+        except Exception as e:  # noqa: BLE001 - handed to the waiting requests
+            self._count(model_call, group, n_texts)
+            if isinstance(e, DeadlineExceeded):  # nobody waits for it any more: not an error
+                if model_call.ran:
                     self.stats.stopped += 1
-                    log.info("a batch of %d sentences was stopped: %s", len(texts), e)
-                    for job in group:
-                        if not job.future.done():
-                            job.future.set_exception(e)
-                    continue
-                except Exception as e:  # noqa: BLE001 - handed to the waiting requests
-                    log.exception("translation of a batch of %d sentences failed", len(texts))
-                    for job in group:
-                        if not job.future.done():
-                            job.future.set_exception(e)
-                    continue
-                start = 0
-                for job in group:
-                    part = out[start:start + len(job.texts)]
-                    start += len(job.texts)
-                    if not job.future.done():
-                        job.future.set_result(part)
+                    log.info("a batch of %d sentences was stopped: %s", n_texts, e)
+            else:
+                log.error("translation of a batch of %d sentences failed", n_texts, exc_info=e)
+            for job in group:
+                if not job.future.done():
+                    job.future.set_exception(e)
+            return
+        self._count(model_call, live, sum(len(job.texts) for job in live))
+        self.stats.dropped += len(group) - len(live)  # given up before the call ran
+        start = 0
+        for job in live:
+            part = out[start:start + len(job.texts)]
+            start += len(job.texts)
+            if not job.future.done():
+                job.future.set_result(part)
+
+    def _count(self, model_call: Job, group: list[_Job], n_texts: int) -> None:
+        """Count a finished model call of ``group`` (``n_texts`` sentences): one the model ran
+        (its sentences, its size), or one skipped at its turn (its requests, given up or past
+        their deadline before it ran, are dropped)."""
+        if model_call.ran:
+            self.stats.model_calls += 1
+            self.stats.sentences += n_texts
+            self.stats.largest_batch = max(self.stats.largest_batch, n_texts)
+        else:
+            self.stats.dropped += len(group)
 
     def _still_wanted(self, jobs: list[_Job]) -> list[_Job]:
         """The jobs someone still waits for: a job given up (its future done: the client

@@ -129,13 +129,26 @@ def checked_constraints_fit(translator: TextTranslator, prefixes: list[str] | No
 def checked_work(translator: TextTranslator, texts: list[str], beam: int, mbr: int | None,
                  max_length: int | None, limits: ServeLimits, prefixes: list[str] | None = None,
                  constraints: list[list[str]] | None = None) -> None:
-    """The search work a request asks for, checked before it queues: more than
-    ``limits.max_work`` (in proportion to ``--timeout``, :mod:`nmtkit.serve.limits`) is a 413
-    saying by how much. Per text: its search steps (the model's length rule,
-    :func:`nmtkit.rules.output_cap`, on its source tokens and ``</s>``, raised to fit its
-    constraints and prefix, at most the output cap, ``</s>`` included; none for an empty
-    text), the hypotheses per text (the beam, or MBR's or
-    reranking's candidates, or samples) and its constraint phrases."""
+    """The search work a request asks for (:func:`request_work`), checked before it queues:
+    more than ``limits.max_work`` (``--work-rate``, measured at start-up, x ``--timeout``,
+    :mod:`nmtkit.serve.limits`) is a 413 saying by how much, at once: such a request could
+    not be answered in time."""
+    steps, width, phrases = request_work(translator, texts, beam, mbr, max_length, limits,
+                                         prefixes, constraints)
+    error = work_error(steps, width, phrases, limits)
+    if error is not None:
+        raise HTTPException(413, error)
+
+
+def request_work(translator: TextTranslator, texts: list[str], beam: int, mbr: int | None,
+                 max_length: int | None, limits: ServeLimits, prefixes: list[str] | None = None,
+                 constraints: list[list[str]] | None = None) -> tuple[list[int], int, list[int]]:
+    """(each text's search steps, hypotheses per text, each text's constraint phrases): what
+    :func:`~nmtkit.serve.limits.search_work` counts of a request. Per text: its search
+    steps (the model's length rule, :func:`nmtkit.rules.output_cap`, on its source tokens
+    and ``</s>``, raised to fit its constraints and prefix, at most the output cap,
+    ``</s>`` included; none for an empty text), the hypotheses per text (the beam, or MBR's
+    or reranking's candidates, or samples) and its constraint phrases."""
     cfg = translator.decode_cfg
     try:
         asked = candidate_options(decode_options(cfg, beam=beam, mbr=mbr))
@@ -152,9 +165,7 @@ def checked_work(translator: TextTranslator, texts: list[str], beam: int, mbr: i
             src = min(src, positions - 1)
         rule = rules.output_cap(src + 1, cfg.max_len_a, cfg.max_len_b)  # (+ 1: the source's </s>)
         steps.append(0 if src == 0 else min(cap + 1, max(rule, sum(ps) + p + 1, 1)))
-    error = work_error(steps, width, [len(ps) for ps in phrases], limits)
-    if error is not None:
-        raise HTTPException(413, error)
+    return steps, width, [len(ps) for ps in phrases]
 
 
 def checked_target_texts(translator: TextTranslator, n: int, prefixes: list[str] | None,

@@ -13,9 +13,11 @@ at the output cap), ``width`` the hypotheses kept per text (the beam, or MBR's/r
 candidates) and ``phrases`` its constraint phrases (the constrained search does work per
 phrase for every hypothesis at every step). A request may ask for at most
 ``work_per_second x timeout_s`` of it: more is refused (413) before it queues, with the
-estimate, the bound and their ratio. The estimate is an upper bound on the work (a text may
-end sooner); what it cannot foresee (a slower machine, a busy one) is stopped by the
-request's deadline (:mod:`nmtkit.decode.deadline`), which every search checks between steps.
+estimate, the bound and their ratio. The rate is measured on the host when the server
+starts (:mod:`nmtkit.serve.calibrate`) unless ``--work-rate`` gives it. The estimate is
+an upper bound on the work (a text may end sooner); what it cannot foresee (a busier
+moment, other requests taking their turns) is stopped by the request's deadline
+(:mod:`nmtkit.decode.deadline`), which every search checks between steps.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ MAX_TIMEOUT_S = 86_400.0
 """Largest per-request time limit (one day)."""
 MAX_WAIT_MS = 60_000.0
 """Largest batching wait (one minute: longer only holds every request back)."""
+
+BATCH_S = 0.25
+"""Seconds of search a batch of CTranslate2 is sized to (:meth:`ServeLimits.batch_size`): a
+request waiting its turn waits about this long for each request ahead of it."""
+BATCH_STEPS = 32
+"""Search steps of a typical sentence, for that sizing."""
 
 OPTIONS = {"max_texts": "--max-texts", "max_chars": "--max-chars", "max_beam": "--max-beam",
            "max_length": "--max-length", "max_body_bytes": "--max-body-bytes",
@@ -64,25 +72,46 @@ class ServeLimits:
     timeout_s: float = 30.0
     """Per-request time limit (queueing included) -> 503."""
     max_batch: int = 32
-    """Sentences merged into one model call."""
+    """Sentences merged into one model call; also the most sentences searched together
+    (:meth:`batch_size`)."""
     max_wait_ms: float = 5.0
     """How long the first request of a batch waits for company."""
     max_pending: int = 2048
     """Sentences waiting in the queue before new requests get a 503."""
-    work_per_second: int = 20_000
+    work_per_second: int | None = None
     """Hypothesis-steps of search (see the module) the server is taken to do in a second
-    (``--work-rate``): a request may ask for :attr:`max_work`, this times ``timeout_s``. The
-    default is below what a Multi30k-sized Transformer searched on 2 CPU cores in issue 66's
-    tries (a 64-text beam-10 request of 1,000-character texts, at most about 164,000
-    hypothesis-steps, took 4.8 s: some 34,000 a second), so that such a request fits a 10 s
-    timeout and the same with 4 constraint phrases a text (820,000) does not; raise it for
-    a GPU, lower it for a slower host."""
+    (``--work-rate``): a request may ask for :attr:`max_work`, this times ``timeout_s``.
+    ``None``: measured with the loaded model when the app is made
+    (:mod:`nmtkit.serve.calibrate`), so that a request admitted on this host can be answered
+    within ``timeout_s``. (The fixed 20,000 of before admitted, on a busy 2-core host,
+    requests that needed minutes: issue 74.) Set it to serve the same bound everywhere."""
+    rate_measured: bool = False
+    """Whether :attr:`work_per_second` was measured (:mod:`nmtkit.serve.calibrate`) rather
+    than given."""
 
     @property
     def max_work(self) -> int:
         """The most search work (hypothesis-steps) one request may ask for: in proportion
         to its time limit, ``work_per_second x timeout_s``."""
+        if self.work_per_second is None:
+            raise ValueError("the work rate is not known yet: measure it "
+                             "(nmtkit.serve.calibrate.resolved_work_rate) or set work_per_second")
         return max(1, int(self.work_per_second * self.timeout_s))
+
+    @property
+    def rate_source(self) -> str:
+        """Where :attr:`work_per_second` came from, as error messages say it."""
+        return "measured on this host at start-up" if self.rate_measured else "set by --work-rate"
+
+    def batch_size(self, sentences: int, width: int) -> int:
+        """Sentences searched together in one batch of an engine whose search cannot stop
+        between steps (CTranslate2's runs a batch in one call): as many as take about
+        :data:`BATCH_S` at :attr:`work_per_second` (sentences of :data:`BATCH_STEPS` steps,
+        ``width`` hypotheses each), at least 1, at most ``sentences`` and ``max_batch``, so
+        that the requests waiting their turn wait no longer than that."""
+        rate = self.work_per_second or 1
+        fits = int(rate * BATCH_S / (BATCH_STEPS * max(1, width)))
+        return max(1, min(sentences, self.max_batch, fits))
 
     def __post_init__(self) -> None:
         floats = {"timeout_s": (0.0, False, MAX_TIMEOUT_S), "max_wait_ms": (0.0, True, MAX_WAIT_MS)}
@@ -94,6 +123,8 @@ class ServeLimits:
                       and math.isfinite(value) and (value >= low if low_ok else value > low)
                       and value <= high)
                 rule = f"a finite number {'>=' if low_ok else '>'} {low:g} and <= {high:g}"
+            elif (f.name == "work_per_second" and value is None) or f.name == "rate_measured":
+                continue  # (None: measured later)
             else:
                 high = MAX_BEAM if f.name == "max_beam" else MAX_COUNT
                 ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= high
@@ -122,6 +153,7 @@ def work_error(steps: Sequence[int], width: int, phrases: Sequence[int],
     return (f"too much search for one request: about {work:,} hypothesis-steps ({len(steps)} "
             f"texts of up to {max(steps)} output tokens x {width} hypotheses each{per_text}), "
             f"{work / limits.max_work:.1f} times the {limits.max_work:,} that --timeout "
-            f"{limits.timeout_s:g} s allows at --work-rate {limits.work_per_second:,} a second; "
+            f"{limits.timeout_s:g} s allows at --work-rate {limits.work_per_second:,} a second "
+            f"({limits.rate_source}); "
             "send fewer or shorter texts, or ask for a smaller beam, max_length or fewer "
             "constraint phrases")
