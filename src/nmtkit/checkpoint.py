@@ -24,6 +24,7 @@ Written atomically (temporary file + rename); every failure to read is a
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -145,7 +146,22 @@ def release_bytes(payload: dict[str, Any]) -> bytes:
     metadata = encode_entries({k: v for k, v in payload.items() if k != "model"})
     if tied:
         metadata[TIED] = encode_entries({TIED: tied})[TIED]
-    return safetensors.torch.save(stored, metadata=metadata)
+    return _sorted_header(safetensors.torch.save(stored, metadata=metadata))
+
+
+def _sorted_header(data: bytes) -> bytes:
+    """``data`` (a safetensors file) with its header's keys in order (the metadata first,
+    then each tensor's entry by name), where the library writes them in a hash map's order,
+    which changes from run to run: the same payload gives the same bytes. The header stays
+    padded with spaces to a multiple of 8 bytes, as the library writes it (the tensors'
+    offsets count from the header's end)."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
+    ordered = {"__metadata__": header.pop("__metadata__"), **dict(sorted(header.items()))}
+    text = json.dumps(ordered, ensure_ascii=False, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return b"".join([len(text).to_bytes(8, "little"), text, memoryview(data)[8 + n:]])
 
 
 # --- reading ---------------------------------------------------------------------------------------
