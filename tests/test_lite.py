@@ -336,3 +336,22 @@ def test_a_short_piped_translate_imports_no_torch_and_a_damaged_file_is_named(co
                           input="w3\n", capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and "bad.pt: truncated or corrupted checkpoint" in done.stderr
     assert len(done.stderr.splitlines()) == 1  # numpy's reader refuses it: PyTorch not needed
+
+
+@pytest.mark.slow
+def test_the_engine_counts_sentences_not_lines(sp_ckpt):
+    # issue 74 item 10: one line of many sentences went to numpy, which searches them one
+    # after another (3-4x PyTorch's batched search for 500 sentences)
+    lite, _, _ = lite_translator(sp_ckpt)
+    assert lite.refuses(TranslateOptions(), lite.decode_cfg, MAX_LINES) is None
+    assert "more than 16 sentences" in lite.refuses(TranslateOptions(), lite.decode_cfg, MAX_LINES + 1)
+    handed = []
+    hand_over = lite.handed_over
+    lite.handed_over = lambda: handed.append(1) or hand_over()
+    few = " ".join(["Ein Mann fährt."] * MAX_LINES)
+    assert lite.translate_lines([few]) == [few] and not handed  # numpy's: as many as it takes
+    many = " ".join(["Ein Mann fährt."] * (MAX_LINES + 1))
+    assert lite.translate_lines([many]) == [many] and handed == [1]  # PyTorch's
+    # read whole (no splitting), the line is one sentence: numpy's again
+    lite.translate([many], TranslateOptions(split_sentences=False))
+    assert handed == [1]

@@ -17,6 +17,7 @@ from nmtkit.data import sentences
 from nmtkit.data.sentences import sentence_separator, split_sentences, text_languages
 from nmtkit.decode.lines import join_translations
 from nmtkit.decode.options import TranslateOptions
+from nmtkit.decode.targets import holds, least_cost, prefix_pieces
 from nmtkit.decode.translation import Translation
 from nmtkit.decode.translator import Translator
 
@@ -126,13 +127,70 @@ def test_n_best_scores_and_alignments_of_a_split_line(copier):
     assert line[0].score >= line[1].score  # still in the order of the scores
 
 
+THREE = f"{TWO} Ein Hund läuft über die Wiese."
+
+
+def test_a_prefix_is_shared_out_by_its_sentences():
+    assert prefix_pieces("Ein Mann", 3, "de") == ["Ein Mann"]
+    assert prefix_pieces("", 3, "de") == [""]
+    assert prefix_pieces(f"{FIRST} Zwei", 1, "de") == [f"{FIRST} Zwei"]
+    assert prefix_pieces(f"{FIRST} Zwei", 3, "de") == [f"{FIRST} ", "Zwei"]
+    # more prefix sentences than the line has: the last sentence takes all the rest
+    assert "".join(prefix_pieces(f"{FIRST} {SECOND} Ein Hund.", 2, "de")) == f"{FIRST} {SECOND} Ein Hund."
+    assert prefix_pieces(f"{FIRST} {SECOND} Ein Hund.", 2, "de")[1] == f"{SECOND} Ein Hund."
+    assert prefix_pieces("Er zahlte 3.50 Euro. Dann", 2, "de") == ["Er zahlte 3.50 Euro. ", "Dann"]
+
+
+def test_a_phrase_goes_where_it_costs_the_least():
+    assert holds([5, 6, 7], [6, 7]) and not holds([5, 6, 7], [7, 6]) and not holds([5], [])
+
+    def t(log_prob, met=True):
+        return Translation("x", ["x"], ["x"], log_prob / 2, log_prob=log_prob, constraints_met=met)
+
+    assert least_cost([t(-1.0), t(-2.0)], [t(-5.0), t(-3.0)]) == 1  # loses 1 there, 4 here
+    assert least_cost([t(-1.0), t(-2.0)], [t(-5.0), t(-3.0, met=False)]) == 0  # cap: not met
+    assert least_cost([t(-1.0), t(-1.0)], [t(-2.0), t(-2.0)]) == 0  # a tie: the first
+
+
 @pytest.mark.slow
-def test_prefixes_read_the_line_whole(copier):
-    # a prefix is the whole line's beginning: the line is not cut (its translation starts with it)
-    out = copier.translate([TWO], TranslateOptions(prefixes=["Ein Mann"]))[0][0].text
-    assert out.startswith("Ein Mann")
-    assert copier.translate([TWO], TranslateOptions(prefixes=["Ein Mann"], split_sentences=False)
-                            )[0][0].text == out
+def test_prefixes_keep_every_sentence(copier):
+    # issue 74 item 4: a prefix (even an empty one) read the line whole and lost sentences
+    assert copier.translate_lines([THREE]) == [THREE]
+    for prefixes in (["Ein Mann"], [""], [f"{FIRST} Zwei"]):
+        out = copier.translate([THREE, "Ein Hund läuft."], TranslateOptions(
+            prefixes=[*prefixes, "Ein"]))
+        assert [r[0].text for r in out] == [THREE, "Ein Hund läuft."], prefixes
+    # the prefix starts the line's translation; it is forced, not the model's choice
+    out = copier.translate([TWO], TranslateOptions(prefixes=["Zwei Kinder"]))[0][0].text
+    assert out.startswith("Zwei Kinder") and out.endswith(SECOND)
+    # a prefix of two sentences: each starts its own sentence's translation (a copy model
+    # copies the rest of the sentence after it; a translation model ends a complete one)
+    out = copier.translate([TWO], TranslateOptions(prefixes=[f"{SECOND} Ein"]))[0][0].text
+    assert split_sentences(out, "de")[0] == SECOND and split_sentences(out, "de")[-1].startswith("Ein")
+    kept = copier.translate([TWO], TranslateOptions(prefixes=[f"{FIRST} Zwei Kinder"]))[0][0]
+    assert kept.text == TWO  # the translation kept up to a word of its second sentence
+    # read whole only where asked
+    whole = copier.translate([TWO], TranslateOptions(prefixes=["Ein Mann"], split_sentences=False))
+    assert "Sand" not in whole[0][0].text
+
+
+@pytest.mark.slow
+def test_constraints_keep_every_sentence_and_every_phrase(copier):
+    for constraints in ([[]], [["Kinder"]], [["Frau", "Kinder"]], [["Bank", "Buch", "Frau"]]):
+        h = copier.translate([THREE], TranslateOptions(constraints=constraints, n_best=2))[0]
+        text = h[0].text
+        assert h[0].constraints_met, (constraints, text)
+        for phrase in constraints[0]:
+            assert phrase in text, (phrase, text)
+        assert len(split_sentences(text, "de")) == 3, (constraints, text)  # every sentence
+        assert len(h) == 2
+    # a phrase the free translation already holds stays where the model put it: no change
+    assert copier.translate([THREE], TranslateOptions(constraints=[["Kinder"]]))[0][0].text == THREE
+    # several lines, a blank one, a line of one sentence: each as it would be alone
+    lines = [THREE, "", "Ein Hund läuft."]
+    out = copier.translate(lines, TranslateOptions(constraints=[["Frau"], ["Frau"], ["Bank"]]))
+    assert out[1][0].text == "" and "Bank" in out[2][0].text and "Frau" in out[0][0].text
+    assert "Wiese" in out[0][0].text
 
 
 def test_the_flags_reach_the_decode_config():
@@ -177,3 +235,32 @@ def test_the_server_splits_unless_asked_not_to(sp_copy_checkpoint):
         assert r.json()["translations"] == [TWO] and len(r.json()["tokens"][0]) == 16
         r = c.post("/v1/translate", json={"texts": [TWO], "split_sentences": "no"})
         assert r.status_code == 422
+
+
+@pytest.mark.slow
+def test_the_server_splits_lines_with_prefixes_on_both_engines(sp_copy_checkpoint, tmp_path):
+    # issue 74 item 4: the server's "prefixes" read the text whole on both engines
+    pytest.importorskip("fastapi")
+    pytest.importorskip("ctranslate2")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.export.ctranslate2 import export_ctranslate2
+    from nmtkit.export.ctranslate2_engine import load_export_bundle
+    from nmtkit.serve.app import create_app
+
+    export = export_ctranslate2(sp_copy_checkpoint, tmp_path / "ct2")
+    bundles = {"torch": load_bundle(sp_copy_checkpoint),
+               "ctranslate2": load_export_bundle(export, compute_type="float32", threads=1)}
+    for engine, bundle in bundles.items():
+        with TestClient(create_app(bundle)) as c:
+            for prefixes in (["Ein Mann", ""], ["", ""]):
+                r = c.post("/v1/translate", json={"texts": [THREE, "Ein Hund läuft."],
+                                                  "prefixes": prefixes})
+                assert r.status_code == 200, (engine, r.text)
+                assert r.json()["translations"] == [THREE, "Ein Hund läuft."], (engine, prefixes)
+            if engine == "torch":
+                r = c.post("/v1/translate", json={"texts": [THREE], "constraints": [["Frau"]]})
+                assert r.status_code == 200, r.text
+                text = r.json()["translations"][0]
+                assert "Frau" in text and len(split_sentences(text, "de")) == 3
+                assert r.json()["constraints_met"] == [True]

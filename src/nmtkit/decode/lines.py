@@ -90,6 +90,13 @@ def plan_lines(texts: Sequence[str], lang: str, split: bool,
     return LinePlan(sentences, lines)
 
 
+def protect_plan(plan: LinePlan, unknown: Callable[[str], Sequence[tuple[int, int]]]) -> LinePlan:
+    """``plan`` (cut with no protection) with each sentence protected (``unknown``: the parts
+    of a text the vocabulary cannot say, :func:`unknown_spans`): the sentences are counted
+    first (an engine takes a call by its sentences), the vocabulary's work comes after."""
+    return LinePlan([protect(p.text, unknown) for p in plan.sentences], plan.lines)
+
+
 def restore_translation(t: Translation, p: Protected, n_before: Sequence[int],
                         decode: Callable[[list[str]], str], separator: str = " ") -> Translation:
     """``t``, the translation of ``p.text``, with every group of ``p`` back (see the module

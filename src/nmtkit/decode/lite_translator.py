@@ -8,8 +8,8 @@ another: the cold start of a short ``nmtkit translate`` (PyTorch's import alone 
 than all of it). What it does not do (:meth:`LiteTranslator.refuses`) goes to its
 :attr:`~nmtkit.decode.text_translator.TextTranslator.fallback`, nmtkit's PyTorch
 :class:`~nmtkit.decode.translator.Translator` of the same checkpoint and options, built the
-first time it is needed: more lines than ``max_lines`` (a batched PyTorch search is faster
-then), forced prefixes, constraints, sampling, MBR, reranking, a right-to-left model or
+first time it is needed: more sentences than ``max_lines`` (a batched PyTorch search is
+faster then), forced prefixes, constraints, sampling, MBR, reranking, a right-to-left model or
 reversed sources, alignments and the source attention asked for by the caller. (The
 attention that puts back the spans the vocabulary cannot say is its own.) Results are the
 PyTorch translator's within float tolerance (``tests/test_lite.py``).
@@ -49,12 +49,13 @@ class LiteTranslator(TextTranslator):
         self.src_vocab, self.tgt_vocab = bundle.src_vocab, bundle.tgt_vocab
         self.reverse_target = cfg.data.reverse_target
         self.max_lines = max_lines
-        """Calls with more lines go to the fallback (``None``: no limit)."""
+        """Calls of more sentences go to the fallback (``None``: no limit)."""
         self.fallback = full
 
-    def refuses(self, options: TranslateOptions, cfg: DecodeConfig, n_lines: int) -> str | None:
-        """What numpy leaves to PyTorch (its :attr:`fallback`) of a call of ``n_lines`` lines
-        with ``options`` (resolved: ``cfg``)."""
+    def refuses(self, options: TranslateOptions, cfg: DecodeConfig, n_sentences: int) -> str | None:
+        """What numpy leaves to PyTorch (its :attr:`fallback`) of a call of ``n_sentences``
+        sentences (after sentence splitting: a line of 500 sentences is 500 sentences' work,
+        which PyTorch's batched search does faster) with ``options`` (resolved: ``cfg``)."""
         asked = {"forced prefixes": options.prefixes is not None,
                  "constraints": options.constraints is not None,
                  "the source attention": options.need_attention,
@@ -62,8 +63,8 @@ class LiteTranslator(TextTranslator):
                  "MBR": bool(cfg.mbr), "reranking": bool(cfg.rerank),
                  "a model that reads its source reversed": self.reverse_source,
                  "a right-to-left model": self.reverse_target,
-                 f"more than {self.max_lines} lines": (self.max_lines is not None
-                                                      and n_lines > self.max_lines)}
+                 f"more than {self.max_lines} sentences": (self.max_lines is not None
+                                                          and n_sentences > self.max_lines)}
         refused = [what for what, given in asked.items() if given]
         return ", ".join(refused) + ": nmtkit's PyTorch search does it" if refused else None
 

@@ -40,15 +40,20 @@ class TranslateOptions:
     prefixes: Sequence[str] | None = None
     """One target text per line (``""``: none) that its translation must start with; it is
     tokenized with the target tokenizer, kept as it is, and the search continues after it
-    (an empty source line still gives an empty translation)."""
+    (an empty source line still gives an empty translation). A line cut into sentences
+    gets it on its first sentence; a prefix of several sentences is shared out, its k-th
+    sentence starting the line's k-th (:mod:`nmtkit.decode.targets`)."""
     constraints: Sequence[Sequence[str]] | None = None
     """Per line, target phrases (texts) its translation must contain (lexically constrained
     beam search, :mod:`nmtkit.decode.constraints`), at most
     :data:`~nmtkit.decode.limits.MAX_PHRASES` a line. Only the output cap can keep a phrase
     out (a phrase longer than it is cut to it, with a warning): each translation says
     whether it has them all (``constraints_met``), and in an n-best list those that have
-    them all come first. A prefix or phrase with a token the target vocabulary lacks is
-    refused (:meth:`~nmtkit.decode.translator.Translator.target_ids`) rather than written as ``<unk>``."""
+    them all come first. A line cut into sentences has each phrase placed on one of them:
+    where the model's free translation holds it, else where holding it costs the least
+    (:mod:`nmtkit.decode.targets`). A prefix or phrase with a token the target vocabulary
+    lacks is refused (:meth:`~nmtkit.decode.translator.Translator.target_ids`) rather than
+    written as ``<unk>``."""
     token_scores: bool = False
     """Each translation carries ``token_log_probs``."""
     alignments: bool = False
@@ -71,7 +76,7 @@ class TranslateOptions:
     """Cut each line into sentences and join their translations (``None``:
     ``decode.split_sentences``; :mod:`nmtkit.decode.lines` says what n-best lists, scores
     and alignments of a line of several sentences are). Lines with ``prefixes`` or
-    ``constraints`` are read whole."""
+    ``constraints`` are cut too (:mod:`nmtkit.decode.targets` places them)."""
     protect_spans: bool | None = None
     """Carry over what the vocabulary cannot say, URLs and e-mail addresses (``None``:
     ``decode.protect_spans``; :mod:`nmtkit.data.placeholders`)."""

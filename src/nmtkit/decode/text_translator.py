@@ -35,9 +35,16 @@ from ..rules import output_cap
 from .choice import candidate_options, choose_all
 from .engine import Found, SearchRequest, Source
 from .limits import MAX_PHRASES
-from .lines import join_lines, plan_lines, restore_translation, source_reading_order
+from .lines import (
+    join_lines,
+    plan_lines,
+    protect_plan,
+    restore_translation,
+    source_reading_order,
+)
 from .options import TranslateOptions
 from .rerank import require_reverse
+from .targets import SentenceTargets, holds, least_cost, prefix_pieces
 from .translation import Translation
 
 if TYPE_CHECKING:
@@ -406,9 +413,10 @@ class TextTranslator:
         batch, shortest first), best first."""
         raise NotImplementedError(f"{type(self).__name__} runs no search")
 
-    def refuses(self, options: TranslateOptions, cfg: DecodeConfig, n_lines: int) -> str | None:
-        """Why this engine does not translate a call of ``n_lines`` lines with ``options``
-        (resolved: ``cfg``); ``None``: it does. Every option by default."""
+    def refuses(self, options: TranslateOptions, cfg: DecodeConfig, n_sentences: int) -> str | None:
+        """Why this engine does not translate a call of ``n_sentences`` sentences (the lines
+        after sentence splitting: the work, not the lines) with ``options`` (resolved:
+        ``cfg``); ``None``: it does. Every option by default."""
         return None
 
     def batches(self, order: list[int], sources: list[Source],
@@ -425,24 +433,29 @@ class TextTranslator:
         """One list of ``n_best`` translations per line, in input order: searched (or sampled)
         with this translator's decoding options, ``options`` replacing some and asking for
         more (forced prefixes, constraints, scores, attention, alignments; see
-        :class:`TranslateOptions`). Lines with prefixes or constraints are read whole (not
-        cut into sentences)."""
+        :class:`TranslateOptions`). Lines with prefixes or constraints are cut into sentences
+        too: :mod:`nmtkit.decode.targets` says which sentence gets what. Whether this engine
+        takes the call (:meth:`refuses`) is asked with the number of sentences: the work,
+        not the lines."""
         o = TranslateOptions() if options is None else options
         texts = list(text_lines(lines))
         cfg, max_length = self.call_options(o)
-        refused = self.refuses(o, cfg, len(texts))
+        plan = plan_lines(texts, self.languages[0] or "en", cfg.split_sentences, None)
+        refused = self.refuses(o, cfg, len(plan.sentences))
         if refused is not None:
             if self.fallback is not None:
                 return self.handed_over().translate(texts, o)
             raise UserError(f"the {self.engine} engine cannot do this: {refused}")
         tag = self.target_tag(o.tgt_lang)  # a missing or unknown language: before any work
         require_reverse(cfg, self.reverse)
-        whole = o.prefixes is not None or o.constraints is not None
-        plan = plan_lines(texts, self.languages[0] or "en", cfg.split_sentences and not whole,
-                          self.unsayable if cfg.protect_spans else None)
-        results = self.translate_sentences([p.text for p in plan.sentences],
-                                           [bool(p.groups) for p in plan.sentences],
-                                           o, cfg, max_length)
+        targets = self.sentence_targets(o, plan.lines, max_length)
+        if cfg.protect_spans:
+            plan = protect_plan(plan, self.unsayable)
+        sentences = [p.text for p in plan.sentences]
+        spans = [bool(p.groups) for p in plan.sentences]
+        results = self.translate_sentences(sentences, spans, o, cfg, max_length, targets)
+        if targets.pending:
+            self.place_phrases(targets, sentences, spans, results, o, cfg, max_length)
         separator = sentence_separator(o.tgt_lang or self.languages[1] or "en")
         for i, p in enumerate(plan.sentences):
             if p.groups:
@@ -451,37 +464,120 @@ class TextTranslator:
                 results[i] = [replace(t, attention=None) for t in results[i]]
         return join_lines(results, plan, cfg.n_best, separator)
 
+    def sentence_targets(self, o: TranslateOptions, lines: Sequence[Sequence[int]],
+                         max_length: int | None) -> SentenceTargets:
+        """The forced prefixes and constraint phrases of ``o`` (one per line; ``lines[i]``:
+        the sentences of line i) as target ids placed on the sentences
+        (:mod:`nmtkit.decode.targets`): a prefix on the first sentence, or shared out by its
+        own sentences; the phrases of a line of one sentence on it, those of a longer line
+        left ``pending`` for :meth:`place_phrases`. Checked per line first
+        (:meth:`target_ids`: errors name the line)."""
+        n = sum(len(ids) for ids in lines)
+        prefixes = None if o.prefixes is None else list(text_lines(o.prefixes, "prefixes"))
+        forced, phrases = self.target_ids(prefixes, o.constraints, len(lines), max_length)
+        out = SentenceTargets([None] * n, [None] * n)
+        lang = o.tgt_lang or self.languages[1] or "en"
+        for i, ids in enumerate(lines):
+            if not ids:  # a blank line: nothing to translate, its translation is empty
+                continue
+            if forced is not None and prefixes is not None:
+                pieces = prefix_pieces(prefixes[i], len(ids), lang)
+                if len(pieces) == 1:
+                    out.prefixes[ids[0]] = forced[i]
+                for k, piece in enumerate(pieces if len(pieces) > 1 else []):
+                    out.prefixes[ids[k]] = self.known_ids("prefixes", i, piece, max_length)
+            if phrases is not None and phrases[i]:
+                if len(ids) == 1:
+                    out.phrases[ids[0]] = phrases[i]
+                else:
+                    out.pending.append((i, list(ids), phrases[i]))
+        return out
+
+    def place_phrases(self, targets: SentenceTargets, sentences: list[str], spans: list[bool],
+                      results: list[list[Translation]], o: TranslateOptions, cfg: DecodeConfig,
+                      max_length: int | None) -> None:
+        """Each phrase of ``targets.pending`` placed on one sentence of its line
+        (:mod:`nmtkit.decode.targets`: where the free translation ``results`` already holds
+        it, else where holding it costs the least, tried by one search of every sentence of
+        the line with that phrase), then the sentences that got phrases searched again with
+        all of theirs; their ``results`` replaced."""
+        step = -1 if self.reverse_target else 1  # pending phrases are in the model's order
+        trials: list[tuple[list[int], list[int]]] = []  # (phrase, the sentences to try)
+        for _, line, phrases in targets.pending:
+            ids = [i for i in line if sentences[i].strip()]  # not one of nothing but spans
+            for phrase in phrases if ids else []:  # (none: the line's output is its spans)
+                home = next((i for i in ids if holds(self.output_ids(results[i][0]),
+                                                      phrase[::step])), None)
+                if home is None:
+                    trials.append((phrase, ids))
+                else:
+                    targets.phrases[home] = [*(targets.phrases[home] or []), phrase]
+        if trials:
+            tried = [(i, phrase) for phrase, ids in trials for i in ids]
+            quiet = replace(o, need_attention=False, alignments=False, token_scores=False,
+                            progress=None)
+            found = self.search_sentences([sentences[i] for i, _ in tried], quiet,
+                                          replace(cfg, n_best=1, mbr=0, rerank=0), max_length,
+                                          False, [(targets.prefixes[i], [p]) for i, p in tried])
+            at = 0
+            for phrase, ids in trials:
+                k = least_cost([results[i][0] for i in ids], [f[0] for f in found[at:at + len(ids)]])
+                at += len(ids)
+                targets.phrases[ids[k]] = [*(targets.phrases[ids[k]] or []), phrase]
+        again = sorted({i for _, ids, _ in targets.pending for i in ids
+                        if targets.phrases[i] is not None})
+        redone = self.translate_sentences([sentences[i] for i in again], [spans[i] for i in again],
+                                          replace(o, progress=None), cfg, max_length,
+                                          targets, again)
+        for i, r in zip(again, redone, strict=True):
+            results[i] = r
+
+    def output_ids(self, t: Translation) -> list[int]:
+        """The target ids of a translation's tokens, in reading order."""
+        return self.tgt_vocab.encode(t.tokens, add_eos=False)
+
     def translate_sentences(self, sentences: list[str], spans: list[bool], o: TranslateOptions,
-                            cfg: DecodeConfig, max_length: int | None
-                            ) -> list[list[Translation]]:
+                            cfg: DecodeConfig, max_length: int | None,
+                            targets: SentenceTargets | None = None,
+                            index: Sequence[int] | None = None) -> list[list[Translation]]:
         """Each sentence's translations, with the source attention where ``o`` asks for it
         or its spans (``spans``) need it to be put back: in one search, or two where only
         some sentences have spans (those with the attention, which costs the search about a
-        tenth more, and the others without)."""
+        tenth more, and the others without). ``targets``: the prefixes and phrases of the
+        call's sentences, ``index[k]`` the call's sentence that ``sentences[k]`` is
+        (default: the k-th)."""
+        index = list(range(len(sentences))) if index is None else list(index)
+
+        def of(ks: list[int]) -> list[tuple[list[int] | None, list[list[int]] | None]] | None:
+            return None if targets is None else targets.of([index[k] for k in ks])
+
         looks = [i for i, s in enumerate(spans) if s]
-        if (o.need_attention or not looks or len(looks) == len(sentences)
-                or o.prefixes is not None or o.constraints is not None):  # (one per line)
-            return self.search_sentences(sentences, o, cfg, max_length, bool(looks))
+        if o.need_attention or not looks or len(looks) == len(sentences):
+            return self.search_sentences(sentences, o, cfg, max_length, bool(looks),
+                                         of(list(range(len(sentences)))))
         results: list[list[Translation]] = [[] for _ in sentences]
         rest = [i for i, s in enumerate(spans) if not s]
         for ids, attention in ((looks, True), (rest, False)):
-            part = self.search_sentences([sentences[i] for i in ids], o, cfg, max_length, attention)
+            part = self.search_sentences([sentences[i] for i in ids], o, cfg, max_length,
+                                         attention, of(ids))
             for i, r in zip(ids, part, strict=True):
                 results[i] = r
         return results
 
     def search_sentences(self, texts: list[str], o: TranslateOptions, asked: DecodeConfig,
-                         max_length: int | None, attention: bool) -> list[list[Translation]]:
-        """The translations of ``texts`` (sentences, or whole lines): encoded, searched in
-        length order in :meth:`batches` by :meth:`search`, back in input order, chosen among
-        (MBR, reranking; ``asked``: the call's options). ``attention``: the source attention
-        also where ``o`` does not ask for it."""
+                         max_length: int | None, attention: bool,
+                         targets: Sequence[tuple[list[int] | None, list[list[int]] | None]]
+                         | None = None) -> list[list[Translation]]:
+        """The translations of ``texts`` (sentences): encoded, searched in length order in
+        :meth:`batches` by :meth:`search`, back in input order, chosen among (MBR,
+        reranking; ``asked``: the call's options). ``attention``: the source attention also
+        where ``o`` does not ask for it; ``targets``: each text's forced prefix and
+        constraint phrases as target ids (:meth:`sentence_targets`; ``None``: none)."""
         cfg = candidate_options(asked)  # MBR's or reranking's candidates, else the same
         tag = self.target_tag(o.tgt_lang)
-        forced, phrases = self.target_ids(o.prefixes, o.constraints, len(texts), max_length)
-        sources = [self.source(text, tag, None if forced is None else forced[i],
-                               None if phrases is None else phrases[i])
-                   for i, text in enumerate(texts)]
+        given = targets if targets is not None else [(None, None)] * len(texts)
+        sources = [self.source(text, tag, prefix, phrases)
+                   for text, (prefix, phrases) in zip(texts, given, strict=True)]
         warn_of_a_long_search(cfg, [len(s.ids) for s in sources], max_length)
         request = SearchRequest(cfg, max_length, attention or o.need_attention or o.alignments,
                                 o.token_scores, o.deadline)
@@ -492,26 +588,9 @@ class TextTranslator:
                     for i, hyps in zip(batch, found, strict=True)]
 
         results = self.in_length_order([s.tokens for s in sources], cfg.n_best,
-                                       lambda order: self.paused_batches(
-                                           self.batches(order, sources, request),
-                                           cfg.batch_size, o.between_batches),
+                                       lambda order: self.batches(order, sources, request),
                                        run, o.progress)
         return choose_all(results, texts, asked, self.reverse)
-
-    @staticmethod
-    def paused_batches(batches: Iterable[list[int]], size: int,
-                       pause: Callable[[], None] | None) -> Iterator[list[int]]:
-        """``batches`` as they are without ``pause``; with it
-        (:attr:`TranslateOptions.between_batches`), each cut to at most ``size`` sentences
-        (an engine that searches a call in one batch, CTranslate2's, too) and ``pause()``
-        called before each: a point where the call may wait, its results unchanged."""
-        for batch in batches:
-            if pause is None:
-                yield batch
-                continue
-            for start in range(0, len(batch), size):
-                pause()
-                yield batch[start:start + size]
 
     def source(self, text: str, tag: str = "", prefix: list[int] | None = None,
                phrases: list[list[int]] | None = None) -> Source:
