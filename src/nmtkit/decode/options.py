@@ -80,11 +80,6 @@ class TranslateOptions:
     protect_spans: bool | None = None
     """Carry over what the vocabulary cannot say, URLs and e-mail addresses (``None``:
     ``decode.protect_spans``; :mod:`nmtkit.data.placeholders`)."""
-    between_batches: Callable[[], None] | None = None
-    """Called before each batch's search (with it, no batch holds more than ``batch_size``
-    sentences, an engine's one call for all, CTranslate2's, included): a point where the
-    call may wait, or raise to stop, without changing its results. ``nmtkit serve`` lets
-    other requests use the model there (:mod:`nmtkit.serve.scheduler`)."""
     progress: Callable[[int, int], None] | None = None
     """Called as ``progress(done, total)`` while the call works: ``done`` more sentences
     translated (a batch, or the empty lines at once), of ``total`` sentences in the call
