@@ -159,6 +159,18 @@ def negative_stride(good: Path, out: Path) -> Path:
     return write_torch_archive(out, p)
 
 
+def reversed_view(good: Path, out: Path) -> Path:
+    """Item 10: an expected weight stored as a view of stride -1 that stays inside its storage
+    (the weight reversed), no ``weights_sha256``. PyTorch refuses every negative stride; the
+    numpy engine's own zip reader translated with it."""
+    p = plain_payload(good)
+    p.pop("weights_sha256")
+    w = p["model"]["generator.bias"]
+    p["model"]["generator.bias"] = View(w.numel(), tuple(w.shape), (-1,), offset=w.numel() - 1,
+                                        data=w.flip(0).numpy().tobytes())
+    return write_torch_archive(out, p)
+
+
 def stride_zero(good: Path, out: Path) -> Path:
     """Item 6: a weight the config does not expect, five billion elements seen through one
     float (stride 0)."""
