@@ -40,11 +40,10 @@ KEYS = ("bleu", "bleu_lc_tok", "bleu_official_tok", "chrf", "length_ratio")
 
 def kept_budget(run: Path) -> float:
     """The ``train.max_minutes`` that the finished run in ``run`` was trained with (its
-    ``best.pt`` stores the config)."""
-    import torch
+    ``best.pt`` stores the config; a release checkpoint, read through nmtkit's one door)."""
+    from nmtkit.checkpoint import load_checkpoint
 
-    ckpt = torch.load(run / "best.pt", map_location="cpu", weights_only=True)
-    return float(ckpt["config"]["train"]["max_minutes"])
+    return float(load_checkpoint(run / "best.pt")["config"]["train"]["max_minutes"])
 
 
 def train(name: str, run: Path, minutes: float, retrain: bool) -> dict:

@@ -1,16 +1,23 @@
 """benchmarks/homework_rnn.py: a finished run is kept only if it had the same budget."""
 
 import pytest
-import torch
 
-from .helpers import load_benchmark
+from nmtkit.data.tokenizers import WhitespaceTokenizer
+from nmtkit.models import build_model
+
+from .helpers import COPY_VOCAB, load_benchmark, make_cfg, save_tiny_checkpoint
 
 homework = load_benchmark("homework_rnn")
 
 
 def finished_run(run, minutes):
+    """A run directory whose best.pt (a release checkpoint, as a run writes it) was trained
+    for ``minutes``."""
     run.mkdir()
-    torch.save({"config": {"train": {"max_minutes": minutes}}}, run / "best.pt")
+    cfg = make_cfg(1, [f"train.max_minutes={minutes}"])
+    tok = WhitespaceTokenizer()
+    save_tiny_checkpoint(run / "best.pt", cfg, tok, tok, COPY_VOCAB, COPY_VOCAB,
+                         build_model(cfg.model, len(COPY_VOCAB), len(COPY_VOCAB)))
     return run
 
 
