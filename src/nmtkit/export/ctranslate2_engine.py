@@ -211,10 +211,16 @@ class CTranslate2Translator(TextTranslator):
     def batches(self, order: list[int], sources: list[Source],
                 request: SearchRequest) -> list[list[int]]:
         """Every sentence in one CTranslate2 call, which batches them by length itself
-        (``max_batch_size``); those whose cap leaves room for ``</s>`` only on their own."""
+        (``max_batch_size``); those whose cap leaves room for ``</s>`` only on their own.
+        With a deadline (``nmtkit serve``'s), ``batch_size`` sentences a call: the deadline
+        is checked before each call (CTranslate2's cannot be stopped once started), and the
+        server hands the model to other requests there (:mod:`nmtkit.serve.scheduler`)."""
         none = [i for i in order if self.steps(sources[i], request) == 0]  # nothing to search
         rest = [i for i in order if self.steps(sources[i], request) > 0]  # (in length order)
-        return [b for b in (none, rest) if b]
+        if request.deadline is None:
+            return [b for b in (none, rest) if b]
+        size = request.cfg.batch_size
+        return [b for b in (none, *(rest[i:i + size] for i in range(0, len(rest), size))) if b]
 
     def search(self, sources: list[Source], request: SearchRequest) -> list[list[Found]]:
         """CTranslate2's n best of each source, with what ``request`` asks for besides them

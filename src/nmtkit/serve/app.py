@@ -309,8 +309,8 @@ async def in_time(request: Request, coro: Awaitable[Any], timeout_s: float) -> A
 STEPWISE_ENGINES = frozenset({"torch", "numpy"})
 """Engines whose search checks its deadline before every step (nmtkit's own): a request takes
 its turns there (:mod:`nmtkit.serve.scheduler`), so its batches may be large; CTranslate2
-searches a batch in one call, so its batches are sized to a fraction of a second
-(:meth:`~nmtkit.serve.limits.ServeLimits.batch_size`)."""
+searches a batch in one call and checks the deadline before each call only, so its batches
+are sized to a fraction of a second (:meth:`~nmtkit.serve.limits.ServeLimits.batch_size`)."""
 
 
 def served_batch_size(translator: "TextTranslator", limits: ServeLimits, sentences: int,
@@ -323,20 +323,18 @@ def served_batch_size(translator: "TextTranslator", limits: ServeLimits, sentenc
     return limits.batch_size(sentences, max(beam, mbr or 0))
 
 
-def translate_fn(translator: "TextTranslator", limits: ServeLimits | None = None,
-                 pause: Callable[[], None] | None = None) -> Callable[..., list[str]]:
+def translate_fn(translator: "TextTranslator", limits: ServeLimits | None = None
+                 ) -> Callable[..., list[str]]:
     """The batcher's model call: (texts, beam, max_length[, tgt_lang][, mbr=N][,
-    deadline=D]) -> the best translation of each; batch by batch (``limits``:
-    :func:`served_batch_size`), calling ``pause`` before each batch (the scheduler's
-    checkpoint, :attr:`~nmtkit.decode.options.TranslateOptions.between_batches`)."""
+    deadline=D]) -> the best translation of each, :func:`served_batch_size` sentences at a
+    time (``limits``; ``None``: all at once)."""
     def translate_batch(texts: list[str], beam: int, max_length: int | None,
                         tgt_lang: str | None = None, *, mbr: int | None = None,
                         deadline: Deadline | None = None) -> list[str]:
         size = (max(1, len(texts)) if limits is None
                 else served_batch_size(translator, limits, len(texts), beam, mbr))
         options = TranslateOptions(beam=beam, batch_size=size, max_length=max_length,
-                                   tgt_lang=tgt_lang, mbr=mbr, deadline=deadline,
-                                   between_batches=pause)
+                                   tgt_lang=tgt_lang, mbr=mbr, deadline=deadline)
         results = translator.translate(texts, options)
         return [r[0].text for r in results]
 
@@ -385,18 +383,18 @@ def translate_details(translator: "TextTranslator", texts: list[str], beam: int,
                       conf: ConfidenceRequest | None = None, tgt_lang: str | None = None,
                       mbr: int | None = None, n_best: int = 1, *,
                       deadline: Deadline | None = None,
-                      split_sentences: bool | None = None, batch_size: int | None = None,
-                      between_batches: Callable[[], None] | None = None) -> dict[str, Any]:
+                      split_sentences: bool | None = None,
+                      batch_size: int | None = None) -> dict[str, Any]:
     """``POST /v1/translate`` asked for more than the text (forced prefixes, constraints,
     scores, alignments, confidence, ``n_best`` above 1): one direct call outside the
-    micro-batches (stopped at ``deadline``; ``batch_size`` sentences at a time, default all,
-    ``between_batches`` called before each), the fields it asked for (with constraints:
+    micro-batches (stopped at ``deadline``; ``batch_size`` sentences at a time, default all),
+    the fields it asked for (with constraints:
     ``constraints_met``; with ``n_best``: :func:`n_best_json`)."""
     conf = conf or ConfidenceRequest()
     layer, head = conf.layer_head(translator)
     options = TranslateOptions(
         beam=beam, batch_size=batch_size or max(1, len(texts)), max_length=max_length,
-        prefixes=prefixes, between_batches=between_batches,
+        prefixes=prefixes,
         constraints=constraints, token_scores=scores or conf.confidence, alignments=alignments,
         need_attention=conf.confidence, alignment_layer=layer, alignment_head=head,
         tgt_lang=tgt_lang, mbr=mbr, n_best=n_best, deadline=deadline,
@@ -580,7 +578,7 @@ def create_app(bundle: ServedBundle, limits: ServeLimits | None = None,
     limits = resolved_work_rate(translator, limits or ServeLimits())  # measured, unless given
     default_beam = decode_options(bundle.cfg.decode, max_beam=limits.max_beam).beam
     scheduler = FairScheduler()
-    batcher = MicroBatcher(translate_fn(translator, limits, scheduler.checkpoint),
+    batcher = MicroBatcher(translate_fn(translator, limits),
                            limits.max_batch, limits.max_wait_ms, limits.max_pending, scheduler)
     bodies = request_models(limits, default_beam, attention_shape(bundle))
     app = FastAPI(title="nmtkit", version=__version__, lifespan=lifespan, docs_url=None,
@@ -660,8 +658,7 @@ def add_translate_route(app: FastAPI, translator: "TextTranslator", batcher: Mic
             checked_details(translator, body, conf, limits)
             size = served_batch_size(translator, limits, len(body.texts), body.beam, body.mbr)
             work = batcher.run(partial(translate_details, split_sentences=split,
-                                       batch_size=size,
-                                       between_batches=batcher.scheduler.checkpoint),
+                                       batch_size=size),
                                translator, body.texts, body.beam,
                                output_cap(body.max_length, limits), *extras, conf, tgt_lang,
                                body.mbr, body.n_best, deadline=deadline)

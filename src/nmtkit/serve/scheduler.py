@@ -3,14 +3,15 @@
 The server runs each model call (a micro-batch of plain requests, a detailed request, an
 attention request) as a *job* in a thread of its own, but only the job that holds the *turn*
 uses the model (the model is never used by two threads at once). A job offers the turn at
-its *checkpoints*, :meth:`FairScheduler.checkpoint`: before every step of nmtkit's own
-searches (the step's deadline check, :class:`PacedDeadline`) and before every batch of a
-translation (:attr:`~nmtkit.decode.options.TranslateOptions.between_batches`; CTranslate2's
-search runs a batch in one call). Once it has held the turn for :attr:`FairScheduler.quantum_s`
-and another job is waiting, it goes to the back of the line and the first waiting job runs:
-round-robin. So a long request (64 long texts at beam 10: minutes of search on a small CPU)
-no longer holds a one-word request behind all of its batches: the short one waits for one
-step (or one batch) of each job ahead of it, then runs.
+its *checkpoints*, :meth:`FairScheduler.checkpoint`: wherever the search checks its
+deadline (:class:`PacedDeadline`), which nmtkit's own searches do before every step and the
+CTranslate2 engine before every call (the server cuts its work into batches of a fraction of
+a second for it, :meth:`~nmtkit.serve.limits.ServeLimits.batch_size`). Once it has held
+the turn for :attr:`FairScheduler.quantum_s` and another job is waiting, it goes to the back
+of the line and the first waiting job runs: round-robin. So a long request (64 long texts at
+beam 10: minutes of search on a small CPU) no longer holds a one-word request behind all of
+its batches: the short one waits for one step (or one CTranslate2 batch) of each job ahead
+of it, then runs.
 
 Deadlines: a job whose deadline has passed, or was cancelled (its client left), when the turn
 comes to it is not run (:class:`~nmtkit.decode.deadline.DeadlineExceeded`, and it hands the
@@ -151,15 +152,15 @@ class FairScheduler:
     # --- from a job's thread --------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Offer the turn: when the calling job has held it for :attr:`quantum_s` and another
-        job waits, go to the back of the line and wait for the turn again. Then
+        """Offer the turn: when the calling job has held it for more than :attr:`quantum_s`
+        and another job waits, go to the back of the line and wait for the turn again. Then
         :class:`DeadlineExceeded` if the job is past its deadline or cancelled. Outside a
         job's thread (a direct call of the translator): nothing."""
         job: Job | None = getattr(self._local, "job", None)
         if job is None:
             return
         with self._cond:
-            if self._holder is job and self._line and self.clock() - self._since >= self.quantum_s:
+            if self._holder is job and self._line and self.clock() - self._since > self.quantum_s:
                 self.stats.handovers += 1
                 self._holder = None
                 self._line.append(job)
