@@ -96,3 +96,17 @@ def test_a_tier_names_a_recipe_beside_its_own_and_bad_tiers_are_refused(tmp_path
     small.write_text("train:\n  budget_tiers: [{gflop: 0, recipe: big.yaml}]\n")
     with pytest.raises(ConfigError, match=r"small.yaml: train.budget_tiers\[0\].gflop"):
         load(small)
+
+
+@pytest.mark.slow
+def test_nmtkit_train_measures_the_host_for_a_new_run_and_keeps_a_resumed_runs_recipe(copy_run):
+    """The command's choice: ``--resume`` in a run directory takes the tier its last.pt was
+    trained with (``copy_task`` here) however little the host measures now; a new run
+    measures the host (a tier of 10^12 GFLOP is out of reach of 10 minutes of any CPU)."""
+    from nmtkit.cli.train import tier_picker
+    from nmtkit.train.start import Start
+
+    tiers = parse_tiers([{"gflop": 1e12, "recipe": "copy_task"}], "r.yaml")
+    assert tier_picker(Start.resume(), str(copy_run))(tiers, 10).tier == tiers[0]
+    fresh = tier_picker(Start.scratch(), str(copy_run))(tiers, 10)
+    assert fresh.tier is None and "GFLOP/s" in fresh.reason
