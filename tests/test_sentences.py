@@ -264,3 +264,58 @@ def test_the_server_splits_lines_with_prefixes_on_both_engines(sp_copy_checkpoin
                 text = r.json()["translations"][0]
                 assert "Frau" in text and len(split_sentences(text, "de")) == 3
                 assert r.json()["constraints_met"] == [True]
+
+
+def test_joined_maps_are_block_diagonal_distributions():
+    import torch
+
+    from nmtkit.decode.sentence_attention import joined_maps
+
+    def rows(n_rows, n_cols, seed):  # (1 layer, 1 head, rows, cols), each row a distribution
+        g = torch.Generator().manual_seed(seed)
+        return torch.softmax(torch.randn(1, 1, n_rows, n_cols, generator=g), -1)
+
+    a = {"encoder": rows(3, 3, 0), "decoder_self": rows(2, 2, 1), "decoder_src": rows(2, 3, 2)}
+    b = {"encoder": rows(4, 4, 3), "decoder_self": rows(3, 3, 4), "decoder_src": rows(3, 4, 5)}
+    m = joined_maps([a, b], [(2, 1), (3, 2)])  # (source tokens, target tokens) per sentence
+    assert m["encoder"].shape == (1, 1, 6, 6) and m["decoder_src"].shape == (1, 1, 4, 6)
+    assert m["decoder_self"].shape == (1, 1, 4, 4)
+    for w in m.values():
+        assert torch.allclose(w.sum(-1), torch.ones(w.shape[:3]))
+    src = m["decoder_src"][0, 0]
+    assert torch.equal(src[0, :2], a["decoder_src"][0, 0, 0, :2]) and src[0, 2:5].sum() == 0
+    assert src[0, 5] == a["decoder_src"][0, 0, 0, 2]  # its </s> column: the line's one
+    assert torch.equal(src[1:, 2:5], b["decoder_src"][0, 0, :, :3])  # the second's block
+    dec = m["decoder_self"][0, 0]  # (target, target_in): the second's <s> column is the line's
+    assert dec[1, 0] == b["decoder_self"][0, 0, 0, 0]
+    assert torch.equal(dec[2, 2:], b["decoder_self"][0, 0, 1, 1:])
+    assert joined_maps([a], [(2, 1)]) == a
+
+
+@pytest.mark.slow
+def test_the_attention_of_every_sentence(sp_copy_checkpoint):
+    # issue 74 item 10: /v1/attention showed the first sentence of a two-sentence text only
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmtkit.serve.app import create_app
+
+    with TestClient(create_app(load_bundle(sp_copy_checkpoint))) as c:
+        r = c.post("/v1/attention", json={"text": TWO, "confidence": True})
+        one = c.post("/v1/attention", json={"text": FIRST}).json()
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["translation"] == TWO
+    n_first = len(one["tokens"]["source"]) - 1
+    assert body["tokens"]["source"][:n_first] == one["tokens"]["source"][:-1]
+    assert body["tokens"]["source"][-3:] == ["▁Sand", ".", "</s>"]
+    assert len(body["confidence"]["token_probs"]) == len(body["tokens"]["target"])  # </s> too
+    for kind, m in body["attention"].items():
+        w = np.array(m["weights"])  # (layers, heads, rows, cols)
+        assert w.shape[2:] == (len(body["tokens"][m["rows"]]), len(body["tokens"][m["cols"]])), kind
+        assert np.allclose(w.sum(-1), 1, atol=1e-3), kind
+    src = np.array(body["attention"]["decoder_src"]["weights"])
+    first = np.array(one["attention"]["decoder_src"]["weights"])
+    t = first.shape[2] - 1  # the first sentence's output tokens: its rows, over its columns
+    assert np.allclose(src[:, :, :t, :n_first], first[:, :, :t, :n_first], atol=1e-4)
+    assert src[:, :, :t, n_first:-1].sum() == 0
