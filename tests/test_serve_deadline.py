@@ -72,7 +72,8 @@ def test_a_heavy_request_never_delays_a_small_one_past_the_deadline(slow_bundle,
     bundle, heavy_steps, started = slow_bundle
     expected = Translator.from_bundle(copy_bundle).translate_lines(SMALL["texts"], beam=1)
     heavy: dict[str, object] = {}
-    with TestClient(create_app(bundle, ServeLimits(timeout_s=TIMEOUT_S, max_wait_ms=0, work_per_second=20_000))) as c:
+    limits = ServeLimits(timeout_s=TIMEOUT_S, max_wait_ms=0, work_per_second=20_000)  # (not
+    with TestClient(create_app(bundle, limits)) as c:  # measured on the slowed model)
         def send_heavy():
             heavy["start"] = time.monotonic()
             heavy["response"] = c.post("/v1/translate", json=HEAVY[kind])
