@@ -630,7 +630,7 @@ def checked_details(translator: "TextTranslator", req: Any, conf: ConfidenceRequ
     checked_target_texts(translator, len(req.texts), req.prefixes, req.constraints)
     checked_constraints_fit(translator, req.prefixes, req.constraints, req.max_length, limits)
     checked_work(translator, req.texts, req.beam, req.mbr, req.max_length, limits,
-                 req.prefixes, req.constraints)
+                 req.prefixes, req.constraints, req.split_sentences)
 
 
 def add_translate_route(app: FastAPI, translator: "TextTranslator", batcher: MicroBatcher,

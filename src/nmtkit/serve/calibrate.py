@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TEXTS = 8
+TEXTS = 4
 """Sentences of the timed request."""
-TOKENS = 16
-"""Source tokens of each."""
+TOKENS = 12
+"""Source words of each."""
 BEAM = 4
 """Its beam (at most the server's ``--max-beam``)."""
 MIN_S = 0.2
@@ -61,10 +61,11 @@ class WorkRate:
 
 
 def calibration_texts(translator: TextTranslator, n: int = TEXTS, tokens: int = TOKENS) -> list[str]:
-    """``n`` sentences of ``tokens`` source tokens each, made of the source vocabulary's
-    most frequent words (no special, tag or byte token), the same for the same model."""
+    """``n`` sentences of ``tokens`` source words each, made of the source vocabulary's
+    most frequent words (tokens of letters or digits only: no punctuation that would cut a
+    sentence, no special, tag or byte token), the same for the same model."""
     words = [t for t in translator.src_vocab.itos[len(SPECIALS):]
-             if t.strip() and not t.startswith("<")][:200] or ["a"]
+             if t.lstrip("\u2581").isalnum()][:200] or ["a"]
     return [translator.src_tok.decode([words[(i * 7 + j * 3) % len(words)] for j in range(tokens)])
             for i in range(n)]
 

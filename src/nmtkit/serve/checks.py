@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from fastapi import HTTPException
 
 from .. import rules
+from ..data.sentences import split_sentences
 from ..decode.choice import candidate_options
 from ..decode.text_translator import TargetTextError, decode_options
 from .limits import ServeLimits, work_error
@@ -128,13 +129,13 @@ def checked_constraints_fit(translator: TextTranslator, prefixes: list[str] | No
 
 def checked_work(translator: TextTranslator, texts: list[str], beam: int, mbr: int | None,
                  max_length: int | None, limits: ServeLimits, prefixes: list[str] | None = None,
-                 constraints: list[list[str]] | None = None) -> None:
+                 constraints: list[list[str]] | None = None, split: bool | None = None) -> None:
     """The search work a request asks for (:func:`request_work`), checked before it queues:
     more than ``limits.max_work`` (``--work-rate``, measured at start-up, x ``--timeout``,
     :mod:`nmtkit.serve.limits`) is a 413 saying by how much, at once: such a request could
     not be answered in time."""
     steps, width, phrases = request_work(translator, texts, beam, mbr, max_length, limits,
-                                         prefixes, constraints)
+                                         prefixes, constraints, split)
     error = work_error(steps, width, phrases, limits)
     if error is not None:
         raise HTTPException(413, error)
@@ -142,13 +143,16 @@ def checked_work(translator: TextTranslator, texts: list[str], beam: int, mbr: i
 
 def request_work(translator: TextTranslator, texts: list[str], beam: int, mbr: int | None,
                  max_length: int | None, limits: ServeLimits, prefixes: list[str] | None = None,
-                 constraints: list[list[str]] | None = None) -> tuple[list[int], int, list[int]]:
+                 constraints: list[list[str]] | None = None, split: bool | None = None
+                 ) -> tuple[list[int], int, list[int]]:
     """(each text's search steps, hypotheses per text, each text's constraint phrases): what
     :func:`~nmtkit.serve.limits.search_work` counts of a request. Per text: its search
     steps (the model's length rule, :func:`nmtkit.rules.output_cap`, on its source tokens
     and ``</s>``, raised to fit its constraints and prefix, at most the output cap,
-    ``</s>`` included; none for an empty text), the hypotheses per text (the beam, or MBR's
-    or reranking's candidates, or samples) and its constraint phrases."""
+    ``</s>`` included; none for an empty text; a text cut into sentences, ``split`` or
+    ``decode.split_sentences``, without prefixes or constraints: the sum of its sentences',
+    each searched with a cap of its own), the hypotheses per text (the beam, or MBR's or
+    reranking's candidates, or samples) and its constraint phrases."""
     cfg = translator.decode_cfg
     try:
         asked = candidate_options(decode_options(cfg, beam=beam, mbr=mbr))
@@ -158,13 +162,19 @@ def request_work(translator: TextTranslator, texts: list[str], beam: int, mbr: i
     cap, _ = model_cap(translator, max_length, limits)
     positions = translator.max_positions
     pre, phrases = target_lengths(translator, len(texts), prefixes, constraints)
+    cut = (cfg.split_sentences if split is None else split) and not prefixes and not constraints
+    lang = translator.languages[0] or "en"
     steps = []
     for text, p, ps in zip(texts, pre, phrases, strict=True):
-        src = len(translator.src_tok.encode(text.strip())) if text.strip() else 0
-        if positions is not None:
-            src = min(src, positions - 1)
-        rule = rules.output_cap(src + 1, cfg.max_len_a, cfg.max_len_b)  # (+ 1: the source's </s>)
-        steps.append(0 if src == 0 else min(cap + 1, max(rule, sum(ps) + p + 1, 1)))
+        parts = split_sentences(text, lang) if cut else [text]
+        total = 0
+        for part in parts:
+            src = len(translator.src_tok.encode(part.strip())) if part.strip() else 0
+            if positions is not None:
+                src = min(src, positions - 1)
+            rule = rules.output_cap(src + 1, cfg.max_len_a, cfg.max_len_b)  # (+ 1: its </s>)
+            total += 0 if src == 0 else min(cap + 1, max(rule, sum(ps) + p + 1, 1))
+        steps.append(total)
     return steps, width, [len(ps) for ps in phrases]
 
 
