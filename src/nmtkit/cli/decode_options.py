@@ -63,7 +63,7 @@ def add_engine_args(q: argparse.ArgumentParser, numpy: bool = False) -> None:
                    "maps, every option)"
                    + (", numpy (the checkpoint's Transformer without importing PyTorch: a "
                       "one-sentence translate starts in a fraction of a second; what it does "
-                      f"not do goes to torch; the default for up to {MAX_LINES} lines where it "
+                      f"not do goes to torch; the default for up to {MAX_LINES} sentences where it "
                       "can, else torch; --no-fast turns it off)" if numpy else "")
                    + " or ctranslate2 (--model is a directory written by `nmtkit export "
                    "--format ctranslate2`: faster, starts without importing PyTorch, no "
