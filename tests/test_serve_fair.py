@@ -231,8 +231,8 @@ def test_the_measurement_counts_work_as_a_request_s_is_counted(copy_bundle):
 
 def test_the_work_of_a_text_of_several_sentences_counts_each_sentence(copy_bundle):
     """A text the server cuts into sentences is searched sentence by sentence, each with a
-    length cap of its own: its work is the sum of theirs (more than one cap for the whole
-    text). Before, a 1,000-character text of ten sentences counted as one, so the bound
+    length cap of its own: its work is counted as (at least) the sum of theirs, more than one
+    cap for the whole text. Before, a 1,000-character text of ten sentences counted as one, so the bound
     let through several times the work it meant to."""
     from nmtkit.serve.checks import request_work
 
@@ -244,7 +244,7 @@ def test_the_work_of_a_text_of_several_sentences_counts_each_sentence(copy_bundl
     cut = request_work(translator, [text], 2, None, None, limits, split=True)[0]
     each = [request_work(translator, [s], 2, None, None, limits, split=False)[0][0]
             for s in sentences]
-    assert cut == [sum(each)] and cut[0] > whole[0]
+    assert sum(each) <= cut[0] <= sum(each) + len(sentences) and sum(each) > whole[0]
     default = cut if translator.decode_cfg.split_sentences else whole  # decode.split_sentences
     assert request_work(translator, [text], 2, None, None, limits)[0] == default
     # with a forced prefix the line is estimated whole, as before

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TEXTS = 4
+TEXTS = 8
 """Sentences of the timed request."""
 TOKENS = 12
 """Source words of each."""

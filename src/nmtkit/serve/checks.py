@@ -6,13 +6,13 @@ whose message names the field and the bound."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fastapi import HTTPException
 
 from .. import rules
-from ..data.sentences import split_sentences
 from ..decode.choice import candidate_options
 from ..decode.text_translator import TargetTextError, decode_options
 from .limits import ServeLimits, work_error
@@ -150,9 +150,10 @@ def request_work(translator: TextTranslator, texts: list[str], beam: int, mbr: i
     steps (the model's length rule, :func:`nmtkit.rules.output_cap`, on its source tokens
     and ``</s>``, raised to fit its constraints and prefix, at most the output cap,
     ``</s>`` included; none for an empty text; a text cut into sentences, ``split`` or
-    ``decode.split_sentences``, without prefixes or constraints: the sum of its sentences',
-    each searched with a cap of its own), the hypotheses per text (the beam, or MBR's or
-    reranking's candidates, or samples) and its constraint phrases."""
+    ``decode.split_sentences``, without prefixes or constraints: at most the sum of its
+    sentences', each searched with a cap of its own, :func:`split_steps`), the hypotheses
+    per text (the beam, or MBR's or reranking's candidates, or samples) and its constraint
+    phrases."""
     cfg = translator.decode_cfg
     try:
         asked = candidate_options(decode_options(cfg, beam=beam, mbr=mbr))
@@ -163,19 +164,33 @@ def request_work(translator: TextTranslator, texts: list[str], beam: int, mbr: i
     positions = translator.max_positions
     pre, phrases = target_lengths(translator, len(texts), prefixes, constraints)
     cut = (cfg.split_sentences if split is None else split) and not prefixes and not constraints
-    lang = translator.languages[0] or "en"
     steps = []
     for text, p, ps in zip(texts, pre, phrases, strict=True):
-        parts = split_sentences(text, lang) if cut else [text]
-        total = 0
-        for part in parts:
-            src = len(translator.src_tok.encode(part.strip())) if part.strip() else 0
-            if positions is not None:
-                src = min(src, positions - 1)
+        src = len(translator.src_tok.encode(text.strip())) if text.strip() else 0
+        n = max(1, len(SENTENCE_END.findall(text))) if cut else 1
+        if positions is not None:
+            src = min(src, n * (positions - 1))
+        if src == 0:
+            steps.append(0)
+        elif n > 1:
+            steps.append(split_steps(src, n, cap, cfg.max_len_a, cfg.max_len_b))
+        else:
             rule = rules.output_cap(src + 1, cfg.max_len_a, cfg.max_len_b)  # (+ 1: its </s>)
-            total += 0 if src == 0 else min(cap + 1, max(rule, sum(ps) + p + 1, 1))
-        steps.append(total)
+            steps.append(min(cap + 1, max(rule, sum(ps) + p + 1, 1)))
     return steps, width, [len(ps) for ps in phrases]
+
+
+SENTENCE_END = re.compile(r"[.!?;:\u2026\u3002\uff01\uff1f\n]+")
+"""Where a text may be cut into sentences: counting these bounds the sentences from above
+(an abbreviation's dot counts too), without running the sentence splitter on the event loop."""
+
+
+def split_steps(src: int, n: int, cap: int, max_len_a: float, max_len_b: float) -> int:
+    """At most the search steps of a text of ``src`` source tokens cut into at most ``n``
+    sentences, each searched with its own cap (the length rule on its tokens and ``</s>``,
+    at most ``cap + 1``): the rule's sum, ``floor(a (src + n) + n b)`` (a sum of floors is at
+    most the floor of the sum), at most ``n (cap + 1)``."""
+    return min(n * (cap + 1), max(rules.output_cap(src + n, max_len_a, n * max_len_b), n))
 
 
 def checked_target_texts(translator: TextTranslator, n: int, prefixes: list[str] | None,
