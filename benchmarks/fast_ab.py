@@ -101,7 +101,7 @@ def main() -> None:
         epoch = 0
         need = a.warmup_steps + 2 * a.pairs * a.chunk
         while len(batches) < need:
-            batches += tr.train_ids.batches(a.max_tokens, seed=1, epoch=epoch)
+            batches += tr.data.train_ids.batches(a.max_tokens, seed=1, epoch=epoch)
             epoch += 1
         step = 0
 

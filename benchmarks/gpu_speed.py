@@ -84,6 +84,7 @@ def _timed_training(a: argparse.Namespace, torch, cfg, run_dir: Path) -> dict:
     import numpy as np
 
     from nmtkit.train.loop import Trainer
+    from nmtkit.train.setup import parameter_count
 
     m, t = cfg.model, cfg.train
     tr = Trainer(cfg, run_dir)
@@ -110,10 +111,10 @@ def _timed_training(a: argparse.Namespace, torch, cfg, run_dir: Path) -> dict:
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     index = np.concatenate(timed)
-    src_lens, tgt_lens = tr.train_ids.src_lens[index], tr.train_ids.tgt_lens[index]
+    src_lens, tgt_lens = tr.data.train_ids.src_lens[index], tr.data.train_ids.tgt_lens[index]
     padded = sum(_padded_target_tokens(tr, b) for b in timed)
-    vocab = len(tr.vocabs.tgt_vocab)
-    n_params = tr.n_params
+    vocab = len(tr.data.vocabs.tgt_vocab)
+    n_params = parameter_count(tr.model)
     shapes = tr.updater.graphs.shapes.values() if tr.updater.graphs is not None else []
     graphs = sum(c.graph is not None for c in shapes)
     flops = transformer_train_flops(m.d_model, m.d_ff, m.layers, vocab,
@@ -136,7 +137,7 @@ def _timed_training(a: argparse.Namespace, torch, cfg, run_dir: Path) -> dict:
 def _padded_target_tokens(tr, index) -> int:
     """Target positions the model computes for one batch (padding included)."""
     static = tr.cfg.train.max_tokens if tr.cfg.train.cuda_graphs else 0
-    return int(tr.train_ids.collate(index, static_tokens=static).tgt_out.numel())
+    return int(tr.data.train_ids.collate(index, static_tokens=static).tgt_out.numel())
 
 
 def decode_speed(a: argparse.Namespace, torch) -> dict:

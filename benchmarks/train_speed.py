@@ -111,7 +111,7 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         t_setup = time.perf_counter()
         tr = Trainer(cfg, run_dir)
         setup_s = time.perf_counter() - t_setup
-        batches = batches_for(tr.train_ids, args.max_tokens, args.warmup_steps + args.steps + 3)
+        batches = batches_for(tr.data.train_ids, args.max_tokens, args.warmup_steps + args.steps + 3)
         # Steady state, as a run of thousands of steps sees it: the first steps grow the heap
         # that nmtkit.fast.allocator keeps (to the largest batch so far: they page-fault), and a
         # compiled forward builds one static, then one dynamic-shape graph.
@@ -123,7 +123,7 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         warm_s = time.perf_counter() - t_warm
         # This CPU's matmul rate right before and after the timed steps, in this process: the
         # host's speed drifts within minutes, so the fraction below compares like with like.
-        amp = getattr(tr, "amp", "off")  # train.amp as it runs on this CPU (nmtkit.train.loop)
+        amp = tr.updater.amp  # train.amp as it runs on this CPU (nmtkit.train.loop)
         bf16 = amp == "bf16"
         peaks = [gemm_peaks_gflops(args.threads, bf16)]
         tokens, t0 = 0, time.perf_counter()
@@ -135,14 +135,14 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
         model = tr.model
         n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
         timed = np.concatenate(batches[warm:warm + args.steps])
-        src_lens, tgt_lens = tr.train_ids.src_lens[timed], tr.train_ids.tgt_lens[timed]
-    V = len(tr.vocabs.tgt_vocab)
+        src_lens, tgt_lens = tr.data.train_ids.src_lens[timed], tr.data.train_ids.tgt_lens[timed]
+    V = len(tr.data.vocabs.tgt_vocab)
     flops = transformer_train_flops(args.d_model, args.d_ff, args.layers, V,
                                     int(src_lens.sum()), tokens)
     flops += attention_train_flops(args.d_model, args.layers, src_lens, tgt_lens)
     return {"tgt_tokens_per_s": round(tokens / dt, 1), "steps": args.steps,
             "tokens": tokens, "seconds": round(dt, 2), "params": n_params,
-            "src_vocab": len(tr.vocabs.src_vocab), "tgt_vocab": V,
+            "src_vocab": len(tr.data.vocabs.src_vocab), "tgt_vocab": V,
             "model_gflops_per_s": round(flops / dt / 1e9, 1),
             "matmul_gflops_before_after": [x["torch"] for x in peaks],
             "mfu_of_matmul_rate_around": round(flops / dt / 1e9 / max(x["torch"] for x in peaks), 3),

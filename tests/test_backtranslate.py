@@ -185,8 +185,8 @@ def test_weight_two_doubles_and_a_half_keeps_a_seeded_half(tmp_path):
 @pytest.mark.slow
 def test_trainer_reads_the_extra_pairs(tmp_path):
     trainer = Trainer(extra_cfg(tmp_path, {"weight": 2, "tag": "<bt>"}), tmp_path / "run")
-    assert len(trainer.train_ids) == 3 + 20
-    assert len(trainer.valid_ids) == 1  # validation is the corpus's own split only
+    assert len(trainer.data.train_ids) == 3 + 20
+    assert len(trainer.data.valid_ids) == 1  # validation is the corpus's own split only
 
 
 def test_a_tag_missing_from_a_given_vocabulary_is_refused(tmp_path):

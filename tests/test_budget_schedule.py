@@ -19,6 +19,7 @@ from nmtkit.train.schedule import (
     plan_budget,
     validation_interval,
 )
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, clocked_updates, run_until_ctrl_c, tiny_copy_overrides
 
@@ -173,7 +174,7 @@ def test_a_budgeted_run_follows_its_plan_and_resumes_exactly(tmp_path, monkeypat
 
     interrupted = Trainer(budget_cfg(), tmp_path / "b")
     run_until_ctrl_c(monkeypatch, interrupted, 31)
-    resumed = Trainer(budget_cfg(), tmp_path / "b", resume=True)
+    resumed = Trainer(budget_cfg(), tmp_path / "b", Start.resume())
     stored = resumed.schedule.plan  # from the checkpoint of update 30, not measured again
     assert stored is not None and (stored.made_at, stored.steps) == (28, 56)
     # Its next revision is due at update 32, as in the straight run, where the resumed session

@@ -19,6 +19,7 @@ from nmtkit.cli import main as cli_main
 from nmtkit.decode.translator import Translator
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, make_cfg, tiny_copy_overrides
 
@@ -49,7 +50,7 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     straight.run()
     first = Trainer(make_cfg(20), tmp_path / "b")
     first.run()
-    resumed = Trainer(make_cfg(30), tmp_path / "b", resume=True)
+    resumed = Trainer(make_cfg(30), tmp_path / "b", Start.resume())
     assert resumed.progress.step == 20
     resumed.run()
     for k, v in straight.model.state_dict().items():
@@ -65,7 +66,7 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
 def test_resume_refuses_a_different_model(tmp_path):
     Trainer(make_cfg(10), tmp_path).run()
     with pytest.raises(ValueError, match="model section"):
-        Trainer(make_cfg(20, ["model.d_ff=128"]), tmp_path, resume=True)
+        Trainer(make_cfg(20, ["model.d_ff=128"]), tmp_path, Start.resume())
 
 
 class Evil:
@@ -171,8 +172,8 @@ def test_checkpoints_that_stored_amp_as_a_boolean_still_load_and_resume(tmp_path
     del ckpt["scaler"]  # as written before fp16 existed
     save_checkpoint(tmp_path / "last.pt", ckpt)
     assert load_bundle(tmp_path / "last.pt").cfg.train.amp == "bf16"
-    resumed = Trainer(make_cfg(20), tmp_path, resume=True)
-    assert resumed.progress.step == 10 and not resumed.scaler.is_enabled()
+    resumed = Trainer(make_cfg(20), tmp_path, Start.resume())
+    assert resumed.progress.step == 10 and not resumed.updater.scaler.is_enabled()
     resumed.run()
 
 
@@ -238,7 +239,7 @@ def test_resume_from_a_release_checkpoint_is_refused_clearly(run20, tmp_path, ca
     shutil.copy(run / "best.pt", copied / "last.pt")
     with pytest.raises(ValueError, match="release checkpoint without optimizer state.*resume "
                        "from the last.pt"):
-        Trainer(make_cfg(30), copied, resume=True)
+        Trainer(make_cfg(30), copied, Start.resume())
     args = ["train", str(COPY), "--run-dir", str(copied), "--resume"]
     for s in tiny_copy_overrides(30):
         args += ["--set", s]
@@ -251,8 +252,8 @@ def test_resume_from_a_release_checkpoint_is_refused_clearly(run20, tmp_path, ca
 def test_fine_tuning_starts_from_best_pt(run20, tmp_path):
     run, _ = run20
     best = load_checkpoint(run / "best.pt")
-    child = Trainer(make_cfg(3, ["train.seed=9"]), tmp_path, init_from=run / "best.pt")
+    child = Trainer(make_cfg(3, ["train.seed=9"]), tmp_path, Start.fine_tune(run / "best.pt"))
     assert all(torch.equal(v, best["model"][k]) for k, v in child.model.state_dict().items())
-    assert not child.optimizer.state and child.progress.step == 0
+    assert not child.updater.optimizer.state and child.progress.step == 0
     child.run()
     assert load_checkpoint(tmp_path / "last.pt")["progress"]["step"] == 3

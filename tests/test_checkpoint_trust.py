@@ -15,6 +15,7 @@ from nmtkit.checkpoint import (
 from nmtkit.cli import main as cli_main
 from nmtkit.train.average import average_checkpoints
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import make_cfg
 
@@ -89,7 +90,7 @@ def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(trained, tmp_path
     average_checkpoints([trained, trained], run / "last.pt")
     with pytest.raises(ValueError, match="cannot resume: it is a release checkpoint without "
                        "optimizer state"):
-        Trainer(make_cfg(4), run, resume=True)
+        Trainer(make_cfg(4), run, Start.resume())
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ def test_copy_task_is_learned(tmp_path):
     assert result["valid_bleu"] >= 99.0
     assert result["valid_loss"] < 0.05
     tr = Translator.from_bundle(trainer.bundle())
-    valid = trainer.valid_text.src
+    valid = trainer.data.valid_text.src
     hyps = tr.translate_lines(valid, beam=1)
     # Lengths are right for all but at most 1% of the sentences: on a 2-core Intel AVX-512
     # host one of the 200 stops after four symbols (the same with the code of 92a5404).

@@ -190,7 +190,7 @@ def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weight
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: True)
     cfg = make_cfg(steps=12, extra=["train.amp=bf16", "train.fast=true"])
     trainer = Trainer(cfg, tmp_path)
-    assert trainer.amp == "bf16" and trainer.updater.blocked_loss is not None
+    assert trainer.updater.amp == "bf16" and trainer.updater.blocked_loss is not None
     seen: list[torch.dtype] = []
     ffn = trainer.model.decoder_layers[0].feed_forward.w_1
     ffn.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
@@ -198,7 +198,7 @@ def test_training_with_bf16_on_a_cpu_multiplies_in_bf16_and_keeps_float32_weight
     assert result["step"] == 12 and torch.isfinite(torch.tensor(result["train_loss"]))
     assert torch.bfloat16 in seen  # the training products
     assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
-    assert all(v.dtype == torch.float32 for s in trainer.optimizer.state.values()
+    assert all(v.dtype == torch.float32 for s in trainer.updater.optimizer.state.values()
                for v in s.values() if torch.is_tensor(v) and v.is_floating_point())
 
 
@@ -207,7 +207,7 @@ def test_without_bf16_in_hardware_bf16_trains_in_float32_with_the_blocked_loss(m
     monkeypatch.setattr(onednn, "bf16_in_hardware", lambda: False)
     with caplog.at_level("INFO", logger=step.__name__):
         trainer = Trainer(make_cfg(steps=2, extra=["train.amp=bf16", "train.fast=true"]), tmp_path)
-    assert trainer.amp == "off" and trainer.updater.blocked_loss is not None
+    assert trainer.updater.amp == "off" and trainer.updater.blocked_loss is not None
     assert "no bfloat16 in hardware" in caplog.text
     seen: list[torch.dtype] = []
     ffn = trainer.model.decoder_layers[0].feed_forward.w_1

@@ -22,6 +22,7 @@ from nmtkit.fast.cuda_graphs import GraphedLoss
 from nmtkit.models import build_model
 from nmtkit.models.loss import smoothed_loss_sums
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, make_cfg, run_until_ctrl_c
 
@@ -205,7 +206,7 @@ def test_compiled_loss_with_fixed_shapes_on_a_cpu_trains_like_the_readable_path(
 
 
 def static_shape_of(trainer, idx):
-    b = trainer.train_ids.collate(idx, static_tokens=trainer.cfg.train.max_tokens)
+    b = trainer.data.train_ids.collate(idx, static_tokens=trainer.cfg.train.max_tokens)
     return (*b.src.shape, b.tgt_in.shape[1])
 
 
@@ -270,8 +271,8 @@ def test_a_run_with_fixed_shapes_resumes_exactly_and_keeps_its_batching(tmp_path
     run_until_ctrl_c(monkeypatch, first, at_update=4)  # inside the first epoch
     assert first.progress.batch_in_epoch == 3
     with pytest.raises(ValueError, match="cannot resume with train.cuda_graphs=false"):
-        Trainer(make_cfg(6, ["train.device=cpu"]), tmp_path / "b", resume=True)
-    resumed = Trainer(make_cfg(6, extra), tmp_path / "b", resume=True)
+        Trainer(make_cfg(6, ["train.device=cpu"]), tmp_path / "b", Start.resume())
+    resumed = Trainer(make_cfg(6, extra), tmp_path / "b", Start.resume())
     resumed.run()
     for k, v in straight.model.state_dict().items():
         assert torch.equal(v, resumed.model.state_dict()[k]), k

@@ -8,6 +8,7 @@ from nmtkit.checkpoint import load_bundle, load_checkpoint
 from nmtkit.config import load
 from nmtkit.train.ema import WeightAverage
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, tiny_copy_overrides
 
@@ -38,7 +39,7 @@ def test_checkpoints_hold_the_average_that_validation_scored(tmp_path):
     trainer = Trainer(make_cfg(30), tmp_path)
     trainer.run()
     last = load_checkpoint(tmp_path / "last.pt")
-    raw, averaged = trainer.model.state_dict(), trainer.ema.state_dict()
+    raw, averaged = trainer.model.state_dict(), trainer.updater.ema.state_dict()
     weights = {n for n, _ in trainer.model.named_parameters(remove_duplicate=False)}
     for k in weights:
         assert torch.equal(last["train_model"][k], raw[k]), k
@@ -66,9 +67,9 @@ def test_resume_with_an_average_is_exact(tmp_path, tied):
     straight = Trainer(make_cfg(30, extra), tmp_path / "a")
     straight.run()
     Trainer(make_cfg(20, extra), tmp_path / "b").run()
-    resumed = Trainer(make_cfg(30, extra), tmp_path / "b", resume=True)
+    resumed = Trainer(make_cfg(30, extra), tmp_path / "b", Start.resume())
     resumed.run()
     for k, v in straight.model.state_dict().items():
         assert torch.equal(v, resumed.model.state_dict()[k]), k
-    for k, v in straight.ema.state_dict().items():
-        assert torch.equal(v, resumed.ema.state_dict()[k]), k
+    for k, v in straight.updater.ema.state_dict().items():
+        assert torch.equal(v, resumed.updater.ema.state_dict()[k]), k

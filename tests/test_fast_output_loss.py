@@ -95,7 +95,7 @@ def test_the_trainer_takes_the_blocked_loss_with_train_fast_only(tmp_path, sets,
     cfg = make_cfg(2, ["train.retain_freed_memory=false", *sets])
     trainer = Trainer(cfg, tmp_path / "run")
     assert (trainer.updater.blocked_loss is not None) is blocked
-    b = trainer.train_ids.collate(trainer.train_ids.batches(cfg.train.max_tokens, seed=1)[0])
+    b = trainer.data.train_ids.collate(trainer.data.train_ids.batches(cfg.train.max_tokens, seed=1)[0])
     trainer.model.eval()  # no dropout: both paths must give the same number
     loss, nll = trainer.updater.batch_loss(b)
     with trainer.updater.autocast():  # fp16: the readable path in float16, as the trainer runs it

@@ -15,6 +15,7 @@ from nmtkit.config import FREEZE_GROUPS, ConfigError, ModelConfig, load
 from nmtkit.models import build_model
 from nmtkit.train.finetune import parameter_groups
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
@@ -39,12 +40,12 @@ def test_init_from_starts_from_the_parent_weights_with_a_fresh_optimizer(parent,
     run, trainer = parent
     parent_valid = trainer.validate()
     child = Trainer(make_cfg(5, ["train.lr=0.5", "train.warmup=3", "train.seed=9"]), tmp_path,
-                    init_from=run / "last.pt")
+                    Start.fine_tune(run / "last.pt"))
     # Step 0 of the child is the parent: the same validation loss on the same data.
     assert child.validate()["valid_loss"] == parent_valid["valid_loss"]
-    assert child.vocabs.src_vocab == trainer.vocabs.src_vocab
+    assert child.data.vocabs.src_vocab == trainer.data.vocabs.src_vocab
     assert child.progress.step == 0 and child.progress.parent == str(run / "last.pt")
-    assert not child.optimizer.state  # fresh: no Adam moments carried over
+    assert not child.updater.optimizer.state  # fresh: no Adam moments carried over
     child.run()
     saved = load_checkpoint(tmp_path / "last.pt")
     assert saved["progress"]["parent"] == str(run / "last.pt")
@@ -57,8 +58,8 @@ def test_the_new_corpus_is_encoded_with_the_parents_vocabulary(parent, tmp_path,
     # Symbols 11..15 never occurred in the parent's data: they become <unk>.
     cfg = make_cfg(2, ["data.copy_vocab=16"])
     with caplog.at_level(logging.INFO, logger="nmtkit.train"):
-        child = Trainer(cfg, tmp_path, init_from=run / "last.pt")
-    assert child.vocabs.tgt_vocab == trainer.vocabs.tgt_vocab
+        child = Trainer(cfg, tmp_path, Start.fine_tune(run / "last.pt"))
+    assert child.data.vocabs.tgt_vocab == trainer.data.vocabs.tgt_vocab
     rate = next(r.getMessage() for r in caplog.records if "are <unk>" in r.getMessage())
     # 5 of 15 symbols are unknown: about a third of the tokens on both sides.
     src_pct, tgt_pct = (float(w.rstrip("%")) for w in rate.split() if w.endswith("%"))
@@ -69,7 +70,7 @@ def test_the_new_corpus_is_encoded_with_the_parents_vocabulary(parent, tmp_path,
 def test_the_model_section_must_match_the_parents(parent, tmp_path):
     run, _ = parent
     with pytest.raises(ConfigError, match=r"model\.d_ff = 64 in the parent, 128 here"):
-        Trainer(make_cfg(2, ["model.d_ff=128"]), tmp_path, init_from=run / "last.pt")
+        Trainer(make_cfg(2, ["model.d_ff=128"]), tmp_path, Start.fine_tune(run / "last.pt"))
     assert not (tmp_path / "last.pt").exists()
 
 
@@ -84,9 +85,9 @@ def test_vocab_from_takes_the_vocabularies_only_and_the_two_runs_ensemble(parent
     run, trainer = parent
     cfg = make_cfg(3, ["data.copy_vocab=16", "model.d_ff=128", "train.seed=5"])
     with caplog.at_level(logging.INFO, logger="nmtkit.train"):
-        child = Trainer(cfg, tmp_path / "shared", vocab_from=run / "last.pt")
-    assert child.vocabs.src_vocab == trainer.vocabs.src_vocab
-    assert child.vocabs.tgt_vocab == trainer.vocabs.tgt_vocab
+        child = Trainer(cfg, tmp_path / "shared", Start.vocabulary_from(run / "last.pt"))
+    assert child.data.vocabs.src_vocab == trainer.data.vocabs.src_vocab
+    assert child.data.vocabs.tgt_vocab == trainer.data.vocabs.tgt_vocab
     assert any("are <unk>" in r.getMessage() for r in caplog.records)  # symbols 11..15
     assert child.model.cfg.d_ff == 128  # a model of another size than the checkpoint's
     emb = "tgt_embed.lut.weight"
@@ -95,7 +96,7 @@ def test_vocab_from_takes_the_vocabularies_only_and_the_two_runs_ensemble(parent
     child.run()
     own = Trainer(make_cfg(3, ["data.copy_vocab=16", "train.seed=5"]), tmp_path / "own")
     own.run()
-    assert own.vocabs.tgt_vocab != trainer.vocabs.tgt_vocab
+    assert own.data.vocabs.tgt_vocab != trainer.data.vocabs.tgt_vocab
     bundles = [load_bundle(run / "last.pt"), load_bundle(tmp_path / "shared" / "last.pt")]
     tr = ensemble_translator(bundles)
     assert len(tr.translate_lines(["1 2 3"], beam=2)) == 1
@@ -117,10 +118,13 @@ def test_vocab_from_on_the_command_line(parent, tmp_path):
 
 
 @pytest.mark.slow
-def test_init_from_and_vocab_from_are_refused_together(parent, tmp_path):
+def test_init_from_and_vocab_from_are_refused_together(parent, tmp_path, capsys):
     run, _ = parent
-    with pytest.raises(ConfigError, match="cannot be combined"):
-        Trainer(make_cfg(2), tmp_path / "x", init_from=run / "last.pt", vocab_from=run / "last.pt")
+    args = ["train", str(COPY), "--run-dir", str(tmp_path / "x"), "--init-from",
+            str(run / "last.pt"), "--vocab-from", str(run / "last.pt")]
+    assert cli_main(args) == 2
+    assert capsys.readouterr().err.startswith(
+        "nmtkit: error: --init-from and --vocab-from cannot be combined")
     assert not (tmp_path / "x").exists()
 
 
@@ -141,7 +145,7 @@ def test_frozen_parameters_do_not_change(parent, tmp_path, frozen):
     names = weight_names(trainer.model)
     start = {k: v.clone() for k, v in trainer.model.state_dict().items() if k in names}
     child = Trainer(make_cfg(4, [f"train.freeze={list(frozen)}"]), tmp_path,
-                    init_from=run / "last.pt")
+                    Start.fine_tune(run / "last.pt"))
     child.run()
     moved = changed(start, child.model.state_dict())
     enc = {k for k in start if k.startswith("encoder")}
@@ -161,7 +165,8 @@ def test_freezing_the_decoder_leaves_a_tied_output_projection_trainable(parent, 
     is frozen (the output bias belongs to the decoder)."""
     run, trainer = parent
     start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    child = Trainer(make_cfg(4, ["train.freeze=[decoder]"]), tmp_path, init_from=run / "last.pt")
+    child = Trainer(make_cfg(4, ["train.freeze=[decoder]"]), tmp_path,
+                    Start.fine_tune(run / "last.pt"))
     child.run()
     after = child.model.state_dict()
     assert not torch.equal(start["generator.weight"], after["generator.weight"])
@@ -209,12 +214,12 @@ def test_forgetting_report_before_and_after(parent, tmp_path, capsys):
 def test_forgetting_before_survives_a_resume(parent, tmp_path, monkeypatch):
     run, _ = parent
     cfg = make_cfg(10, ["train.forgetting_splits=[val]"])
-    first = Trainer(cfg, tmp_path, init_from=run / "last.pt")
+    first = Trainer(cfg, tmp_path, Start.fine_tune(run / "last.pt"))
     before = first.progress.forgetting_before
     assert set(before) == {"val"}
     run_until_ctrl_c(monkeypatch, first, 7)
     assert not (tmp_path / "forgetting.json").exists()  # written when training ends
-    resumed = Trainer(cfg, tmp_path, resume=True)
+    resumed = Trainer(cfg, tmp_path, Start.resume())
     assert resumed.progress.forgetting_before == before
     resumed.run()
     report = json.loads((tmp_path / "forgetting.json").read_text())

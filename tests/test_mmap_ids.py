@@ -17,6 +17,7 @@ from nmtkit.data.corpora import CorpusError, iter_lines, iter_parallel, load_par
 from nmtkit.data.prepare import build_vocabularies, encode_parallel, pairs_of, sample_pairs
 from nmtkit.data.vocab import BOS, EOS
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import make_cfg
 from .helpers import parallel_data_cfg as parallel_cfg
@@ -207,15 +208,15 @@ def test_training_on_memory_maps_equals_training_in_memory(tmp_path, monkeypatch
     plain = Trainer(make_cfg(12), tmp_path / "plain")
     plain.run()
     mapped = Trainer(make_cfg(12, ["data.mmap=true"]), tmp_path / "mapped")
-    assert isinstance(mapped.train_ids.src_tokens, np.memmap)
+    assert isinstance(mapped.data.train_ids.src_tokens, np.memmap)
     mapped.run()
     for k, val in plain.model.state_dict().items():
         assert torch.equal(val, mapped.model.state_dict()[k]), k
     drop = {"elapsed_s"}
     assert ([{k: x for k, x in r.items() if k not in drop} for r in plain.progress.history] ==
             [{k: x for k, x in r.items() if k not in drop} for r in mapped.progress.history])
-    resumed = Trainer(make_cfg(16, ["data.mmap=true"]), tmp_path / "mapped", resume=True)
-    assert resumed.progress.step == 12 and isinstance(resumed.train_ids.src_tokens, np.memmap)
+    resumed = Trainer(make_cfg(16, ["data.mmap=true"]), tmp_path / "mapped", Start.resume())
+    assert resumed.progress.step == 12 and isinstance(resumed.data.train_ids.src_tokens, np.memmap)
     resumed.run()
     assert resumed.progress.step == 16
 

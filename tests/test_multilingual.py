@@ -31,6 +31,7 @@ from nmtkit.decode.options import TranslateOptions
 from nmtkit.decode.text_translator import TextTranslator
 from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, load_benchmark, severe_browser_errors, step_by_step
 from .helpers import write_xyz_corpus as write_corpus
@@ -169,7 +170,7 @@ def test_a_resumed_run_samples_the_same_directions(tmp_path):
     straight.run()
     assert straight.progress.epoch >= 1  # the resumed half crosses into a new epoch's sample
     Trainer(tiny_cfg(root, steps=7, extra=sets), tmp_path / "b").run()
-    resumed = Trainer(tiny_cfg(root, steps=14, extra=sets), tmp_path / "b", resume=True)
+    resumed = Trainer(tiny_cfg(root, steps=14, extra=sets), tmp_path / "b", Start.resume())
     resumed.run()
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(),
                             strict=True):

@@ -10,6 +10,7 @@ from nmtkit.models.loss import label_smoothed_cross_entropy
 from nmtkit.train import regularize, step
 from nmtkit.train.loop import Trainer
 from nmtkit.train.regularize import rdrop_loss, symmetric_kl, word_dropout
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
@@ -71,7 +72,7 @@ def test_rdrop_without_dropout_gives_the_plain_loss_and_gradients(tmp_path):
     grads, losses = [], []
     for name, extra in (("plain", []), ("rdrop", ["train.rdrop=5"])):
         trainer = Trainer(copy_cfg(*NO_DROPOUT, *extra), tmp_path / name)
-        batch = trainer.train_ids.collate(trainer.train_ids.batches(256, 1234, 0)[0])
+        batch = trainer.data.train_ids.collate(trainer.data.train_ids.batches(256, 1234, 0)[0])
         trainer.model.train()
         loss, nll = trainer.updater.batch_loss(batch)
         loss.backward()
@@ -100,7 +101,7 @@ def test_rdrop_with_dropout_adds_a_positive_kl_and_resumes_exactly(tmp_path, mon
 
     interrupted = Trainer(copy_cfg(*overrides), tmp_path / "b")
     run_until_ctrl_c(monkeypatch, interrupted, 5)
-    resumed = Trainer(copy_cfg(*overrides), tmp_path / "b", resume=True)
+    resumed = Trainer(copy_cfg(*overrides), tmp_path / "b", Start.resume())
     assert resumed.progress.step == 4  # Ctrl-C saves where it stopped
     resumed.run()
     for k, v in straight.model.state_dict().items():

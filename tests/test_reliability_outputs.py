@@ -425,12 +425,13 @@ def test_fine_tuning_on_data_the_parents_vocabulary_misses_is_a_warning(copy_run
 
     from nmtkit.config import load
     from nmtkit.train.loop import Trainer
+    from nmtkit.train.start import Start
 
     cfg = load(ROOT / "configs" / "copy_task.yaml",
                [*tiny_copy_overrides(2), "model.layers=2", "train.valid_bleu=false",
                 f"data.copy_vocab={copy_vocab}"])
     with caplog.at_level(logging.INFO, logger="nmtkit.train"):
-        Trainer(cfg, tmp_path / "child", init_from=copy_run / "last.pt")
+        Trainer(cfg, tmp_path / "child", Start.fine_tune(copy_run / "last.pt"))
     said = [r for r in caplog.records if "are <unk>" in r.getMessage()]
     assert len(said) == 1
     if warned:

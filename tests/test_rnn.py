@@ -21,6 +21,7 @@ from nmtkit.models.attention import (
     masked_softmax,
 )
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, V_TGT, nmtkit, padded_batch
 from .helpers import make_rnn as make_model
@@ -292,7 +293,7 @@ def test_checkpoint_round_trip_and_exact_resume(tmp_path):
     Trainer(load(ROOT / "configs" / "copy_task.yaml", copy_overrides(6, extra)),
             tmp_path / "b").run()
     resumed = Trainer(load(ROOT / "configs" / "copy_task.yaml", copy_overrides(12, extra)),
-                      tmp_path / "b", resume=True)
+                      tmp_path / "b", Start.resume())
     resumed.run()
     for k, v in straight.model.state_dict().items():
         assert torch.equal(v, resumed.model.state_dict()[k]), k

@@ -15,6 +15,7 @@ from nmtkit.train.schedule import (
     inverse_sqrt_rate,
     noam_rate,
 )
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
 
@@ -202,13 +203,14 @@ def _copy_cfg(steps, extra=()):
 @pytest.mark.slow
 def test_adamw_with_cosine_resumes_exactly(tmp_path, monkeypatch):
     straight = Trainer(_copy_cfg(24), tmp_path / "a")
-    assert isinstance(straight.optimizer, torch.optim.AdamW) and len(straight.optimizer.param_groups) == 2
+    optimizer = straight.updater.optimizer
+    assert isinstance(optimizer, torch.optim.AdamW) and len(optimizer.param_groups) == 2
     straight.run()
     rates = [row["lr"] for row in straight.progress.history]
     assert float(rates[-1]) == pytest.approx(1e-4)  # step 24 = the horizon: min_lr
     interrupted = Trainer(_copy_cfg(24), tmp_path / "b")
     run_until_ctrl_c(monkeypatch, interrupted, 15)
-    resumed = Trainer(_copy_cfg(24), tmp_path / "b", resume=True)
+    resumed = Trainer(_copy_cfg(24), tmp_path / "b", Start.resume())
     assert resumed.progress.step == 14
     resumed.run()
     assert [row["lr"] for row in resumed.progress.history] == rates
@@ -216,7 +218,7 @@ def test_adamw_with_cosine_resumes_exactly(tmp_path, monkeypatch):
         assert torch.equal(v, resumed.model.state_dict()[k]), k
     # The optimizer state is AdamW's: resuming it as Adam is refused, clearly.
     with pytest.raises(ValueError, match="cannot resume: train.optimizer is adam"):
-        Trainer(_copy_cfg(30, ["train.optimizer=adam"]), tmp_path / "b", resume=True)
+        Trainer(_copy_cfg(30, ["train.optimizer=adam"]), tmp_path / "b", Start.resume())
     assert load_checkpoint(tmp_path / "b" / "last.pt")["config"]["train"]["optimizer"] == "adamw"
 
 
@@ -236,6 +238,6 @@ def test_a_run_checkpointed_before_these_keys_existed_still_resumes(tmp_path):
         ckpt.pop(key, None)
     save_checkpoint(tmp_path / "last.pt", ckpt)
     more = load(ROOT / "configs" / "copy_task.yaml", tiny_copy_overrides(12))
-    resumed = Trainer(more, tmp_path, resume=True)
+    resumed = Trainer(more, tmp_path, Start.resume())
     assert resumed.progress.step == 10
     assert resumed.run()["step"] == 12

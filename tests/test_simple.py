@@ -130,7 +130,7 @@ def test_train_step_matches_the_trainer(tmp_path, monkeypatch):
         "train.log_every=1", "train.valid_bleu=false"])
     trainer = Trainer(cfg, tmp_path / "run")
     start = copy.deepcopy(trainer.model.state_dict())
-    batch = trainer.train_ids.collate(trainer.epoch_batches(0)[0])
+    batch = trainer.data.train_ids.collate(trainer.epoch_batches(0)[0])
     seen: dict[str, object] = {}
     real_step = torch.optim.Adam.step
 

@@ -15,6 +15,7 @@ from nmtkit.data.subword_sampling import SubwordSampler, epoch_seed
 from nmtkit.data.tokenizers import SentencePieceTokenizer
 from nmtkit.data.vocab import UNK
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, tiny_copy_overrides
 
@@ -153,7 +154,7 @@ def test_training_with_bpe_dropout_runs_and_resumes_exactly(tmp_path, monkeypatc
     # How many batches an epoch holds depends on the sampled segmentations (and so on the
     # host's sentencepiece build): the test counts them instead of assuming a number.
     straight = Trainer(train_cfg(tmp_path, 24), tmp_path / "a")
-    assert straight.sampler is not None
+    assert straight.data.sampler is not None
     epochs, drawn_after = [], []  # epoch of each segmentation drawn; updates done before it
     real_ids, real_update, calls = SubwordSampler.ids, Trainer._update, {"n": 0}
 
@@ -186,7 +187,7 @@ def test_training_with_bpe_dropout_runs_and_resumes_exactly(tmp_path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         interrupted.run()
     monkeypatch.setattr(Trainer, "_update", real_update)
-    resumed = Trainer(train_cfg(tmp_path, 24), tmp_path / "b", resume=True)
+    resumed = Trainer(train_cfg(tmp_path, 24), tmp_path / "b", Start.resume())
     assert resumed.progress.step == first_epoch + 1 and resumed.progress.epoch == 1
     resumed.run()
     assert resumed.progress.step == straight.progress.step == 24
@@ -197,16 +198,16 @@ def test_training_with_bpe_dropout_runs_and_resumes_exactly(tmp_path, monkeypatc
     bundle = load_bundle(tmp_path / "a" / "best.pt")
     assert isinstance(bundle.src_tok, SentencePieceTokenizer)
     text = corpus().src[0]
-    assert bundle.src_tok.encode(text) == straight.vocabs.src_tok.encode(text)
+    assert bundle.src_tok.encode(text) == straight.data.vocabs.src_tok.encode(text)
     assert np.array_equal(
-        straight.valid_ids.src_tokens,
-        encode_parallel(straight.cfg.data, straight.valid_text, straight.vocabs, False).src_tokens)
+        straight.data.valid_ids.src_tokens,
+        encode_parallel(straight.cfg.data, straight.data.valid_text, straight.data.vocabs, False).src_tokens)
 
 
 @pytest.mark.slow
 def test_training_without_sampling_keeps_one_segmentation(tmp_path):
     trainer = Trainer(train_cfg(tmp_path, 2, ["data.subword_alpha=0"]), tmp_path / "r")
-    assert trainer.sampler is None
-    ids = trainer.train_ids
+    assert trainer.data.sampler is None
+    ids = trainer.data.train_ids
     trainer.run()
-    assert trainer.train_ids is ids
+    assert trainer.data.train_ids is ids

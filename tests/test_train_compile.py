@@ -19,7 +19,7 @@ def test_compiled_training_matches_eager(tmp_path):
     compiled = Trainer(make_cfg(3, extra + ["train.compile=true"]), tmp_path / "compiled")
     assert compiled.updater.compiled_logits is not None and eager.updater.compiled_logits is None
     model = compiled.model
-    b = compiled.train_ids.collate(compiled.train_ids.batches(256, seed=0)[0])
+    b = compiled.data.train_ids.collate(compiled.data.train_ids.batches(256, seed=0)[0])
     grads = []
     for k, forward in enumerate((model.logits, compiled.updater.compiled_logits)):
         model.zero_grad()

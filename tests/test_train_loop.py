@@ -9,6 +9,7 @@ from nmtkit.checkpoint import load_checkpoint
 from nmtkit.cli import main as cli_main
 from nmtkit.config import load
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import SCRATCH, Start
 from nmtkit.train.step import TrainingError
 
 from .helpers import ROOT, make_cfg, run_until_ctrl_c, tiny_copy_overrides
@@ -58,7 +59,7 @@ def test_interrupt_inside_an_update_resumes_exactly(tmp_path, monkeypatch):
     straight.run()
     interrupted = Trainer(make_cfg(30), tmp_path / "b")
     run_until_ctrl_c(monkeypatch, interrupted, 23)  # Ctrl-C arrives during the 23rd update
-    resumed = Trainer(make_cfg(30), tmp_path / "b", resume=True)
+    resumed = Trainer(make_cfg(30), tmp_path / "b", Start.resume())
     assert resumed.progress.step == 22
     at_22 = Trainer(make_cfg(22), tmp_path / "c")
     at_22.run()
@@ -71,7 +72,7 @@ def test_interrupt_inside_an_update_resumes_exactly(tmp_path, monkeypatch):
 def test_resuming_a_finished_run_trains_no_further(tmp_path):
     first = Trainer(make_cfg(10), tmp_path)
     first.run()
-    again = Trainer(make_cfg(10), tmp_path, resume=True)
+    again = Trainer(make_cfg(10), tmp_path, Start.resume())
     result = again.run()
     assert result["step"] == 10 and again.progress.step == 10
     for k, v in first.model.state_dict().items():
@@ -84,20 +85,20 @@ def test_a_fresh_run_never_mixes_with_an_earlier_one(tmp_path):
     with pytest.raises(ValueError, match="--resume.*--overwrite"):
         Trainer(make_cfg(10), tmp_path)
     assert (tmp_path / "best.pt").read_bytes() == before
-    Trainer(make_cfg(10, ["train.seed=7"]), tmp_path, overwrite=True).run()
+    Trainer(make_cfg(10, ["train.seed=7"]), tmp_path, Start.scratch(overwrite=True)).run()
     assert (tmp_path / "best.pt").read_bytes() != before
     assert len(list(tmp_path.glob("step_*.pt"))) == 1
 
 
-def fp16_trainer(steps, run_dir, resume=False):
+def fp16_trainer(steps, run_dir, start=SCRATCH):
     """``train.amp: fp16`` on the CPU, with a loss scale so large that the gradients overflow
     (the scaler must back off) and a short growth interval (it must grow again), so that
     both sides of the scaler run in a few steps. A resumed run takes both from its checkpoint."""
-    trainer = Trainer(make_cfg(steps, ["train.amp=fp16"]), run_dir, resume=resume)
-    assert trainer.scaler.is_enabled() and trainer.updater.autocast().fast_dtype == torch.float16
-    if not resume:
+    trainer = Trainer(make_cfg(steps, ["train.amp=fp16"]), run_dir, start)
+    assert trainer.updater.scaler.is_enabled() and trainer.updater.autocast().fast_dtype == torch.float16
+    if not start.resumes:
         scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24, growth_interval=4)
-        trainer.scaler = trainer.updater.scaler = scaler  # (the update steps through it)
+        trainer.updater.scaler = scaler
     return trainer
 
 
@@ -107,19 +108,19 @@ def test_fp16_scales_the_loss_and_resumes_exactly(tmp_path, monkeypatch, caplog)
         straight.run()
     overflows = [r.getMessage() for r in caplog.records if "overflowed" in r.getMessage()]
     assert overflows, "the scaler never backed off"
-    assert straight.scaler.get_scale() < 2.0 ** 24
+    assert straight.updater.scaler.get_scale() < 2.0 ** 24
     saved = load_checkpoint(tmp_path / "a" / "last.pt")["scaler"]
-    assert saved == straight.scaler.state_dict() and saved["growth_interval"] == 4
+    assert saved == straight.updater.scaler.state_dict() and saved["growth_interval"] == 4
 
     interrupted = fp16_trainer(30, tmp_path / "b")
     run_until_ctrl_c(monkeypatch, interrupted, 23)
-    resumed = fp16_trainer(30, tmp_path / "b", resume=True)
+    resumed = fp16_trainer(30, tmp_path / "b", Start.resume())
     assert resumed.progress.step == 22
-    assert resumed.scaler.state_dict() == load_checkpoint(tmp_path / "b" / "last.pt")["scaler"]
+    assert resumed.updater.scaler.state_dict() == load_checkpoint(tmp_path / "b" / "last.pt")["scaler"]
     resumed.run()
     for k, v in straight.model.state_dict().items():
         assert torch.equal(v, resumed.model.state_dict()[k]), k
-    assert resumed.scaler.state_dict() == straight.scaler.state_dict()
+    assert resumed.updater.scaler.state_dict() == straight.updater.scaler.state_dict()
 
 
 def test_tensorboard_event_files_hold_the_scalars(tmp_path):
@@ -151,7 +152,7 @@ def test_tensorboard_event_files_hold_the_scalars(tmp_path):
     assert [e.step for e in texts] == [10, 20]
     table = texts[-1].tensor_proto.string_val[0].decode()
     assert table.startswith("| # | source | reference | hypothesis |")
-    assert trainer.valid_text.src[0].split()[0] in table
+    assert trainer.data.valid_text.src[0].split()[0] in table
     images = events.Images("valid/attention")
     assert [e.step for e in images] == [10, 20]
     assert images[-1].width > 50 and images[-1].height > 50
@@ -159,7 +160,7 @@ def test_tensorboard_event_files_hold_the_scalars(tmp_path):
     # place would go stale under the fused optimizer and decode the next validation with it.
     assert not any(type(m).__name__.startswith("Packed") for m in trainer.model.modules())
     # A fresh run over it (--overwrite) does not mix with the old events.
-    Trainer(make_cfg(10, ["train.tensorboard=true"]), tmp_path, overwrite=True).run()
+    Trainer(make_cfg(10, ["train.tensorboard=true"]), tmp_path, Start.scratch(overwrite=True)).run()
     assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 1
 
 

@@ -12,6 +12,7 @@ import nmtkit.train.run_dir as run_dir
 from nmtkit.cli import main as cli_main
 from nmtkit.config import load
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 from nmtkit.train.step import TrainingError
 
 from .helpers import ROOT, run_until_ctrl_c, tiny_copy_overrides
@@ -74,7 +75,7 @@ def test_a_failed_overwrite_puts_the_earlier_run_back(tmp_path, monkeypatch, cap
         else:
             fail_first_save(monkeypatch)
             expected = (OSError, "No space left")
-        trainer = Trainer(make_cfg(10, ["train.seed=7"]), run, overwrite=True)
+        trainer = Trainer(make_cfg(10, ["train.seed=7"]), run, Start.scratch(overwrite=True))
         assert "last.pt" not in snapshot(run)  # the new run starts in a clean directory
         with pytest.raises(expected[0], match=expected[1]):
             trainer.run()
@@ -97,7 +98,7 @@ def test_the_earlier_run_is_deleted_at_the_new_runs_first_checkpoint(tmp_path, m
         real(path, payload)
 
     monkeypatch.setattr(run_dir, "save_checkpoint", save)
-    result = Trainer(make_cfg(10, ["train.seed=7"]), run, overwrite=True).run()
+    result = Trainer(make_cfg(10, ["train.seed=7"]), run, Start.scratch(overwrite=True)).run()
     assert result["step"] == 10
     assert seen[0] == ("last.pt", 1)  # the earlier run still set aside at the first write
     after = snapshot(run)
@@ -113,14 +114,16 @@ def test_ctrl_c_before_the_first_checkpoint_puts_the_earlier_run_back(tmp_path, 
     before = earlier_run(run)
     caplog.set_level(logging.INFO, logger="nmtkit.train")
     # valid_every=10: the first checkpoint would come at update 10.
-    run_until_ctrl_c(monkeypatch, Trainer(make_cfg(20, ["train.seed=7"]), run, overwrite=True), 5)
+    run_until_ctrl_c(monkeypatch, Trainer(make_cfg(20, ["train.seed=7"]), run,
+                                          Start.scratch(overwrite=True)), 5)
     assert snapshot(run) == before
     assert not set_aside(run)
     assert any("earlier run was put back" in r.getMessage() for r in caplog.records)
     # After the first checkpoint, Ctrl-C saves the new run for --resume, as without --overwrite.
-    run_until_ctrl_c(monkeypatch, Trainer(make_cfg(20, ["train.seed=7"]), run, overwrite=True), 15)
+    run_until_ctrl_c(monkeypatch, Trainer(make_cfg(20, ["train.seed=7"]), run,
+                                          Start.scratch(overwrite=True)), 15)
     assert not set_aside(run)
-    assert Trainer(make_cfg(20, ["train.seed=7"]), run, resume=True).progress.step == 14
+    assert Trainer(make_cfg(20, ["train.seed=7"]), run, Start.resume()).progress.step == 14
 
 
 def test_a_failure_puts_back_the_earlier_tensorboard_events(tmp_path, monkeypatch):
@@ -132,7 +135,7 @@ def test_a_failure_puts_back_the_earlier_tensorboard_events(tmp_path, monkeypatc
         raise RuntimeError("boom")
 
     monkeypatch.setattr(Trainer, "_update", broken)
-    trainer = Trainer(make_cfg(10, ["train.tensorboard=true"]), run, overwrite=True)
+    trainer = Trainer(make_cfg(10, ["train.tensorboard=true"]), run, Start.scratch(overwrite=True))
     with pytest.raises(RuntimeError, match="boom"):
         trainer.run()
     assert snapshot(run) == before  # the new run's events file went with it
@@ -142,18 +145,18 @@ def test_a_run_killed_before_its_first_checkpoint_leaves_the_earlier_run_aside(t
     run = tmp_path / "run"
     before = earlier_run(run, 10)
     # A process killed hard (SIGKILL) after the set-up: nothing put the earlier run back.
-    Trainer(make_cfg(10, ["train.seed=7"]), run, overwrite=True)
+    Trainer(make_cfg(10, ["train.seed=7"]), run, Start.scratch(overwrite=True))
     (aside,) = set_aside(run)
     assert snapshot(aside) == before
     caplog.set_level(logging.INFO, logger="nmtkit.train")
     # --resume finds no last.pt, and says where the earlier run is.
     with pytest.raises(FileNotFoundError, match="nothing to resume"):
-        Trainer(make_cfg(10), run, resume=True)
+        Trainer(make_cfg(10), run, Start.resume())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(str(aside) in w and "recover" in w for w in warnings)
     # A later --overwrite runs, leaves the folder alone and names it again.
     caplog.clear()
-    result = Trainer(make_cfg(10, ["train.seed=9"]), run, overwrite=True).run()
+    result = Trainer(make_cfg(10, ["train.seed=9"]), run, Start.scratch(overwrite=True)).run()
     assert result["step"] == 10
     assert set_aside(run) == [aside] and snapshot(aside) == before
     assert any(str(aside) in r.getMessage() for r in caplog.records
@@ -162,5 +165,5 @@ def test_a_run_killed_before_its_first_checkpoint_leaves_the_earlier_run_aside(t
     # And a failed one after it puts back that run's files, still not touching the folder.
     now = snapshot(run)
     with pytest.raises(TrainingError):
-        Trainer(make_cfg(10, ["train.lr=1e30"]), run, overwrite=True).run()
+        Trainer(make_cfg(10, ["train.lr=1e30"]), run, Start.scratch(overwrite=True)).run()
     assert snapshot(run) == now and set_aside(run) == [aside]

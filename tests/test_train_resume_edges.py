@@ -10,9 +10,10 @@ import pytest
 
 import nmtkit.train.setup as setup
 from nmtkit.cli import main as cli_main
-from nmtkit.config import ConfigError, load
+from nmtkit.config import load
 from nmtkit.train.loop import Trainer
 from nmtkit.train.run_dir import RunDirLock
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, clocked_updates, run_until_ctrl_c, tiny_copy_overrides
 
@@ -92,8 +93,8 @@ def test_the_lock_is_held_for_the_whole_run_and_gone_after(tmp_path):
     assert seen == [str(os.getpid())] * 2
     assert not (run / RunDirLock.NAME).exists()  # never part of the run's files
     # One process may set up one run directory's trainers in turn (a run, then its resume).
-    again = Trainer(make_cfg(6, ["train.valid_every=2"]), run, resume=True)
-    also = Trainer(make_cfg(6, ["train.valid_every=2"]), run, resume=True)
+    again = Trainer(make_cfg(6, ["train.valid_every=2"]), run, Start.resume())
+    also = Trainer(make_cfg(6, ["train.valid_every=2"]), run, Start.resume())
     del also
     assert again.run()["step"] == 6 and not (run / RunDirLock.NAME).exists()
 
@@ -125,8 +126,6 @@ def test_a_start_checkpoint_with_resume_is_refused(finished, tmp_path, capsys, f
     err = capsys.readouterr().err
     assert err.startswith(f"nmtkit: error: {flag} and --resume cannot be combined"), err
     assert f"drop {flag} to continue the run" in err and not run.exists()
-    with pytest.raises(ConfigError, match="cannot be combined"):
-        Trainer(make_cfg(), finished, resume=True, init_from=finished / "best.pt")
 
 
 # --- failure 18: no last.pt, but step_*.pt ----------------------------------------------------
@@ -137,14 +136,21 @@ def test_without_last_pt_both_messages_point_to_the_step_checkpoint(tmp_path, no
     (run / "best.pt").write_bytes(b"x")
     with pytest.raises(ValueError) as fresh:
         Trainer(make_cfg(), run)
-    assert "pass --overwrite to start afresh" in str(fresh.value)
+    assert str(fresh.value).endswith(
+        "it has no last.pt to resume: to train on from the weights of best.pt, start a new run "
+        f"with --init-from {run / 'best.pt'} and another --run-dir; or pass --overwrite to "
+        "start afresh")
     assert "--resume" not in str(fresh.value)  # there is nothing it could read
-    with pytest.raises(FileNotFoundError, match=r"last\.pt: nothing to resume$"):
-        Trainer(make_cfg(), run, resume=True)
+    with pytest.raises(FileNotFoundError) as resumed:
+        Trainer(make_cfg(), run, Start.resume())
+    assert str(resumed.value) == (  # (issue 74 item 10: it named no way on from best.pt)
+        f"{run / 'last.pt'}: nothing to resume: the run has no resume state (last.pt); "
+        f"{run / 'best.pt'} holds its best weights, without optimizer state: to fine-tune from "
+        f"them, start a new run with --init-from {run / 'best.pt'} and another --run-dir")
     for step in (10, 20):
         (run / f"step_{step:08d}.pt").write_bytes(b"x")
     with pytest.raises(FileNotFoundError) as resumed:
-        Trainer(make_cfg(), run, resume=True)
+        Trainer(make_cfg(), run, Start.resume())
     newest = run / "step_00000020.pt"
     assert str(resumed.value) == (
         f"{run / 'last.pt'}: nothing to resume; {newest} is a release checkpoint of this run "
@@ -163,7 +169,7 @@ def test_without_last_pt_both_messages_point_to_the_step_checkpoint(tmp_path, no
 def test_a_changed_data_section_is_named_key_by_key(finished, no_data_work):
     cfg = make_cfg(8, ["data.copy_valid_size=30", "data.max_len=50"])
     with pytest.raises(ValueError) as e:
-        Trainer(cfg, finished, resume=True)
+        Trainer(cfg, finished, Start.resume())
     assert str(e.value) == (
         f"{finished / 'last.pt'}: cannot resume: the data section of the config differs from the "
         "checkpoint's: data.max_len = 100 in the checkpoint, 50 here, data.copy_valid_size = 20 "
@@ -174,7 +180,7 @@ def test_a_changed_data_section_is_named_key_by_key(finished, no_data_work):
 
 def resume_changes_nothing(run, cfg, reason):
     before = snapshot(run)
-    result = Trainer(cfg, run, resume=True).run()
+    result = Trainer(cfg, run, Start.resume()).run()
     assert result["stop_reason"] == reason
     assert snapshot(run) == before  # no update, no checkpoint, no metrics row
     return result
@@ -188,7 +194,7 @@ def test_a_run_ended_on_patience_or_time_trains_nothing_when_resumed(tmp_path, m
     assert first["stop_reason"] == "no improvement in 1 validations"
     result = resume_changes_nothing(run, make_cfg(50, stalled), first["stop_reason"])
     assert result["step"] == first["step"] and result["valid_loss"] == first["valid_loss"]
-    more = Trainer(make_cfg(50, [*stalled, "train.patience=2"]), run, resume=True).run()
+    more = Trainer(make_cfg(50, [*stalled, "train.patience=2"]), run, Start.resume()).run()
     assert more["step"] == first["step"] + 2  # a larger patience: one more validation
 
     clocked_updates(monkeypatch, lambda n: 1.0)
@@ -197,7 +203,7 @@ def test_a_run_ended_on_patience_or_time_trains_nothing_when_resumed(tmp_path, m
     assert Trainer(make_cfg(50, timed), run).run()["step"] == 6
     resume_changes_nothing(run, make_cfg(50, timed), "max_minutes=0.1")
     longer = Trainer(make_cfg(50, ["train.max_minutes=0.15", "train.valid_every=4"]), run,
-                     resume=True)
+                     Start.resume())
     assert longer.run()["step"] == 9
 
 
@@ -221,13 +227,13 @@ def test_a_finished_budget_plan_is_not_stretched(tmp_path, monkeypatch):
                                                            "(max_minutes=0.5)")
     resume_changes_nothing(run, budget_cfg(), first["stop_reason"])
     with pytest.raises(ValueError) as e:
-        Trainer(budget_cfg(1.0), run, resume=True)
+        Trainer(budget_cfg(1.0), run, Start.resume())
     assert str(e.value).startswith(f"{run / 'last.pt'}: cannot resume with train.max_minutes=1 "
                                    "(was 0.5): the run ended at update 29, at the last update "
                                    "of its budget plan")
     assert f"--init-from {run / 'last.pt'} --run-dir NEW_DIR" in str(e.value)
     # Turned off, the plan neither sets the rate nor ends the run: the time does (1 s left).
-    off = Trainer(budget_cfg(extra=["train.budget_schedule=false"]), run, resume=True)
+    off = Trainer(budget_cfg(extra=["train.budget_schedule=false"]), run, Start.resume())
     assert off.schedule.plan is None
     result = off.run()
     assert (result["step"], result["stop_reason"]) == (30, "max_minutes=0.5")
@@ -243,14 +249,14 @@ def test_a_budget_run_ended_on_its_time_is_not_stretched_either(tmp_path, monkey
     resume_changes_nothing(run, budget_cfg(), "max_minutes=0.5")
     with pytest.raises(ValueError, match=r"cannot resume with train\.max_minutes=1 \(was 0\.5\): "
                        r"the run ended at update 25, on its time budget"):
-        Trainer(budget_cfg(1.0), run, resume=True)
+        Trainer(budget_cfg(1.0), run, Start.resume())
 
 
 def test_a_budget_plan_resumed_with_more_time_is_replanned_at_once(tmp_path, monkeypatch):
     clocked_updates(monkeypatch, lambda n: 1.0)
     run = tmp_path / "r"
     run_until_ctrl_c(monkeypatch, Trainer(budget_cfg(), run), 22)  # last.pt: update 21
-    resumed = Trainer(budget_cfg(1.0), run, resume=True)
+    resumed = Trainer(budget_cfg(1.0), run, Start.resume())
     plan = resumed.schedule.plan
     # 60 - 21 s left, 90% of it at the 1 s an update measured: 35 more, 56 in all (the
     # fifth revision: after those at updates 9, 13, 17 and 20).

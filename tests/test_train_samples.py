@@ -9,6 +9,7 @@ from nmtkit.config import load
 from nmtkit.data.corpora import load_parallel
 from nmtkit.decode.translator import Translator
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, tiny_copy_overrides
 
@@ -51,5 +52,6 @@ def test_sample_every_zero_writes_nothing_and_overwrite_removes_the_file(tmp_pat
     assert not (tmp_path / "off" / "samples.txt").exists()
     Trainer(load(COPY, tiny_copy_overrides(steps=10)), tmp_path / "on").run()
     assert (tmp_path / "on" / "samples.txt").read_text(encoding="utf-8").count("[3] hyp:") == 1
-    Trainer(cfg, tmp_path / "on", overwrite=True)  # a fresh run: the old samples go too
+    # a fresh run: the old samples go too
+    Trainer(cfg, tmp_path / "on", Start.scratch(overwrite=True))
     assert not (tmp_path / "on" / "samples.txt").exists()

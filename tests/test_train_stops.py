@@ -14,9 +14,10 @@ import torch
 
 from nmtkit.checkpoint import load_checkpoint
 from nmtkit.config import load
-from nmtkit.train import loop
+from nmtkit.train import run_dir
 from nmtkit.train.budget import INTERRUPTED
 from nmtkit.train.loop import Trainer
+from nmtkit.train.start import Start
 
 from .helpers import ROOT, clocked_updates, run_until_ctrl_c, tiny_copy_overrides
 
@@ -107,7 +108,7 @@ def test_every_stop_validates_and_saves_its_last_update(stop, tmp_path, monkeypa
         assert summary["epoch"] == 1
     if stop != "ctrl_c":  # the same recipe resumed: nothing left to do, nothing rewritten
         before = snapshot(run)
-        again = Trainer(cfg, run, resume=True).run()
+        again = Trainer(cfg, run, Start.resume()).run()
         assert again["step"] == at and snapshot(run) == before
 
 
@@ -126,7 +127,7 @@ def test_ctrl_c_validation_changes_nothing_the_run_goes_on_from(tmp_path, monkey
     assert (at_13["step"], [row["step"] for row in at_13["history"]]) == (13, [10])
     # The best so far is step 10's (early_stop_metric: bleu), and no validation counted as bad.
     assert (at_13["best"], at_13["bad_validations"]) == (straight.progress.history[0]["valid_bleu"], 0)
-    resumed = Trainer(make_cfg(30, extra), run, resume=True)
+    resumed = Trainer(make_cfg(30, extra), run, Start.resume())
     resumed.run()
     for k, v in straight.model.state_dict().items():
         assert torch.equal(v, resumed.model.state_dict()[k]), k
@@ -154,7 +155,7 @@ def test_ctrl_c_again_skips_the_validation_never_last_pt(when, tmp_path, monkeyp
                                                          python_sigint_handler):
     """A second Ctrl-C during the last validation (Ctrl-C's, or the one a budget's stop
     runs) skips it, as the log says, and a third during the save of last.pt waits for it."""
-    real_validate, real_save = Trainer.validate, loop.save_checkpoints
+    real_validate, real_save = Trainer.validate, run_dir.save_checkpoints
 
     def ctrl_c_at_13(self):
         if self.progress.step == 13:
@@ -169,7 +170,7 @@ def test_ctrl_c_again_skips_the_validation_never_last_pt(when, tmp_path, monkeyp
 
     def round_then_ctrl_c_in_saves(self, *args, **kw):  # (after step 10's validation and save)
         real_round(self, *args, **kw)
-        monkeypatch.setattr(loop, "save_checkpoints", save_under_ctrl_c)
+        monkeypatch.setattr(run_dir, "save_checkpoints", save_under_ctrl_c)
 
     monkeypatch.setattr(Trainer, "validate", ctrl_c_at_13)
     monkeypatch.setattr(Trainer, "_validation_round", round_then_ctrl_c_in_saves)
@@ -189,4 +190,4 @@ def test_ctrl_c_again_skips_the_validation_never_last_pt(when, tmp_path, monkeyp
     assert trainer.summary is not None
     assert (trainer.summary["stop_reason"], trainer.summary["step"]) == (INTERRUPTED, 13)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
-    assert Trainer(make_cfg(30), run, resume=True).progress.step == 13
+    assert Trainer(make_cfg(30), run, Start.resume()).progress.step == 13

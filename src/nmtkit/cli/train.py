@@ -16,6 +16,7 @@ from .options import NO_FAST_HELP, Subparsers, add_command
 
 if TYPE_CHECKING:
     from ..config import Config, DataConfig
+    from ..train.start import Start
     from ..train.tensorboard import AttentionImage
 
 EXAMPLES = ("  nmtkit train --list\n"
@@ -39,13 +40,15 @@ def add_parser(sub: Subparsers[argparse.ArgumentParser]) -> None:
     t.add_argument("--run-dir", help="output directory (default runs/<config name>)")
     t.add_argument("--no-fast", action="store_true",
                    help=NO_FAST_HELP + "; sets train.fast and decode.fast")
-    mode = t.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
-    mode.add_argument("--overwrite", action="store_true",
-                      help="start afresh in a RUN_DIR that holds an earlier run: its checkpoints "
-                      "and metrics are moved aside to RUN_DIR/.overwritten.*/ and deleted once the "
-                      "new run saves its first checkpoint (put back if the new run fails or is "
-                      "interrupted before then)")
+    # Where the run starts: one choice (start_of), its contradictions refused as parsed.
+    t.add_argument("--resume", action="store_true",
+                   help="continue from RUN_DIR/last.pt (alone: not with --overwrite, "
+                   "--init-from or --vocab-from)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="start afresh in a RUN_DIR that holds an earlier run: its checkpoints "
+                   "and metrics are moved aside to RUN_DIR/.overwritten.*/ and deleted once the "
+                   "new run saves its first checkpoint (put back if the new run fails or is "
+                   "interrupted before then)")
     t.add_argument("--init-from", metavar="CKPT",
                    help="fine-tune: start from this checkpoint's weights, tokenizers and "
                    "vocabularies (its model section must match), with a fresh optimizer and "
@@ -69,6 +72,7 @@ def run(a: argparse.Namespace) -> int:
     if a.config is None:
         raise UserError("train needs a RECIPE: a YAML file or a packaged recipe's name "
                          "(nmtkit train --list shows them)")
+    start = start_of(a)
     from ..train.distributed import world_info
     from ..train.loop import train
 
@@ -78,22 +82,51 @@ def run(a: argparse.Namespace) -> int:
     cfg = load(a.config, sets)
     check_trainable(cfg, a.config)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
-    refuse_writing_over_inputs(a, cfg, run_dir)
-    result = train(cfg, run_dir, resume=a.resume, overwrite=a.overwrite,
-                   on_validation=curves_callback(), init_from=a.init_from,
-                   vocab_from=a.vocab_from, attention_image=attention_image_callback())
+    refuse_writing_over_inputs(a.config, start, cfg, run_dir)
+    result = train(cfg, run_dir, start=start, on_validation=curves_callback(),
+                   attention_image=attention_image_callback())
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
         print(json.dumps({"run_dir": str(run_dir), **result}))
     return 0
 
 
-def refuse_writing_over_inputs(a: argparse.Namespace, cfg: Config, run_dir: Path) -> None:
+def start_of(a: argparse.Namespace) -> Start:
+    """The one start that ``--resume``, ``--init-from``, ``--vocab-from`` and ``--overwrite``
+    ask for (:class:`~nmtkit.train.start.Start`). Flags that ask for two are refused here,
+    before the recipe or any data is read, naming both."""
+    from ..train.start import Start
+
+    named = [(flag, path) for flag, path in (("--init-from", a.init_from),
+                                             ("--vocab-from", a.vocab_from)) if path is not None]
+    if len(named) == 2:
+        raise UserError("--init-from and --vocab-from cannot be combined (--init-from "
+                        "already takes the parent's tokenizers and vocabularies)")
+    if a.resume and named:
+        flag, path = named[0]
+        raise UserError(f"{flag} and --resume cannot be combined: --resume continues the run "
+                        "from its own last.pt (weights, tokenizers and vocabularies): drop "
+                        f"{flag} to continue the run, or start a new run from {path} (another "
+                        "--run-dir, or --overwrite)")
+    if a.resume and a.overwrite:
+        raise UserError("--resume and --overwrite cannot be combined: --resume continues the "
+                        "run in RUN_DIR from its last.pt, --overwrite starts a new one there "
+                        "(the earlier run set aside): drop one of them")
+    if a.resume:
+        return Start.resume()
+    if a.init_from is not None:
+        return Start.fine_tune(a.init_from, overwrite=a.overwrite)
+    if a.vocab_from is not None:
+        return Start.vocabulary_from(a.vocab_from, overwrite=a.overwrite)
+    return Start.scratch(overwrite=a.overwrite)
+
+
+def refuse_writing_over_inputs(recipe: str, start: Start, cfg: Config, run_dir: Path) -> None:
     """No file the run writes into ``run_dir`` (or, with ``--overwrite``, sets aside and
-    deletes) is one it reads: the recipe, ``--init-from``/``--vocab-from`` (``--init-from
+    deletes) is one it reads: the recipe, the start's checkpoint (``--init-from
     RUN/best.pt --overwrite`` would delete the parent), the corpus files named by path."""
     from ..train.run_dir import RUN_FILE_NAMES, RunDirLock
 
-    inputs = [a.config, a.init_from, a.vocab_from, *data_files(cfg.data)]
+    inputs = [recipe, start.checkpoint, *data_files(cfg.data)]
     # step_<N>.pt of any N: one at each validation, the oldest deleted (train.keep_last)
     steps = [run_dir / Path(i).name for i in inputs if i and fnmatch(Path(i).name, "step_*.pt")]
     outputs = [*(run_dir / n for n in (*RUN_FILE_NAMES, RunDirLock.NAME)), *steps]

@@ -11,6 +11,8 @@
   ``samples.txt`` (:func:`append_samples`).
 - Where training stands (:class:`Progress`) and the random generators' state
   (:func:`rng_state`): what ``--resume`` restores so that it continues exactly.
+- The directory as a trainer holds it (:class:`RunDirectory`): lock, the earlier run set
+  aside, the last save.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import random
 import shutil
 import tempfile
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -376,20 +379,27 @@ def newest_step_checkpoint(run_dir: Path) -> Path | None:
     return steps[-1] if steps else None
 
 
+def weights_left(run_dir: Path) -> Path | None:
+    """The release checkpoint (weights without optimizer state) a run without ``last.pt`` can
+    be trained on from: its newest ``step_*.pt``, else its ``best.pt``; None if neither."""
+    best = run_dir / "best.pt"
+    return newest_step_checkpoint(run_dir) or (best if best.exists() else None)
+
+
 def check_fresh(run_dir: Path, overwrite: bool) -> None:
     """A new run never silently mixes with an earlier run's checkpoints and metrics. The
     way to continue the earlier run is named only where there is one: ``--resume`` reads
-    ``last.pt``; without it, the newest ``step_*.pt`` (weights only) can start a new run
-    (as :func:`nothing_to_resume` says)."""
+    ``last.pt``; without it, the newest ``step_*.pt`` or ``best.pt`` (weights only) can
+    start a new run (as :func:`nothing_to_resume` says)."""
     files = run_files(run_dir) if run_dir.is_dir() and not overwrite else []
     if not files:
         return
-    newest = newest_step_checkpoint(run_dir)
+    weights = weights_left(run_dir)
     if (run_dir / "last.pt").exists():
         how = "continue it with --resume, or pass --overwrite to start afresh"
-    elif newest is not None:
-        how = (f"it has no last.pt to resume: to train on from the weights of {newest.name}, "
-               f"start a new run with --init-from {newest} and another --run-dir; or pass "
+    elif weights is not None:
+        how = (f"it has no last.pt to resume: to train on from the weights of {weights.name}, "
+               f"start a new run with --init-from {weights} and another --run-dir; or pass "
                "--overwrite to start afresh")
     else:
         how = "pass --overwrite to start afresh, or choose another --run-dir"
@@ -397,15 +407,20 @@ def check_fresh(run_dir: Path, overwrite: bool) -> None:
 
 
 def nothing_to_resume(run_dir: Path) -> str:
-    """``--resume`` without ``last.pt``: where a ``step_*.pt`` is left (a release checkpoint:
-    weights without optimizer state), how to train on from it."""
+    """``--resume`` without ``last.pt`` (the resume state: weights, optimizer, data position):
+    where the run's weights are left (:func:`weights_left`: release checkpoints, without
+    optimizer state), how to train on from them in a new run."""
     last = run_dir / "last.pt"
-    newest = newest_step_checkpoint(run_dir)
-    if newest is None:
+    weights = weights_left(run_dir)
+    if weights is None:
         return f"{last}: nothing to resume"
-    return (f"{last}: nothing to resume; {newest} is a release checkpoint of this run without "
+    if weights.name == "best.pt":
+        return (f"{last}: nothing to resume: the run has no resume state (last.pt); {weights} "
+                "holds its best weights, without optimizer state: to fine-tune from them, "
+                f"start a new run with --init-from {weights} and another --run-dir")
+    return (f"{last}: nothing to resume; {weights} is a release checkpoint of this run without "
             "optimizer state: to train on from its weights, start a new run with --init-from "
-            f"{newest} and another --run-dir")
+            f"{weights} and another --run-dir")
 
 
 # --- --overwrite: the earlier run is set aside until this run's first checkpoint --------------
@@ -495,3 +510,59 @@ def warn_of_set_aside_runs(run_dir: Path) -> None:
             log.warning("%s holds an earlier run set aside by an --overwrite that stopped "
                         "before its first checkpoint (killed?): move its files back into %s "
                         "to recover it, or delete it", aside, run_dir)
+
+
+# --- the run directory as a trainer holds it ----------------------------------------------------
+
+
+class RunDirectory:
+    """One run's directory as a trainer holds it (rank 0 writes it; the other ranks keep only
+    the path): its path, checked before any work (:func:`check_run_dir_path`); the lock
+    (:class:`RunDirLock`) from the set-up until the run ends; the earlier run that
+    ``overwrite`` set aside until this run's first checkpoint (:class:`EarlierRun`); and
+    where the last checkpoint was saved."""
+
+    def __init__(self, path: Path):
+        check_run_dir_path(path)
+        self.path = path
+        self.lock: RunDirLock | None = None
+        self.earlier: EarlierRun | None = None  # --overwrite: until this run's first checkpoint
+        self.saved_at: tuple[int, int, int] | None = None  # (step, epoch, batch) of the last save
+
+    def hold(self) -> None:
+        """Lock the directory (again after :meth:`release`: a trainer run a second time)."""
+        if self.lock is None:
+            self.lock = RunDirLock(self.path)
+
+    def release(self, failed_set_up: bool = False) -> None:
+        """Let go of the lock (see :meth:`RunDirLock.release`)."""
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release(failed_set_up)
+
+    def set_aside_earlier(self) -> None:
+        """``--overwrite``: move the earlier run aside (:meth:`EarlierRun.set_aside`)."""
+        self.earlier = EarlierRun.set_aside(self.path)
+
+    def save(self, payload: dict[str, Any], p: Progress, best: bool, keep_last: int) -> None:
+        """The checkpoints of update ``p.step`` (:func:`save_checkpoints`); the first one of
+        this run deletes the earlier run set aside."""
+        save_checkpoints(self.path, payload, p.step, best, keep_last)
+        self.saved_at = (p.step, p.epoch, p.batch_in_epoch)
+        earlier, self.earlier = self.earlier, None
+        if earlier is not None:
+            earlier.drop()
+
+    @contextlib.contextmanager
+    def put_back_on_failure(self, close: Callable[[], None]) -> Iterator[None]:
+        """Any exception out of the block (KeyboardInterrupt included) while an earlier run is
+        set aside calls ``close()`` (this run's open files, e.g. TensorBoard's events), puts
+        the earlier run back (:meth:`EarlierRun.put_back`), then goes on."""
+        try:
+            yield
+        except BaseException:
+            earlier, self.earlier = self.earlier, None
+            if earlier is not None:
+                close()
+                earlier.put_back()
+            raise

@@ -23,6 +23,7 @@ from .. import fast
 from ..checkpoint import is_release, load_checkpoint
 from ..config import Config, ConfigError, TrainConfig
 from ..data.batching import ParallelIds
+from ..data.corpora import Parallel
 from ..data.fetch import CorpusError
 from ..data.mmap_ids import prepare_training_ids
 from ..data.multilingual import DirectedSplit, join, load_directed
@@ -42,9 +43,11 @@ from ..errors import UserError
 from ..models import build_model
 from ..models.seq2seq import Seq2Seq
 from . import distributed, finetune
-from .budget import check_budget_resumable
+from .budget import check_budget_resumable, replan_resumed_budget
+from .ema import WeightAverage
 from .run_dir import Progress, nothing_to_resume, restore_rng
 from .schedule import Schedule, build_optimizer
+from .start import Start
 from .step import TrainingError
 
 log = logging.getLogger(__name__)
@@ -56,10 +59,25 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def place(t: TrainConfig) -> tuple[int, int, torch.device]:
-    """(rank, world size, device) of this process: ``train.device`` (under torchrun, each
-    rank's own GPU) and ``train.threads``; under torchrun the process group is joined and
-    ranks other than 0 log warnings only (rank 0 speaks for all)."""
+@dataclass(frozen=True)
+class Place:
+    """Where this process trains: its rank among ``world`` processes (torchrun; else 0 of
+    1) and its device."""
+
+    rank: int
+    world: int
+    device: torch.device
+
+    @property
+    def main(self) -> bool:
+        """Rank 0: the process that writes the run directory and speaks for all."""
+        return self.rank == 0
+
+
+def place(t: TrainConfig) -> Place:
+    """This process's :class:`Place`: ``train.device`` (under torchrun, each rank's own GPU)
+    and ``train.threads``; under torchrun the process group is joined and ranks other than 0
+    log warnings only (rank 0 speaks for all)."""
     if t.threads:
         torch.set_num_threads(t.threads)
     rank, world, local_rank = distributed.world_info()
@@ -70,7 +88,7 @@ def place(t: TrainConfig) -> tuple[int, int, torch.device]:
         distributed.init(device)
         if rank != 0:
             logging.getLogger("nmtkit").setLevel(logging.WARNING)
-    return rank, world, device
+    return Place(rank, world, device)
 
 
 def seed_everything(seed: int) -> None:
@@ -82,20 +100,23 @@ def seed_everything(seed: int) -> None:
 # --- where a run starts: fresh, resumed, or from another run's checkpoint --------------------
 
 
-def check_start_flags(resume: bool, init_from: str | Path | None,
-                      vocab_from: str | Path | None) -> None:
-    """``--init-from``, ``--vocab-from`` and ``--resume`` each name where a run's weights or
-    vocabularies come from: at most one of them (``--init-from`` already takes the parent's
-    tokenizers and vocabularies; ``--resume`` takes the run's own from its ``last.pt``)."""
-    if init_from is not None and vocab_from is not None:
-        raise ConfigError("--init-from and --vocab-from cannot be combined (--init-from "
-                          "already takes the parent's tokenizers and vocabularies)")
-    for flag, path in (("--init-from", init_from), ("--vocab-from", vocab_from)):
-        if path is not None and resume:
-            raise ConfigError(f"{flag} and --resume cannot be combined: --resume continues the "
-                              "run from its own last.pt (weights, tokenizers and vocabularies): "
-                              f"drop {flag} to continue the run, or start a new run from {path} "
-                              "(another --run-dir, or --overwrite)")
+def read_start(cfg: Config, run_dir: Path, start: Start) -> dict[str, Any] | None:
+    """The checkpoint where the run starts, checked against ``cfg``: the run's ``last.pt``
+    (:func:`resume_checkpoint`), the checkpoint a fine-tune starts from or the one whose
+    tokenizers and vocabularies are taken (:func:`~nmtkit.train.finetune.check_parent`,
+    :func:`~nmtkit.train.finetune.check_vocab_source`); None from scratch."""
+    if start.resumes:
+        return resume_checkpoint(run_dir, cfg)
+    if start.checkpoint is None:
+        return None
+    ckpt = load_checkpoint(start.checkpoint)
+    if start.parent is not None:
+        finetune.check_parent(ckpt["config"], cfg, start.checkpoint)
+        log.info("fine-tuning %s: its weights, tokenizers and vocabularies", start.checkpoint)
+    else:
+        finetune.check_vocab_source(ckpt["config"], cfg, start.checkpoint)
+        log.info("tokenizers and vocabularies of %s (fresh weights)", start.checkpoint)
+    return ckpt
 
 
 def stored_train_section(ckpt: dict[str, Any]) -> dict[str, Any]:
@@ -151,23 +172,6 @@ def check_resumable(ckpt: dict[str, Any], cfg: Config, last: Path) -> None:
                          "run, or --init-from the checkpoint)")
 
 
-def start_checkpoints(cfg: Config, init_from: str | Path | None, vocab_from: str | Path | None
-                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(parent, vocabulary source): the checkpoint ``--init-from`` fine-tunes (weights,
-    tokenizers, vocabularies) and the one ``--vocab-from`` takes tokenizers and
-    vocabularies from (fresh weights), each checked against ``cfg``."""
-    parent = vocab_source = None
-    if init_from is not None:
-        parent = load_checkpoint(init_from)
-        finetune.check_parent(parent["config"], cfg, init_from)
-        log.info("fine-tuning %s: its weights, tokenizers and vocabularies", init_from)
-    if vocab_from is not None:
-        vocab_source = load_checkpoint(vocab_from)
-        finetune.check_vocab_source(vocab_source["config"], cfg, vocab_from)
-        log.info("tokenizers and vocabularies of %s (fresh weights)", vocab_from)
-    return parent, vocab_source
-
-
 # --- the data --------------------------------------------------------------------------------
 
 
@@ -180,6 +184,18 @@ class TrainingData:
     sampler: SubwordSampler | None  # data.subword_alpha: one segmentation an epoch
     valid_sets: list[DirectedSplit]  # one per direction of data.directions (else one)
     valid_ids: ParallelIds  # every direction's, joined: the validation loss is over all
+
+    @property
+    def valid_text(self) -> Parallel:
+        """The (first) validation split's text: what sample translations are drawn from."""
+        return self.valid_sets[0].text
+
+    def epoch_ids(self, epoch: int) -> ParallelIds:
+        """The training ids of ``epoch``: with ``data.subword_alpha``, a segmentation of its
+        own (the same on every rank), which :attr:`train_ids` then holds."""
+        if self.sampler is not None:
+            self.train_ids = self.sampler.ids(epoch)
+        return self.train_ids
 
 
 def load_data(cfg: Config, given: dict[str, Any] | None, fine_tuning: bool) -> TrainingData:
@@ -251,6 +267,11 @@ def build_training_model(cfg: Config, vocabs: Vocabularies, device: torch.device
     return model
 
 
+def parameter_count(model: Seq2Seq) -> int:
+    """The model's weights (a tied matrix counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
 def optimization(cfg: Config, model: Seq2Seq, device: torch.device
                  ) -> tuple[torch.optim.Optimizer, Schedule, torch.amp.GradScaler]:
     """The optimizer (``train.optimizer``), the rate schedule (``train.lr_schedule``: Eq. 3
@@ -271,10 +292,13 @@ def word_dropout_exempt(cfg: Config, vocabs: Vocabularies, device: torch.device)
 
 
 def restore_training_state(ckpt: dict[str, Any], model: Seq2Seq, optimizer: torch.optim.Optimizer,
-                           schedule: Schedule, scaler: torch.amp.GradScaler) -> Progress:
+                           schedule: Schedule, scaler: torch.amp.GradScaler,
+                           t: TrainConfig) -> Progress:
     """``--resume``: weights, optimizer, schedule, loss scale and random generators as the
-    checkpoint left them; returns its progress. With ``train.ema`` the checkpoint's
-    ``model`` holds the average and ``train_model`` the weights trained."""
+    checkpoint left them, the budget plan revised for another ``train.max_minutes``
+    (:func:`~nmtkit.train.budget.replan_resumed_budget`); returns its progress. With
+    ``train.ema`` the checkpoint's ``model`` holds the average and ``train_model`` the
+    weights trained (:func:`weight_average`)."""
     model.load_state_dict(ckpt.get("train_model", ckpt["model"]))
     optimizer.load_state_dict(ckpt["optimizer"])
     schedule.load_state_dict(ckpt["schedule"])
@@ -282,4 +306,19 @@ def restore_training_state(ckpt: dict[str, Any], model: Seq2Seq, optimizer: torc
     if ckpt.get("scaler"):  # (absent in older checkpoints and when fp16 was off)
         scaler.load_state_dict(ckpt["scaler"])
     restore_rng(ckpt["rng"])
+    replan_resumed_budget(t, progress, schedule, stored_train_section(ckpt)["max_minutes"], log)
+    log.info("resumed from step %d (epoch %d, batch %d)", progress.step, progress.epoch,
+             progress.batch_in_epoch)
     return progress
+
+
+def weight_average(t: TrainConfig, model: Seq2Seq,
+                   resumed: dict[str, Any] | None) -> WeightAverage | None:
+    """``train.ema``'s moving average of the weights (None: off), from the model's weights
+    as they are now; a resumed run's as its ``last.pt`` kept it."""
+    if t.ema <= 0:
+        return None
+    ema = WeightAverage(model, t.ema)
+    if resumed is not None and "train_model" in resumed:
+        ema.load_state_dict(resumed["model"])
+    return ema
