@@ -1,7 +1,8 @@
 """The fair scheduler of ``nmtkit serve`` (issue 74 item 6), on fake work with a fake clock:
-jobs take turns at their checkpoints (round-robin once a job has held the turn for the
-quantum), a job past its deadline or given up is not run, a failing job does not stop the
-others; the deadline whose checks are the checkpoints; CTranslate2's batch size."""
+jobs take turns at their checkpoints (the least-served first, once the holder has had a
+quantum more; a new job a grace behind the least-served), a job past its deadline or given
+up is not run, a failing job does not stop the others; the deadline whose checks are the
+checkpoints; CTranslate2's batch size."""
 
 import threading
 import time
@@ -26,17 +27,17 @@ class FakeClock:
         self.now += seconds
 
 
-def batches(scheduler, clock, name, n, order, gate=None, fail_at=None):
-    """Fake work: ``n`` batches of one second each, a checkpoint before each (as the
-    translation's ``between_batches``), each recorded in ``order``; the first waits for
-    ``gate``; batch ``fail_at`` raises."""
+def batches(scheduler, clock, name, n, order, gate=None, fail_at=None, gate_at=0):
+    """Fake work: ``n`` batches of one second each, a checkpoint before each (as a search
+    checks its deadline before each step), each recorded in ``order``; batch ``gate_at``
+    waits for ``gate``; batch ``fail_at`` raises."""
     def work():
         for i in range(n):
             scheduler.checkpoint()
             if i == fail_at:
                 raise ValueError(f"{name} failed")
             order.append(f"{name}{i}")
-            if i == 0 and gate is not None:
+            if i == gate_at and gate is not None:
                 assert gate.wait(10)
             clock.advance(1.0)
         return name
@@ -49,11 +50,11 @@ def started_event():
     return event, event.set
 
 
-def test_jobs_take_turns_round_robin_after_the_quantum():
+def test_jobs_take_turns_by_model_time_after_the_quantum():
     """A long job (A) holds the turn; B (3 batches) and C (1 batch) arrive while it runs.
-    From A's next checkpoint on they take turns, one batch each (the quantum, 0.5 s, is
-    less than a batch): C, the short one, is done after one batch of A and one of B, not
-    after all of A's."""
+    From A's next checkpoint on the least-served runs once the holder has had 0.5 s (the
+    quantum) more than it: C, the short one, is done after one batch of A and one of B, not
+    after all of A's; then A and B take turns by the time each has had."""
     clock, order = FakeClock(), []
     s = FairScheduler(quantum_s=0.5, clock=clock)
     gate = threading.Event()
@@ -64,9 +65,26 @@ def test_jobs_take_turns_round_robin_after_the_quantum():
     c = s.submit(batches(s, clock, "C", 1, order))
     gate.set()
     assert [j.future.result(10) for j in (a, b, c)] == ["A", "B", "C"]
-    assert order == ["A0", "B0", "C0", "A1", "B1", "A2", "B2", "A3"]
-    assert s.stats.handovers == 5 and s.stats.failed == 0
-    assert (a.turns, b.turns, c.turns) == (4, 3, 1)
+    assert order == ["A0", "B0", "C0", "A1", "B1", "B2", "A2", "A3"]
+    assert s.stats.handovers == 3 and s.stats.failed == 0
+    assert (a.turns, b.turns, c.turns) == (3, 2, 1)
+    assert (a.served, b.served, c.served) == (4.0, 3.0, 1.0)
+
+
+def test_a_new_job_starts_a_grace_behind_and_then_shares():
+    """B (4 batches) arrives when A has had 5 s of model time: it starts 2 s (the grace)
+    behind, so it runs 3 batches before A gets the model back, then they alternate."""
+    clock, order = FakeClock(), []
+    s = FairScheduler(quantum_s=0.5, clock=clock, grace_s=2.0)
+    gate = threading.Event()
+    a = s.submit(batches(s, clock, "A", 8, order, gate, gate_at=4))
+    while "A4" not in order:
+        time.sleep(0.01)
+    b = s.submit(batches(s, clock, "B", 4, order))
+    assert b.served == 2.0  # A's 4 s (A4 under way: not counted yet) less the grace
+    gate.set()
+    a.future.result(10), b.future.result(10)
+    assert order == ["A0", "A1", "A2", "A3", "A4", "B0", "B1", "B2", "B3", "A5", "A6", "A7"]
 
 
 def test_a_job_keeps_the_turn_within_its_quantum_and_when_nobody_waits():
@@ -109,7 +127,7 @@ def test_a_job_past_its_deadline_or_given_up_is_not_run_and_the_others_go_on():
         c.future.result(10)
     assert a.future.result(10) == "A" and d.future.result(10) == "D"
     assert "B0" not in order and "C0" not in order
-    assert order.index("D0") < order.index("A1")  # round-robin between A and D
+    assert order == ["A0", "D0", "D1", "A1", "A2"]  # D, new, before A's next batch
     assert s.stats.skipped == 2 and s.stats.failed == 2
 
 
@@ -145,7 +163,7 @@ def test_a_failing_job_hands_the_turn_on_and_the_others_finish():
     with pytest.raises(ValueError, match="X failed"):
         bad.future.result(10)
     assert a.future.result(10) == "A" and c.future.result(10) == "C"
-    assert order == ["A0", "X0", "C0", "A1", "C1", "A2"]
+    assert order == ["A0", "X0", "C0", "C1", "A1", "A2"]
     assert s.stats.failed == 1 and s.waiting() == 0
 
 

@@ -6,12 +6,18 @@ uses the model (the model is never used by two threads at once). A job offers th
 its *checkpoints*, :meth:`FairScheduler.checkpoint`: wherever the search checks its
 deadline (:class:`PacedDeadline`), which nmtkit's own searches do before every step and the
 CTranslate2 engine before every call (the server cuts its work into batches of a fraction of
-a second for it, :meth:`~nmtkit.serve.limits.ServeLimits.batch_size`). Once it has held
-the turn for :attr:`FairScheduler.quantum_s` and another job is waiting, it goes to the back
-of the line and the first waiting job runs: round-robin. So a long request (64 long texts at
-beam 10: minutes of search on a small CPU) no longer holds a one-word request behind all of
-its batches: the short one waits for one step (or one CTranslate2 batch) of each job ahead
-of it, then runs.
+a second for it, :meth:`~nmtkit.serve.limits.ServeLimits.batch_size`).
+
+Who gets the turn: the waiting job that has had the least model time (a job's *served*
+seconds), once the holder has had :attr:`FairScheduler.quantum_s` more than it. A new job
+starts :attr:`FairScheduler.grace_s` behind the least-served job under way (at 0 at most),
+so a short request runs to its end at once (a one-word request needs a few hundredths of a
+second) and a long one that arrives behind another long one shares the model with it after
+that lead, instead of holding it until it has caught up. Equal jobs take turns, a quantum at
+a time: round-robin by time, not by steps (a step of a 64-text beam-10 batch takes 100 times
+one of a one-word request). So a long request no longer holds a one-word request behind all
+of its batches: the short one waits for the step (or the CTranslate2 batch) under way, then
+runs.
 
 Deadlines: a job whose deadline has passed, or was cancelled (its client left), when the turn
 comes to it is not run (:class:`~nmtkit.decode.deadline.DeadlineExceeded`, and it hands the
@@ -37,9 +43,12 @@ from ..decode.deadline import Deadline, DeadlineExceeded
 log = logging.getLogger(__name__)
 
 QUANTUM_S = 0.05
-"""How long a job keeps the turn before it offers it to a waiting one (seconds): short
-enough that a short request hardly notices the long ones, long enough that handing over
-(a thread switch, microseconds) costs nothing."""
+"""How much more model time than a waiting job a job may have before it hands the turn to
+it (seconds): short enough that jobs of equal standing share the model finely, long enough
+that handing over (a thread switch, microseconds) costs nothing."""
+GRACE_S = 2.0
+"""How far behind the least-served job under way a new job starts (seconds of model time):
+the lead a new request gets, all a short one needs."""
 MAX_JOBS = 256
 """Jobs (threads) admitted at once; more get :class:`Busy` (the server's 503)."""
 
@@ -65,6 +74,9 @@ class Job:
     """Whether ``fn`` was called (a job skipped at its turn never is)."""
     turns: int = 0
     """How many times the turn came to it."""
+    served: float = 0.0
+    """Its model time (seconds of the scheduler's clock), counted from its start value
+    (:attr:`FairScheduler.grace_s` behind the least-served job under way when it came)."""
 
     def __post_init__(self) -> None:  # its future cancelled (asyncio's wrapper was): the job too
         self.future.add_done_callback(lambda f: None if not f.cancelled() else self.cancel())
@@ -105,22 +117,23 @@ class SchedulerStats:
 
 
 class FairScheduler:
-    """Runs :class:`Job` s one at a time, in turns (round-robin at their checkpoints).
+    """Runs :class:`Job` s one at a time, in turns: the least-served first (see the module).
 
-    :meth:`submit` queues a job (in the caller's thread, so the order of submission is the
-    order of the line) and starts its thread, which waits for the turn; :meth:`checkpoint`,
-    called by a job's thread between its steps, hands the turn on when the job has held it
-    for :attr:`quantum_s` and another is waiting.
+    :meth:`submit` queues a job (in the caller's thread, so the order of submission breaks
+    ties) and starts its thread, which waits until the turn is handed to it;
+    :meth:`checkpoint`, called by a job's thread between its steps, hands the turn to the
+    least-served waiting job once the caller has had :attr:`quantum_s` more model time.
     """
 
     def __init__(self, quantum_s: float = QUANTUM_S, max_jobs: int = MAX_JOBS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if quantum_s < 0:
-            raise ValueError(f"quantum_s must be >= 0, got {quantum_s}")
+                 clock: Callable[[], float] = time.monotonic, grace_s: float = GRACE_S) -> None:
+        if quantum_s < 0 or grace_s < 0:
+            raise ValueError(f"quantum_s and grace_s must be >= 0, got {quantum_s}, {grace_s}")
         self.quantum_s, self.max_jobs, self.clock = quantum_s, max_jobs, clock
+        self.grace_s = grace_s
         self.stats = SchedulerStats()
         self._cond = threading.Condition()
-        self._line: deque[Job] = deque()  # waiting for the turn, in order
+        self._line: deque[Job] = deque()  # waiting for the turn, in order of arrival
         self._holder: Job | None = None
         self._since = 0.0  # clock() when the holder got the turn
         self._live = 0  # submitted, not finished
@@ -139,7 +152,14 @@ class FairScheduler:
                            f"(at most {self.max_jobs})")
             self._live += 1
             self.stats.jobs += 1
+            under_way = [j.served for j in self._line]
+            if self._holder is not None:
+                self._account()
+                under_way.append(self._holder.served)
+            job.served = max(0.0, min(under_way, default=0.0) - self.grace_s)
             self._line.append(job)
+            if self._holder is None:
+                self._hand_to(job)
         threading.Thread(target=self._run, args=(job,), name=f"nmtkit-model-{name}",
                          daemon=True).start()
         return job
@@ -152,32 +172,49 @@ class FairScheduler:
     # --- from a job's thread --------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Offer the turn: when the calling job has held it for more than :attr:`quantum_s`
-        and another job waits, go to the back of the line and wait for the turn again. Then
-        :class:`DeadlineExceeded` if the job is past its deadline or cancelled. Outside a
-        job's thread (a direct call of the translator): nothing."""
+        """Offer the turn: when a waiting job has had less model time than the calling job
+        by more than :attr:`quantum_s`, hand the turn to the least-served one and wait for
+        it to come back. Then :class:`DeadlineExceeded` if the job is past its deadline or
+        cancelled. Outside a job's thread (a direct call of the translator): nothing."""
         job: Job | None = getattr(self._local, "job", None)
         if job is None:
             return
         with self._cond:
-            if self._holder is job and self._line and self.clock() - self._since > self.quantum_s:
-                self.stats.handovers += 1
-                self._holder = None
-                self._line.append(job)
-                self._cond.notify_all()
-                self._await_turn(job)
+            if self._holder is job and self._line:
+                self._account()
+                first = self._least_served()
+                if first.served + self.quantum_s < job.served:
+                    self.stats.handovers += 1
+                    self._line.append(job)
+                    self._hand_to(first)
+                    self._await_turn(job)
         job.check()
 
     # --- inside ---------------------------------------------------------------------------
 
-    def _await_turn(self, job: Job) -> None:
-        """Wait (holding the condition's lock) until ``job`` is first in line and nobody holds
-        the turn; then take it."""
-        while self._holder is not None or self._line[0] is not job:
-            self._cond.wait()
-        self._line.popleft()
+    def _account(self) -> None:
+        """Add the holder's model time since it was last counted to its :attr:`Job.served`
+        (holding the lock)."""
+        assert self._holder is not None
+        now = self.clock()
+        self._holder.served += now - self._since
+        self._since = now
+
+    def _least_served(self) -> Job:
+        """The waiting job with the least model time (the earliest of equals)."""
+        return min(self._line, key=lambda j: j.served)
+
+    def _hand_to(self, job: Job) -> None:
+        """Give ``job`` (waiting) the turn (holding the lock)."""
+        self._line.remove(job)
         self._holder, self._since = job, self.clock()
         job.turns += 1
+        self._cond.notify_all()
+
+    def _await_turn(self, job: Job) -> None:
+        """Wait (holding the condition's lock) until the turn is handed to ``job``."""
+        while self._holder is not job:
+            self._cond.wait()
 
     def _run(self, job: Job) -> None:
         self._local.job = job
@@ -205,7 +242,10 @@ class FairScheduler:
             self._local.job = None
             with self._cond:
                 if self._holder is job:
+                    self._account()
                     self._holder = None
+                    if self._line:
+                        self._hand_to(self._least_served())
                 elif job in self._line:  # (never: a job leaves the line when it gets the turn)
                     self._line.remove(job)
                 self._live -= 1
