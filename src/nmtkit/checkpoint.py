@@ -263,9 +263,10 @@ def _check_storage_bounds(where: str, state: dict[str, torch.Tensor]) -> None:
 
 def _load_torch_file(path: Path, map_location: str | torch.device, verify: bool) -> dict[str, Any]:
     """A ``torch.save`` archive (``last.pt``, or a release checkpoint from before
-    safetensors), read with ``weights_only`` and memory-mapped: its zip directory and every
-    weight's size against what is stored, then its shapes against the config, checked before
-    any weight's values are read."""
+    safetensors), read with ``weights_only`` and memory-mapped (a weight's bytes are read when
+    first used): its zip directory, every weight's element count against the bytes stored
+    for it and against the config (names, no more elements than the config's shape) are
+    checked before any weight's values are read."""
     where = str(path)
     _check_zip_directory(path)
     try:
