@@ -14,6 +14,7 @@ import torch
 from nmtkit import checkpoint, checkpoint_format
 from nmtkit.checkpoint_format import (
     FORMAT,
+    MAX_ENTRY_CHARS,
     SAFETENSORS,
     TORCH_ZIP,
     VERSION,
@@ -108,3 +109,7 @@ def test_entries_come_back_as_they_were_stored():
         decode_entries("f.pt", {"step": "[" * 100_000 + "]" * 100_000})
     with pytest.raises(checkpoint.CheckpointError, match="entry 'x' is not nmtkit's JSON"):
         decode_entries("f.pt", {"x": '{"$bytes": "not base64!"}'})
+    long = "[" + '"a",' * (MAX_ENTRY_CHARS // 4) + '"a"]'  # 4 million strings, 16 MiB of JSON
+    with pytest.raises(checkpoint.CheckpointError, match=f"f.pt: metadata entry 'vocab' holds "
+                       f"{len(long)} characters, more than the {MAX_ENTRY_CHARS} allowed"):
+        decode_entries("f.pt", {"vocab": long})

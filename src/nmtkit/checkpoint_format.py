@@ -154,11 +154,20 @@ def encode_entries(entries: dict[str, Any]) -> dict[str, str]:
     return {k: json.dumps(_plain(v, k), ensure_ascii=False) for k, v in entries.items()}
 
 
+MAX_ENTRY_CHARS = 1 << 24
+"""The longest entry a release file's metadata may hold (16 MiB of JSON): a SentencePiece
+model of 64,000 pieces is about 2 MB in base64. (Decoded, JSON of short strings takes up to
+15 times its length in memory: the bound keeps that to a few hundred MB.)"""
+
+
 def decode_entries(where: str, metadata: dict[str, str]) -> dict[str, Any]:
     """Inverse of :func:`encode_entries`; a :class:`CheckpointError` naming the entry that is
-    not what nmtkit writes."""
+    not what nmtkit writes, or longer than :data:`MAX_ENTRY_CHARS`."""
     entries = {}
     for k, text in metadata.items():
+        if len(text) > MAX_ENTRY_CHARS:
+            raise CheckpointError(f"{where}: metadata entry {k!r:.80} holds {len(text)} "
+                                  f"characters, more than the {MAX_ENTRY_CHARS} allowed")
         try:
             entries[k] = json.loads(text, object_hook=_tagged)
         except (ValueError, binascii.Error, RecursionError) as e:
