@@ -319,3 +319,17 @@ def test_the_attention_of_every_sentence(sp_copy_checkpoint):
     t = first.shape[2] - 1  # the first sentence's output tokens: its rows, over its columns
     assert np.allclose(src[:, :, :t, :n_first], first[:, :, :t, :n_first], atol=1e-4)
     assert src[:, :, :t, n_first:-1].sum() == 0
+
+
+@pytest.mark.slow
+def test_translate_with_prefix_and_constraints_files_splits_lines(sp_copy_checkpoint, tmp_path):
+    # issue 74 item 4, as reported: a --prefix-file or --constraints-file (an empty entry
+    # included) and a three-sentence line came back as one sentence
+    src, prefixes, terms = tmp_path / "in.de", tmp_path / "prefix.txt", tmp_path / "terms.txt"
+    src.write_text(f"{THREE}\nEin Hund läuft.\n", encoding="utf-8")
+    prefixes.write_text("\nEin\n", encoding="utf-8")
+    terms.write_text("Kinder\n\n", encoding="utf-8")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for flag, path in (("--prefix-file", prefixes), ("--constraints-file", terms)):
+        out = nmtkit("translate", "--model", sp_copy_checkpoint, "-i", src, flag, path, env=env).stdout
+        assert out == f"{THREE}\nEin Hund läuft.\n", flag
