@@ -215,3 +215,18 @@ def test_a_batch_of_an_engine_that_cannot_stop_mid_batch_is_sized_by_the_work_ra
     assert fast.batch_size(64, 40) == 19 and fast.batch_size(5, 1) == 5
     with pytest.raises(ValueError, match="not known yet"):
         _ = ServeLimits().max_work
+
+
+def test_a_job_without_a_thread_is_refused_and_leaves_no_turn_behind(monkeypatch):
+    """When no thread can be started (the host's limit), the job is refused (the server's
+    503) and the scheduler goes on: the turn it was given passes on."""
+    s = FairScheduler()
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as m:
+        m.setattr(threading.Thread, "start", no_thread)
+        with pytest.raises(Busy, match="no thread"):
+            s.submit(lambda: 1)
+    assert s.submit(lambda: 2).future.result(10) == 2 and s.waiting() == 0

@@ -160,8 +160,13 @@ class FairScheduler:
             self._line.append(job)
             if self._holder is None:
                 self._hand_to(job)
-        threading.Thread(target=self._run, args=(job,), name=f"nmtkit-model-{name}",
-                         daemon=True).start()
+        try:
+            threading.Thread(target=self._run, args=(job,), name=f"nmtkit-model-{name}",
+                             daemon=True).start()
+        except RuntimeError as e:  # no thread to be had: the job leaves (and the turn with it)
+            with self._cond:
+                self._leave(job)
+            raise Busy(f"server busy: no thread for another model call ({e})") from None
         return job
 
     def waiting(self) -> int:
@@ -241,15 +246,20 @@ class FairScheduler:
         finally:
             self._local.job = None
             with self._cond:
-                if self._holder is job:
-                    self._account()
-                    self._holder = None
-                    if self._line:
-                        self._hand_to(self._least_served())
-                elif job in self._line:  # (never: a job leaves the line when it gets the turn)
-                    self._line.remove(job)
-                self._live -= 1
-                self._cond.notify_all()
+                self._leave(job)
+
+    def _leave(self, job: Job) -> None:
+        """``job`` is over: the turn, if it holds it, to the least-served waiting job
+        (holding the lock)."""
+        if self._holder is job:
+            self._account()
+            self._holder = None
+            if self._line:
+                self._hand_to(self._least_served())
+        elif job in self._line:  # (a job whose thread did not start)
+            self._line.remove(job)
+        self._live -= 1
+        self._cond.notify_all()
 
 
 class PacedDeadline(Deadline):
