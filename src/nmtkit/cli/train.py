@@ -16,6 +16,7 @@ from .options import NO_FAST_HELP, Subparsers, add_command
 
 if TYPE_CHECKING:
     from ..config import Config, DataConfig
+    from ..config.tiers import TierPicker
     from ..train.start import Start
     from ..train.tensorboard import AttentionImage
 
@@ -79,7 +80,7 @@ def run(a: argparse.Namespace) -> int:
     sets = [*a.set, *(["train.fast=false", "decode.fast=false"] if a.no_fast else [])]
     if a.report_splits:
         sets.append(f"train.forgetting_splits={json.dumps(a.report_splits)}")
-    cfg = load(a.config, sets)
+    cfg = load(a.config, sets, pick_tier=tier_picker(start, a.run_dir))
     check_trainable(cfg, a.config)
     run_dir = Path(a.run_dir) if a.run_dir else Path("runs") / cfg.name
     refuse_writing_over_inputs(a.config, start, cfg, run_dir)
@@ -88,6 +89,21 @@ def run(a: argparse.Namespace) -> int:
     if world_info()[0] == 0:  # under torchrun every rank returns the same summary: print it once
         print(json.dumps({"run_dir": str(run_dir), **result}))
     return 0
+
+
+def tier_picker(start: Start, run_dir: str | None) -> TierPicker:
+    """How a recipe's ``train.budget_tiers`` choose (:mod:`nmtkit.config.tiers`): a run
+    that resumes in a ``--run-dir`` keeps the recipe its ``last.pt`` was trained with; any
+    other measures this host's matmul rate (only if the recipe has tiers)."""
+    from ..config.tiers import as_before, by_host_rate
+    from ..fast.host_rate import matmul_gflops
+
+    last = Path(run_dir) / "last.pt" if run_dir else None
+    if start.resumes and last is not None and last.is_file():
+        from ..checkpoint import load_checkpoint
+
+        return as_before(str(load_checkpoint(last)["config"].get("name", "")))
+    return by_host_rate(matmul_gflops)
 
 
 def start_of(a: argparse.Namespace) -> Start:
