@@ -592,14 +592,12 @@ def imported_modules(importtime_stderr: str) -> set[str]:
 
 
 def billion_laughs_yaml(levels: int = 9, width: int = 9) -> str:
-    """A recipe of a few hundred bytes whose ``data.directions`` is ``width ** levels`` strings
-    when walked: each level a list of ``width`` aliases of the one below (YAML's "billion
-    laughs"; 9 levels of 9: 387,420,489)."""
-    names = [f"l{i}" for i in range(levels)]
-    lines = [f"{names[0]}: &{names[0]} [{', '.join(['lol'] * width)}]"]
-    for below, name in zip(names, names[1:], strict=False):
-        lines.append(f"{name}: &{name} [{', '.join([f'*{below}'] * width)}]")
-    return "\n".join(lines) + f"\ndata: {{directions: *{names[-1]}}}\n"
+    """A recipe of about 500 bytes whose ``data.src_lang`` holds ``width ** levels`` strings
+    when walked (YAML's "billion laughs": 9 levels of 9, 387,420,489): a list of ``levels``
+    lists, each made of ``width`` aliases of the one before."""
+    parts = [f"&l0 [{', '.join(['lol'] * width)}]"]
+    parts += [f"&l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "data:\n  src_lang: [" + ", ".join(parts) + "]\n"
 
 
 def shared_references_config(levels: int = 20) -> dict:

@@ -78,6 +78,26 @@ def test_a_stored_config_past_a_limit_is_refused_as_it_is_read():
     one_line(str(e.value))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_checkpoint_whose_config_asks_for_3000000_layers_is_one_line_at_once(
+        copy_run, tmp_path, capsys, engine):
+    """Both engines read the stored config through ``Config.from_dict`` before building: the
+    limit is met before any layer is allocated (was: several GB, then a timeout or a
+    ``MemoryError`` traceback)."""
+    ck = torch.load(copy_run / "last.pt", weights_only=True)
+    ck["config"]["model"]["layers"] = 3_000_000
+    bad = tmp_path / "deep.pt"
+    torch.save(ck, bad)
+    text = tmp_path / "in.txt"
+    text.write_text("1 2 3\n")
+    with within(60):
+        err = refused(capsys, ["translate", "--model", str(bad), "--engine", engine,
+                               "-i", str(text)], "model.layers must be at most 1,024")
+    one_line(err)
+    assert "got 3000000" in err
+
+
 def test_wide_and_deep_within_each_limit_is_refused_by_its_parameter_count():
     with pytest.raises(ConfigError, match=r"model: 1000\+1000 layers of d_model 8192, d_ff 32768 "
                        r"and vocabularies of .* weights, more than 20,000,000,000") as e:
