@@ -82,7 +82,9 @@ def measure_work_rate(translator: TextTranslator, limits: ServeLimits, *,
     cap = output_cap(None, limits)
     steps, width, phrases = request_work(translator, texts, beam, None, None, limits)
     work = search_work(steps, width, phrases)
-    options = TranslateOptions(beam=beam, batch_size=len(texts), max_length=cap)
+    tags = sorted(translator.target_tags)  # a multilingual model: time its first direction
+    options = TranslateOptions(beam=beam, batch_size=len(texts), max_length=cap,
+                               tgt_lang=tags[0] if len(tags) > 1 else None)
     translator.translate(texts[:1], options)  # untimed
     runs, start = 0, clock()
     while True:
