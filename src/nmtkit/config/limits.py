@@ -45,9 +45,9 @@ billion, fits; nmtkit builds one float32 copy of the model in one process, so a 
 this could not be built on any one machine."""
 
 MAX_BATCH_TOKENS = 1 << 20
-"""``train.max_tokens``, the tokens of one training batch: 1,048,576, over 30 times the
-largest per-GPU batches in use (fairseq's big-batch recipes take 3,584-25,000 tokens per
-GPU and reach larger batches through ``train.accum``)."""
+"""``train.max_tokens``, the tokens of one training batch: 1,048,576, far above the per-device
+batches of published recipes (a few thousand to some tens of thousands of tokens; larger
+batches are reached through ``train.accum``)."""
 
 MAX_BATCH_SENTENCES = 1 << 16
 """``decode.batch_size``, sentences decoded together: 65,536 (nmtkit's default is 64)."""
@@ -70,19 +70,19 @@ MAX_THREADS = 4096
 machines have a few hundred cores."""
 
 MAX_EXTRA_WEIGHT = 1000.0
-"""``data.extra[i].weight``: each pair is repeated this many times in memory; back-
-translation is weighted 1-10 (Edunov et al. 2018 upsample real data 1-8 times)."""
+"""``data.extra[i].weight``: each pair is repeated this many times in memory; extra corpora
+(back-translations) are weighted about 0.5-10 in practice."""
 
 MAX_CONFIG_DEPTH = 32
 """Nesting of a raw config (mappings and lists within each other): the deepest valid config
-goes 3 levels down (``data.extra[i].path``); a list nested 200,000 deep overflows Python's
-stack in any recursive reader."""
+has 4 levels (the config, ``data``, ``data.extra``, one of its entries); a list nested
+200,000 deep overflows Python's stack in any recursive reader."""
 
 MAX_CONFIG_ITEMS = 100_000
 """Entries of a raw config (every key, value and list element, counted each time it is
 reached: a shared value counts at every place it is used, as any reader walks it): the
-packaged recipes have about 150; a "billion laughs" of aliases in a 524-byte recipe has
-10**9 and would never finish printing."""
+packaged recipes have at most 140, a whole config with every default about 280; a "billion
+laughs" of aliases in a recipe of 500 bytes has 10**9 and would never finish printing."""
 
 MAX_CONFIG_CHARS = 1 << 20
 """Characters of all the strings of a raw config together (keys and values, again counted at
