@@ -89,7 +89,7 @@ MAX_CONFIG_CHARS = 1 << 20
 every use): a mebibyte, a thousand times a recipe's."""
 
 MAX_RECIPE_BYTES = 1 << 20
-"""The size of a recipe file (a YAML config read whole): a mebibyte, a hundred times the
+"""The size of a recipe file (a YAML config read whole): a mebibyte, nearly 200 times the
 largest packaged recipe; it must be a regular file (not ``/dev/zero``, a FIFO, a socket)."""
 
 MAX_INTEGER = 1 << 128
