@@ -63,5 +63,5 @@ def test_distill_another_split_and_train_a_student_on_it(tmp_path, teachers, cap
     assert json.loads(capsys.readouterr().out)["pairs"] == 20
     student = Trainer(load(COPY, tiny_copy_overrides(4) + [
         f"data.extra=[{{path: {prefix}, weight: 1, tag: ''}}]"]), tmp_path / "student")
-    assert len(student.train_ids) == 400 + 20  # the real pairs and the distilled ones
+    assert len(student.data.train_ids) == 400 + 20  # the real pairs and the distilled ones
     assert student.run()["step"] == 4

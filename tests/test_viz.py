@@ -175,7 +175,8 @@ def test_a_failed_plot_does_not_stop_training(tmp_path, caplog, monkeypatch):
     viz.curves.redraw_curves(tmp_path)  # no metrics.csv yet: a warning, not an exception
     assert "curves.png not written" in caplog.text
     caplog.clear()
-    trainer = SimpleNamespace(rank=0, run_dir=tmp_path, on_validation=lambda d: 1 / 0)
+    trainer = SimpleNamespace(place=SimpleNamespace(main=True), directory=SimpleNamespace(path=tmp_path),
+                              on_validation=lambda d: 1 / 0)
     Trainer.after_validation(trainer)  # any failing callback: a warning
     assert "after-validation callback failed" in caplog.text
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # matplotlib not installed: no callback
