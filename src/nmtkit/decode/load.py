@@ -4,9 +4,9 @@ translator of one or more models.
 
 ``engine="auto"`` (what a user gets unless they name one): the checkpoint's Transformer in
 numpy (:mod:`nmtkit.lite`, no PyTorch to import: a one-sentence call starts in a fraction
-of a second) for up to :data:`~nmtkit.lite.MAX_LINES` lines a call, where it can run the
+of a second) for up to :data:`~nmtkit.lite.MAX_LINES` sentences a call, where it can run the
 checkpoint; PyTorch's search (:class:`~nmtkit.decode.translator.Translator`) for the rest:
-more lines, what numpy does not do (:meth:`~nmtkit.decode.lite_translator.LiteTranslator.refuses`),
+more sentences, what numpy does not do (:meth:`~nmtkit.decode.lite_translator.LiteTranslator.refuses`),
 an ensemble, a device other than the CPU, ``fast=False``, reranking. ``"numpy"`` always
 starts in numpy (PyTorch takes what it cannot do), ``"torch"`` is PyTorch's search,
 ``"ctranslate2"`` an ``nmtkit export --format ctranslate2`` directory run by CTranslate2.
@@ -58,7 +58,7 @@ def load_translator(models: str | Path | Sequence[str | Path], engine: str = "au
     choice). ``reverse_models``/``r2l_models``: the checkpoints that rerank the candidates
     (``decode.rerank``; :mod:`nmtkit.decode.rerank`), for the direction ``src_lang`` ->
     ``tgt_lang`` of a model of several (``rerank_given``: refuse them without
-    ``decode.rerank``). ``max_lines``: the most lines ``"auto"`` translates in numpy.
+    ``decode.rerank``). ``max_lines``: the most sentences (after splitting) ``"auto"`` translates in numpy.
 
     The translator's ``bundle`` is what it was loaded from (its ``cfg``: the model's config).
     Options that do not go together are a ``UserError`` before anything loads."""
