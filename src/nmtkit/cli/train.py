@@ -92,18 +92,28 @@ def run(a: argparse.Namespace) -> int:
 
 
 def tier_picker(start: Start, run_dir: str | None) -> TierPicker:
-    """How a recipe's ``train.budget_tiers`` choose (:mod:`nmtkit.config.tiers`): a run
-    that resumes in a ``--run-dir`` keeps the recipe its ``last.pt`` was trained with; any
-    other measures this host's matmul rate (only if the recipe has tiers)."""
-    from ..config.tiers import as_before, by_host_rate
+    """How a recipe's ``train.budget_tiers`` choose (:mod:`nmtkit.config.tiers`), called only
+    for a recipe that has tiers: a run that resumes in a ``--run-dir`` keeps the recipe its
+    ``last.pt`` was trained with; any other measures this host's matmul rate. (A ``last.pt``
+    that cannot be read is left to the trainer, which checks the run directory's lock first
+    and then says what is wrong with it.)"""
+    from ..config.tiers import Tier, TierChoice, as_before, by_host_rate
+    from ..errors import UserError
     from ..fast.host_rate import matmul_gflops
 
-    last = Path(run_dir) / "last.pt" if run_dir else None
-    if start.resumes and last is not None and last.is_file():
-        from ..checkpoint import load_checkpoint
+    def pick(tiers: tuple[Tier, ...], minutes: float) -> TierChoice:
+        last = Path(run_dir) / "last.pt" if run_dir else None
+        if start.resumes and last is not None and last.is_file():
+            from ..checkpoint import load_checkpoint
 
-        return as_before(str(load_checkpoint(last)["config"].get("name", "")))
-    return by_host_rate(matmul_gflops)
+            try:
+                name = str(load_checkpoint(last)["config"].get("name", ""))
+            except UserError:
+                pass
+            else:
+                return as_before(name)(tiers, minutes)
+        return by_host_rate(matmul_gflops)(tiers, minutes)
+    return pick
 
 
 def start_of(a: argparse.Namespace) -> Start:
