@@ -48,6 +48,28 @@ def test_blocked_loss_and_gradients_equal_the_readable_ones(monkeypatch, v, with
             assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
 
 
+def test_scores_far_apart_give_the_readable_loss_and_gradient():
+    """Rows whose scores span hundreds (a confident model, or a diverging one): the blocked
+    loss takes log p from the scores' log-sum-exp, not from a log-softmax, and clamps
+    exp(s - max) at e^-80; the loss and the gradients must still be the readable ones."""
+    torch.manual_seed(3)
+    n, d, v = 12, 8, 40
+    target = torch.randint(4, v, (n,))
+    target[5] = PAD
+    features, weight = torch.randn(n, d) * 30, torch.randn(v, d)  # scores of ~100-500
+    results = []
+    for fn in (readable, output_loss.projected_label_smoothed_cross_entropy):
+        h, w = features.clone().requires_grad_(), weight.clone().requires_grad_()
+        loss, nll, _ = fn(h, w, None, target, 0.1)
+        loss.backward()
+        results.append((loss.detach(), nll, h.grad, w.grad))
+    (l0, n0, *g0), (l1, n1, *g1) = results
+    assert torch.isfinite(l1) and torch.allclose(l0, l1, rtol=1e-5), (l0, l1)
+    assert torch.allclose(n0, n1, rtol=1e-5)
+    for a, b in zip(g0, g1, strict=True):
+        assert torch.allclose(a, b, atol=1e-4 * a.abs().max()), (a - b).abs().max()
+
+
 def test_no_gradient_is_computed_where_none_is_wanted():
     h, w = torch.randn(5, 4), torch.randn(10, 4, requires_grad=True)
     target = torch.randint(4, 10, (5,))

@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data.vocab import PAD
-from ..models.loss import entropy, row_terms, smoothed_gradient_
+from ..models.loss import entropy
 from . import onednn
 from .linear import LOW_PRECISION_ROW_MULTIPLE, rows_padded
 from .swap import original_class
@@ -65,18 +65,51 @@ def _block_terms(scores: Tensor, v: int, tgt: Tensor, keep: Tensor, eps: float, 
                  want_grad: bool) -> tuple[Tensor | None, Tensor, Tensor]:
     """One block's scores (m, vp), the columns from ``v`` on padding, -> (the gradient of
     its loss with respect to the scores, p - q, float32 (m, vp) with 0 on the padded
-    columns, or None without ``want_grad``; the block's loss sum; its NLL sum). The
-    log-probabilities are computed in float32 (widened inside the log-softmax where the
-    scores are bfloat16) and become the gradient in place."""
-    scores[:, v:] = -math.inf  # the padded columns take no probability
-    grad = torch.log_softmax(scores, dim=-1, dtype=torch.float32)  # (m, vp)
-    lp = grad[:, :v]  # (m, V): the real columns
-    cross, gold_nll = row_terms(lp, tgt, eps, pad)
-    loss, nll = (cross * keep).sum(), (gold_nll * keep).sum()
+    columns, or None without ``want_grad``; the block's loss sum; its NLL sum).
+
+    The loss needs three numbers per row, not the (m, V) log-probabilities: with
+    ``lse = log sum_j exp(s_j)``, ``log p_gold = s_gold - lse``, ``log p_pad = s_pad - lse``
+    and ``sum_j log p_j = sum_j s_j - V lse`` (:func:`~nmtkit.models.loss.row_terms` names
+    the terms). So the scores are read once for their sum and their maximum, turned in place
+    into ``exp(s - max)`` (the one exponential), read once more for its sum ``z``, and scaled
+    into ``p - q = exp(s - max) / z - q``: seven passes over the block and no new (m, vp)
+    tensor, where a log-softmax, its row sum and ``exp`` of it took eight, two of them
+    exponentials, and a new block. In float32 (scores in bfloat16 are widened first)."""
+    s = scores.float()  # (m, vp): the scores themselves where they are float32
+    real = s[:, :v]  # (m, V)
+    gold_s = real.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (m,)
+    pad_s = s[:, pad].clone()  # (m,): s is overwritten below
+    sum_s = real.sum(dim=1) if eps > 0 else None  # (m,)
+    s[:, v:] = -math.inf  # the padded columns take no probability
+    if want_grad:
+        mx = s.amax(dim=1, keepdim=True)  # (m, 1)
+        # exp(s - max) in place; the clamp keeps exp out of its slow denormal path (terms
+        # below e^-80 of the largest are < 2e-35 of it: nothing is lost)
+        e = s.sub_(mx).clamp_(min=-80.0).exp_()  # (m, vp)
+        e[:, v:] = 0.0  # the padded columns: no probability, no gradient
+        z = e.sum(dim=1, keepdim=True)  # (m, 1)
+        lse = (mx + z.log()).squeeze(1)  # (m,)
+    else:
+        lse = torch.logsumexp(s, dim=1)  # (m,)
+    gold = gold_s - lse  # log p_gold
+    if sum_s is None:
+        cross = -gold
+    else:
+        other = eps / (v - 2)
+        rest = (sum_s - v * lse) - gold - (pad_s - lse)  # sum of log p over the other tokens
+        cross = -(1.0 - eps) * gold - other * rest
+    loss, nll = (cross * keep).sum(), (-gold * keep).sum()
     if not want_grad:
         return None, loss, nll
-    smoothed_gradient_(lp, tgt, keep, eps, pad)  # p - q over lp, in place
-    grad[:, v:] = 0.0  # the padded columns: -inf scores, no gradient
+    w = keep.unsqueeze(1)  # (m, 1): 0 on padding rows
+    if sum_s is not None:  # w (p - q): q is other on every real column but pad, 1 - eps on gold
+        grad = torch.addcmul(-w * other, e, w / z, out=e)  # w p - w other, over e
+        grad[:, v:] = 0.0
+        grad[:, pad] += keep * other
+        grad.scatter_add_(1, tgt.unsqueeze(1), -w * (1.0 - eps - other))
+    else:
+        grad = e.mul_(w / z)  # w p, over e
+        grad.scatter_add_(1, tgt.unsqueeze(1), -w)
     return grad, loss, nll
 
 
