@@ -2,8 +2,8 @@
 # The main job: set up, train a small Multi30k de->en Transformer for $MINUTES minutes,
 # evaluate it on test_2016_flickr with sacreBLEU (beam 5), and translate two sentences.
 # It trains configs/multi30k_transformer_quick.yaml (a narrow model, its schedule planned from
-# the budget); a budget that buys more (MINUTES x this host's measured matmul rate: from ~26
-# minutes of a 2-core AVX2 host) trains configs/multi30k_transformer_hour.yaml instead, the
+# the budget); a budget that buys much more (MINUTES x this host's measured matmul rate: from
+# ~90 minutes of a 2-core AVX2 host) trains configs/multi30k_transformer_hour.yaml instead, the
 # recipe's train.budget_tiers choosing (the run's log says which). RECIPE=... picks another.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -352,7 +352,7 @@ def test_the_hour_recipe_is_the_small_one_with_its_schedule_planned_from_an_hour
     assert recipe_changes("multi30k_transformer_hour.yaml") == {
         "train.max_minutes": (0, 60), "train.budget_schedule": (False, True)}
     quick = yaml.safe_load((ROOT / "configs" / "multi30k_transformer_quick.yaml").read_text())
-    assert quick["train"]["budget_tiers"] == [{"gflop": 200000,
+    assert quick["train"]["budget_tiers"] == [{"gflop": 700000,
                                                "recipe": "multi30k_transformer_hour"}]
 
 
