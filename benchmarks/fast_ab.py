@@ -35,7 +35,7 @@ from _common import (  # benchmarks/ is the script's directory
     machine,
     matmul_peak_gflops,
 )
-from train_speed import regex_tokenized_corpus
+from train_speed import peer_config, regex_tokenized_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SPEEDUPS = ("output_loss", "unpadded_encoder", "onednn_linear", "amp_bf16")
@@ -65,17 +65,7 @@ def main() -> None:
     peak_before = matmul_peak_gflops(a.threads)
     with tempfile.TemporaryDirectory() as tmp:
         corpus = regex_tokenized_corpus(data, Path(tmp) / "regex")
-        cfg = Config.from_dict({
-            "name": "bench",
-            "data": {"corpus": "parallel", "train": str(corpus / "train"),
-                     "valid": str(corpus / "val"), "tokenizer": "whitespace", "min_freq": 2,
-                     "joint_vocab": False},
-            "model": {"layers": a.layers, "d_model": a.d_model, "d_ff": a.d_ff, "heads": a.heads,
-                      "dropout": 0.1, "norm": "pre", "tie_all": False, "tie_output": True,
-                      "output_bias": False},
-            "train": {"max_tokens": a.max_tokens, "label_smoothing": 0.1, "warmup": 300,
-                      "lr": 1.0, "threads": a.threads, "valid_bleu": False, "keep_last": 0},
-        })
+        cfg = Config.from_dict(peer_config(corpus, a))
         os.environ["NMTKIT_CACHE"] = tmp
         # oneDNN's products where this CPU would have them (onednn.trains_faster: not on
         # Intel's), but its layers installed everywhere, so that onednn_linear can switch them.

@@ -83,6 +83,25 @@ def batches_for(ids, max_tokens: int, n: int) -> list:
     return batches
 
 
+def peer_config(corpus: Path, dims: argparse.Namespace, output_bias: bool = False,
+                **train: object) -> dict:
+    """nmtkit's config for the peer benchmark's model and batches (../shared/bench/PEERS.md) on
+    ``corpus`` (:func:`regex_tokenized_corpus`'s directory): ``dims`` has the
+    :func:`_common.add_peer_setup_args` fields; ``train`` adds or overrides train keys. One
+    place for train_speed.py, fast_ab.py and experiments/cpu_step_profile.py."""
+    return {
+        "name": "bench",
+        "data": {"corpus": "parallel", "train": str(corpus / "train"), "valid": str(corpus / "val"),
+                 "tokenizer": "whitespace", "min_freq": 2, "joint_vocab": False},
+        "model": {"layers": dims.layers, "d_model": dims.d_model, "d_ff": dims.d_ff,
+                  "heads": dims.heads, "dropout": 0.1, "norm": "pre", "tie_all": False,
+                  "tie_output": True, "output_bias": output_bias},
+        "train": {"max_tokens": dims.max_tokens, "label_smoothing": 0.1, "warmup": 300,
+                  "lr": 1.0, "threads": dims.threads, "valid_bleu": False, "keep_last": 0,
+                  **train},
+    }
+
+
 def nmtkit_worker(args: argparse.Namespace) -> dict:
     """Runs in its own process: build the trainer, time ``steps`` real optimizer updates."""
     import numpy as np
@@ -93,18 +112,9 @@ def nmtkit_worker(args: argparse.Namespace) -> dict:
 
     torch.set_num_threads(args.threads)
     corpus = Path(args.corpus)
-    cfg = Config.from_dict({
-        "name": "bench",
-        "data": {"corpus": "parallel", "train": str(corpus / "train"), "valid": str(corpus / "val"),
-                 "tokenizer": "whitespace", "min_freq": 2, "joint_vocab": False},
-        "model": {"layers": args.layers, "d_model": args.d_model, "d_ff": args.d_ff,
-                  "heads": args.heads, "dropout": 0.1, "norm": "pre", "tie_all": False,
-                  "tie_output": True, "output_bias": args.output_bias},
-        "train": {"max_tokens": args.max_tokens, "label_smoothing": 0.1, "warmup": 300,
-                  "lr": 1.0, "threads": args.threads, "valid_bleu": False, "keep_last": 0,
-                  "compile": args.compile, "amp": args.amp,
-                  **({"fast": False} if args.no_fast else {})},
-    })
+    cfg = Config.from_dict(peer_config(
+        corpus, args, output_bias=args.output_bias, compile=args.compile, amp=args.amp,
+        **({"fast": False} if args.no_fast else {})))
     cfg.data.mmap = args.mmap
     with tempfile.TemporaryDirectory() as run_dir:
         os.environ["NMTKIT_CACHE"] = run_dir  # a --mmap store is built here, then removed

@@ -20,15 +20,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # train_speed.py
 
-from train_speed import ROOT, SHARED, batches_for, regex_tokenized_corpus  # noqa: E402
+from _common import add_peer_setup_args  # noqa: E402
+from train_speed import ROOT, SHARED, batches_for, peer_config, regex_tokenized_corpus  # noqa: E402
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_peer_setup_args(p)
     p.add_argument("--updates", type=int, default=10)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--no-fast", action="store_true")
     p.add_argument("--rows", type=int, default=30)
     p.add_argument("--out", required=True)
@@ -41,17 +41,7 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     tmp = Path(tempfile.mkdtemp())
     corpus = regex_tokenized_corpus(SHARED / "data", tmp / "corpus")
-    cfg = Config.from_dict({
-        "name": "profile",
-        "data": {"corpus": "parallel", "train": str(corpus / "train"),
-                 "valid": str(corpus / "val"), "tokenizer": "whitespace", "min_freq": 2,
-                 "joint_vocab": False},
-        "model": {"layers": 3, "d_model": 256, "d_ff": 1024, "heads": 4, "dropout": 0.1,
-                  "norm": "pre", "tie_all": False, "tie_output": True, "output_bias": False},
-        "train": {"max_tokens": a.max_tokens, "label_smoothing": 0.1, "warmup": 300, "lr": 1.0,
-                  "threads": a.threads, "valid_bleu": False, "keep_last": 0,
-                  **({"fast": False} if a.no_fast else {})},
-    })
+    cfg = Config.from_dict(peer_config(corpus, a, **({"fast": False} if a.no_fast else {})))
     tr = Trainer(cfg, tmp / "run")
     batches = batches_for(tr.data.train_ids, a.max_tokens, a.warmup + a.updates + 1)
     for i in range(a.warmup):

@@ -13,8 +13,9 @@ against about 130 at 6208 columns and 185 for the model's other products).
 - the weight is padded with zero rows to a multiple of 16 output columns (the padded
   columns get a score of -inf, so they take no probability and no gradient);
 - rows go through in blocks of about 16 MB of scores that stay in the cache: the block's
-  scores, its log-softmax, its loss terms and its gradient ``p - q``, which is at once
-  multiplied into the gradients of the features (``G W``) and of the weight (``G^T h``);
+  scores, its loss terms (from each row's log-sum-exp) and its gradient ``p - q``, which is
+  at once multiplied into the gradients of the features (``G W``) and of the weight
+  (``G^T h``);
 - so the forward pass already holds the gradients, and the backward pass only scales
   them by the incoming gradient of the loss (a scalar: the loss is a sum).
 
@@ -42,7 +43,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data.vocab import PAD
-from ..models.loss import entropy
+from ..models.loss import entropy, smoothed_cross_entropy
 from . import onednn
 from .linear import LOW_PRECISION_ROW_MULTIPLE, rows_padded
 from .swap import original_class
@@ -69,12 +70,13 @@ def _block_terms(scores: Tensor, v: int, tgt: Tensor, keep: Tensor, eps: float, 
 
     The loss needs three numbers per row, not the (m, V) log-probabilities: with
     ``lse = log sum_j exp(s_j)``, ``log p_gold = s_gold - lse``, ``log p_pad = s_pad - lse``
-    and ``sum_j log p_j = sum_j s_j - V lse`` (:func:`~nmtkit.models.loss.row_terms` names
-    the terms). So the scores are read once for their sum and their maximum, turned in place
-    into ``exp(s - max)`` (the one exponential), read once more for its sum ``z``, and scaled
-    into ``p - q = exp(s - max) / z - q``: seven passes over the block and no new (m, vp)
-    tensor, where a log-softmax, its row sum and ``exp`` of it took eight, two of them
-    exponentials, and a new block. In float32 (scores in bfloat16 are widened first)."""
+    and ``sum_j log p_j = sum_j s_j - V lse``
+    (:func:`~nmtkit.models.loss.smoothed_cross_entropy` turns them into the loss). So the
+    scores are read once for their sum and their maximum, turned in place into
+    ``exp(s - max)`` (the one exponential), read once more for its sum ``z``, and scaled into
+    ``p - q = exp(s - max) / z - q``: seven passes over the block and no new (m, vp) tensor,
+    where a log-softmax, its row sum and ``exp`` of it took eight, two of them exponentials,
+    and a new block. In float32 (scores in bfloat16 are widened first)."""
     s = scores.float()  # (m, vp): the scores themselves where they are float32
     real = s[:, :v]  # (m, V)
     gold_s = real.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (m,)
@@ -92,17 +94,14 @@ def _block_terms(scores: Tensor, v: int, tgt: Tensor, keep: Tensor, eps: float, 
     else:
         lse = torch.logsumexp(s, dim=1)  # (m,)
     gold = gold_s - lse  # log p_gold
-    if sum_s is None:
-        cross = -gold
-    else:
-        other = eps / (v - 2)
-        rest = (sum_s - v * lse) - gold - (pad_s - lse)  # sum of log p over the other tokens
-        cross = -(1.0 - eps) * gold - other * rest
+    cross = -gold if sum_s is None else smoothed_cross_entropy(gold, sum_s - v * lse,
+                                                                pad_s - lse, v, eps)
     loss, nll = (cross * keep).sum(), (-gold * keep).sum()
     if not want_grad:
         return None, loss, nll
     w = keep.unsqueeze(1)  # (m, 1): 0 on padding rows
     if sum_s is not None:  # w (p - q): q is other on every real column but pad, 1 - eps on gold
+        other = eps / (v - 2)
         grad = torch.addcmul(-w * other, e, w / z, out=e)  # w p - w other, over e
         grad[:, v:] = 0.0
         grad[:, pad] += keep * other
@@ -191,7 +190,7 @@ def _low_precision_forward(ctx: Any, features: Tensor, weight: Tensor, bias: Ten
                            products: torch.dtype) -> tuple[Tensor, Tensor]:
     """:meth:`ProjectedLabelSmoothedCE.forward` with its three products in ``products``
     (bfloat16, as CPU autocast would run them), everything else in float32: the scores are
-    widened inside the log-softmax (before it, where a bias is added), the gradients of the
+    widened for the loss (before the bias, where there is one), the gradients of the
     weight and bias are summed over the blocks in float32, and the features' gradient is
     returned in their own dtype. Blocks are a multiple of
     :data:`~.linear.LOW_PRECISION_ROW_MULTIPLE` rows and the last one is padded to it, so

@@ -41,14 +41,19 @@ def entropy(eps: float, v: int) -> float:
 
 def row_terms(lp: Tensor, tgt: Tensor, eps: float, pad: int) -> tuple[Tensor, Tensor]:
     """Per-row cross-entropy with q, and NLL. lp: (n, V); tgt: (n,)."""
-    v = lp.size(1)
     gold = lp.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (n,)
     if eps == 0.0:
         return -gold, -gold
+    return smoothed_cross_entropy(gold, lp.sum(dim=1), lp[:, pad], lp.size(1), eps), -gold
+
+
+def smoothed_cross_entropy(gold: Tensor, total: Tensor, pad_lp: Tensor, v: int,
+                           eps: float) -> Tensor:
+    """Per-row cross-entropy with q from three log-probabilities of each row: the gold
+    token's, their sum over the vocabulary, and the pad token's; each (n,). eps > 0."""
     other = eps / (v - 2)
     # -sum_v q_v log p_v = -(1-eps) log p_gold - other * (sum_v log p_v - log p_gold - log p_pad)
-    rest = lp.sum(dim=1) - gold - lp[:, pad]
-    return -(1.0 - eps) * gold - other * rest, -gold
+    return -(1.0 - eps) * gold - other * (total - gold - pad_lp)
 
 
 def label_smoothed_loss(
